@@ -1,0 +1,240 @@
+/**
+ * Tools: a name, a description, a parameters Schema and an `execute` Effect. The loop decodes the
+ * model's raw arguments with the Schema, runs `execute`, and turns the output (or the failure) into a
+ * tool result. A tool's error and requirement types flow into the run's types.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as JSONSchema from "effect/JSONSchema"
+import * as ParseResult from "effect/ParseResult"
+import type * as Schema from "effect/Schema"
+import * as Errors from "./Errors.js"
+import * as Message from "./Message.js"
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * What a tool's `execute` may return: text, content blocks, or content with `details` (structured data
+ * kept in the result message for UIs and logs, not sent to the model).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Output =
+  | string
+  | ReadonlyArray<Message.TextContent | Message.ImageContent>
+  | {
+    readonly content: string | ReadonlyArray<Message.TextContent | Message.ImageContent>
+    readonly details?: unknown
+  }
+
+/**
+ * What a running tool knows about its call.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Context {
+  readonly toolCallId: string
+  readonly toolName: string
+  /** Reports progress; it reaches the run's event stream as a `ToolUpdate` event. */
+  readonly update: (progress: unknown) => Effect.Effect<void>
+}
+
+/**
+ * How a tool may run alongside the other calls of a turn: `parallel` (the default) overlaps with
+ * them; `exclusive` waits for the calls before it and the calls after it wait for it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Execution = "parallel" | "exclusive"
+
+/**
+ * A tool the model can call.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Tool<in out Input, out E = never, out R = never> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<Input, any, never>
+  /** The JSON Schema of the parameters, as providers send it. */
+  readonly jsonSchema: JsonSchema
+  readonly execute: (input: Input, context: Context) => Effect.Effect<Output, E, R>
+  readonly execution: Execution
+  /**
+   * The resource the call writes, if any: calls of one turn that share a key run one after another in
+   * call order (for files: the resolved absolute path).
+   */
+  readonly key?: ((input: Input) => Effect.Effect<string | undefined, never, R>) | undefined
+  /** Interrupts the call after this long; the model gets an error result naming the limit. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Any tool.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Any {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<any, any, never>
+  readonly jsonSchema: JsonSchema
+  readonly execute: (input: any, context: Context) => Effect.Effect<Output, any, any>
+  readonly execution: Execution
+  readonly key?: ((input: any) => Effect.Effect<string | undefined, never, any>) | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The terminal errors a tool adds to a run: its error type without the recoverable ones.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Terminal<T> = T extends Tool<infer _I, infer E, infer _R> ? Exclude<E, Errors.Recoverable> : never
+
+/**
+ * The services a tool requires.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Requirements<T> = T extends Tool<infer _I, infer _E, infer R> ? R : never
+
+/**
+ * A JSON Schema object.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type JsonSchema = { readonly [key: string]: unknown }
+
+/**
+ * A tool as providers describe it to the model.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Definition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: JsonSchema
+}
+
+// -----------------------------------------------------------------------------
+// Constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * Defines a tool. `execute` may fail with `ToolExecutionFailed` (fed back to the model) or with any
+ * other error, which ends the run and so appears in the run's error type.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "effect-agent"
+ *
+ * const echo = Tool.make({
+ *   name: "echo",
+ *   description: "Returns its input",
+ *   parameters: Schema.Struct({ text: Schema.String }),
+ *   execute: ({ text }) => Effect.succeed(text)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = <Input, E = never, R = never>(options: {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<Input, any, never>
+  readonly execute: (input: Input, context: Context) => Effect.Effect<Output, E, R>
+  readonly execution?: Execution | undefined
+  readonly key?: ((input: Input) => string | undefined | Effect.Effect<string | undefined, never, R>) | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+}): Tool<Input, E, R> => {
+  const { $schema: _, ...jsonSchema } = JSONSchema.make(options.parameters)
+  const key = options.key
+  return {
+    name: options.name,
+    description: options.description,
+    parameters: options.parameters,
+    jsonSchema,
+    execute: options.execute,
+    execution: options.execution ?? "parallel",
+    key: key === undefined ? undefined : (input) => {
+      const k = key(input)
+      return Effect.isEffect(k) ? k : Effect.succeed(k)
+    },
+    timeout: options.timeout
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Combinators
+// -----------------------------------------------------------------------------
+
+/**
+ * The definition a provider sends for a tool.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const definition = (tool: Any): Definition => ({
+  name: tool.name,
+  description: tool.description,
+  parameters: tool.jsonSchema
+})
+
+/**
+ * Decodes a call's raw arguments with the tool's schema; the error lists every issue and what was
+ * received, formatted for a model to read.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const decodeInput = <Input>(
+  tool: { readonly name: string; readonly parameters: Schema.Schema<Input, any, never> },
+  input: unknown
+): Effect.Effect<Input, Errors.ToolInputInvalid> =>
+  Effect.mapError(
+    ParseResult.decodeUnknown(tool.parameters, { errors: "all", onExcessProperty: "ignore" })(input),
+    (error) =>
+      new Errors.ToolInputInvalid({
+        toolName: tool.name,
+        issues: ParseResult.ArrayFormatter.formatIssueSync(error)
+          .map((issue) => `- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
+          .join("\n"),
+        input
+      })
+  )
+
+/**
+ * Turns a tool's output into the content of its result message.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const outputContent = (output: Output): {
+  readonly content: ReadonlyArray<Message.TextContent | Message.ImageContent>
+  readonly details?: unknown
+} => {
+  if (typeof output === "string") return { content: [Message.text(output)] }
+  if (isContentArray(output)) return { content: output }
+  const content = typeof output.content === "string" ? [Message.text(output.content)] : output.content
+  return output.details === undefined ? { content } : { content, details: output.details }
+}
+
+const isContentArray = (
+  output: Output
+): output is ReadonlyArray<Message.TextContent | Message.ImageContent> => Array.isArray(output)

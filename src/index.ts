@@ -1,0 +1,32 @@
+/**
+ * effect-agent: an Effect-typed, functional agent runtime. Every public module, as a namespace.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as Errors from "./Errors.js"
+
+/** @since 0.1.0 */
+export * as Event from "./Event.js"
+
+/** @since 0.1.0 */
+export * as Loop from "./Loop.js"
+
+/** @since 0.1.0 */
+export * as Message from "./Message.js"
+
+/** @since 0.1.0 */
+export * as Model from "./Model.js"
+
+/** @since 0.1.0 */
+export * as Tool from "./Tool.js"
+
+/** @since 0.1.0 */
+export * as Inbox from "./services/Inbox.js"
+
+/** @since 0.1.0 */
+export * as Permissions from "./services/Permissions.js"
+
+/** @since 0.1.0 */
+export * as Session from "./services/Session.js"
