@@ -254,7 +254,7 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
     Effect.provideService(Model.Model, options.model),
     Effect.provideService(Session.Session, session)
   ) as Effect.Effect<RunResult, unknown>
-  return Effect.runPromise(
+  return Effect.runPromiseExit(
     Effect.gen(function*() {
       const fiber = yield* Effect.fork(run)
       yield* abortOn(options.signal, fiber)
@@ -262,7 +262,7 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
       if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
       return (yield* session.messages).slice()
     }).pipe(Effect.scoped)
-  )
+  ).then((exit) => Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause)))
 }
 
 // -----------------------------------------------------------------------------

@@ -1,9 +1,26 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
-import { checkpointScript, listFilesFixed, scriptedRun } from "./utils/layers.js"
+import * as Model from "../src/Model.js"
+import * as Tool from "../src/Tool.js"
+import { checkpointScript, echo, listFilesFixed, scriptedRun } from "./utils/layers.js"
+
+class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", { spent: Schema.Number }) {}
+
+const call = Message.toolCall
+const results = (messages: ReadonlyArray<Message.Message>) =>
+  messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
+const assertValid = (messages: ReadonlyArray<Message.Message>) => {
+  const checked = Message.validateHistory(messages)
+  if (Either.isLeft(checked)) assert.fail(checked.left.message)
+}
 
 describe("Loop.run", () => {
   it.effect("runs the checkpoint script end to end", () =>
@@ -14,18 +31,285 @@ describe("Loop.run", () => {
         tools: [listFilesFixed(["README.md", "src/index.ts"])]
       }).pipe(Effect.provide(layer))
       assert.strictEqual(result.turns, 2)
+      assert.strictEqual(result.endedBy, "answer")
       assert.deepStrictEqual(result.messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
       const toolResult = result.messages[2] as Message.ToolResultMessage
       assert.strictEqual(toolResult.toolCallId, "call_1")
       assert.strictEqual(toolResult.isError, false)
       assert.strictEqual(Message.textOf(toolResult), "README.md\nsrc/index.ts")
       assert.strictEqual(Message.textOf(result.messages[3]!), "工作区包含 README.md 和 src/index.ts。")
-      // the second request carries the tool result
+      // the second request carries the tool result, and the tools' definitions are sent
       assert.strictEqual(model.requests.length, 2)
       assert.deepStrictEqual(model.requests[1]!.messages.map((m) => m.role), ["user", "assistant", "toolResult"])
       assert.deepStrictEqual(model.requests[0]!.tools.map((t) => t.name), ["list_files"])
+      assert.deepStrictEqual(
+        (model.requests[0]!.tools[0]!.parameters as { properties: object }).properties,
+        { path: { type: "string" } }
+      )
       const history = yield* session.messages
       assert.deepStrictEqual(history, result.messages)
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assertValid(history)
+    }))
+
+  it.effect("content decides control flow: calls run under stopReason stop; toolUse without calls ends", () =>
+    Effect.gen(function*() {
+      const { layer, model } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "a" })], { stopReason: "stop" }),
+        Message.assistant("done", { stopReason: "toolUse" })
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [echo] }).pipe(Effect.provide(layer))
+      assert.strictEqual(result.turns, 2)
+      assert.strictEqual(Message.textOf(results(result.messages)[0]!), "a")
+      assert.strictEqual(model.requests.length, 2)
+    }))
+
+  it.effect("a response cut by the length limit gets error results for its calls and the loop goes on", () =>
+    Effect.gen(function*() {
+      const { layer } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "a" })], { stopReason: "length" }),
+        Message.assistant("ok")
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [echo] }).pipe(Effect.provide(layer))
+      const [r] = results(result.messages)
+      assert.isTrue(r!.isError)
+      assert.include(Message.textOf(r!), "truncated")
+      assert.strictEqual(result.turns, 2)
+    }))
+
+  it.effect("recoverable failures are fed back as isError results and the run continues", () =>
+    Effect.gen(function*() {
+      const failing = Tool.make({
+        name: "failing",
+        description: "fails",
+        parameters: Schema.Struct({ mode: Schema.Literal("fail", "throw", "die") }),
+        execute: ({ mode }) => {
+          if (mode === "throw") throw new Error("kaboom")
+          return mode === "fail"
+            ? Effect.fail(new Errors.ToolExecutionFailed({ description: "File not found: src/maths.ts" }))
+            : Effect.die(new TypeError("undefined is not a function"))
+        }
+      })
+      const { layer, model } = scriptedRun([
+        Message.assistant([
+          call("c1", "nope", {}),
+          call("c2", "echo", { text: 42 }),
+          call("c3", "failing", { mode: "fail" }),
+          call("c4", "failing", { mode: "throw" }),
+          call("c5", "failing", { mode: "die" })
+        ]),
+        Message.assistant("recovered")
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [echo, failing] }).pipe(Effect.provide(layer))
+      const rs = results(result.messages)
+      assert.deepStrictEqual(rs.map((r) => r.toolCallId), ["c1", "c2", "c3", "c4", "c5"])
+      assert.isTrue(rs.every((r) => r.isError))
+      assert.strictEqual(Message.textOf(rs[0]!), "Tool not found: nope. Available tools: echo, failing")
+      assert.include(Message.textOf(rs[1]!), "Invalid arguments for tool echo")
+      assert.include(Message.textOf(rs[1]!), "text: Expected string, actual 42")
+      assert.include(Message.textOf(rs[1]!), `Received: {"text":42}`)
+      assert.strictEqual(Message.textOf(rs[2]!), "File not found: src/maths.ts")
+      assert.include(Message.textOf(rs[3]!), "Error: kaboom")
+      assert.include(Message.textOf(rs[4]!), "TypeError: undefined is not a function")
+      assert.notInclude(Message.textOf(rs[4]!), "    at ")
+      // the model saw every result
+      assert.strictEqual(results(model.requests[1]!.messages).length, 5)
+      assert.strictEqual(Message.textOf(result.messages[result.messages.length - 1]!), "recovered")
+    }))
+
+  it.effect("a tool's other typed error ends the run with exactly that error; every call has a result", () =>
+    Effect.gen(function*() {
+      const spend = Tool.make({
+        name: "spend",
+        description: "spends",
+        parameters: Schema.Struct({}),
+        execution: "exclusive",
+        execute: () => Effect.fail(new BudgetExhausted({ spent: 10 }))
+      })
+      const { layer, model, session } = scriptedRun([
+        Message.assistant([
+          call("c1", "echo", { text: "a" }),
+          call("c2", "spend", {}),
+          call("c3", "echo", { text: "b" })
+        ]),
+        Message.assistant("never")
+      ])
+      const error = yield* Effect.flip(Loop.run({ input: "go", tools: [echo, spend] }).pipe(Effect.provide(layer)))
+      assert.instanceOf(error, BudgetExhausted)
+      assert.strictEqual(error.spent, 10)
+      const history = yield* session.messages
+      assertValid(history)
+      const rs = results(history)
+      assert.deepStrictEqual(rs.map((r) => [r.toolCallId, r.isError]), [["c1", false], ["c2", true], ["c3", true]])
+      assert.include(Message.textOf(rs[2]!), "Skipped")
+      assert.strictEqual(model.requests.length, 1)
+    }))
+
+  it.effect("results enter history in call order, whatever order the tools finished in", () =>
+    Effect.gen(function*() {
+      const sleepy = Tool.make({
+        name: "sleepy",
+        description: "sleeps",
+        parameters: Schema.Struct({ ms: Schema.Number }),
+        execute: ({ ms }) => Effect.as(Effect.sleep(ms), `slept ${ms}`)
+      })
+      const { layer } = scriptedRun([
+        Message.assistant([
+          call("a", "sleepy", { ms: 30 }),
+          call("b", "sleepy", { ms: 10 }),
+          call("c", "sleepy", { ms: 20 })
+        ]),
+        Message.assistant("done")
+      ])
+      const fiber = yield* Effect.fork(Loop.run({ input: "go", tools: [sleepy] }).pipe(Effect.provide(layer)))
+      yield* TestClock.adjust(30)
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.messages.map((m) => m.role), [
+        "user",
+        "assistant",
+        "toolResult",
+        "toolResult",
+        "toolResult",
+        "assistant"
+      ])
+      assert.deepStrictEqual(results(result.messages).map((r) => Message.textOf(r)), [
+        "slept 30",
+        "slept 10",
+        "slept 20"
+      ])
+      assertValid(result.messages)
+    }))
+
+  it.effect("interrupting the run aborts: finalizers run, running calls get Operation aborted, others Skipped", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const finalized: Array<string> = []
+      const hang = Tool.make({
+        name: "hang",
+        description: "never finishes",
+        parameters: Schema.Struct({ id: Schema.String }),
+        execute: ({ id }) =>
+          Effect.acquireRelease(Deferred.succeed(started, undefined), () => Effect.sync(() => finalized.push(id))).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.scoped
+          )
+      })
+      const { layer, session } = scriptedRun([
+        Message.assistant([
+          call("c1", "echo", { text: "x" }),
+          call("c2", "hang", { id: "c2" }),
+          call("c3", "hang", { id: "c3" })
+        ])
+      ])
+      const fiber = yield* Effect.fork(
+        Loop.run({ input: "go", tools: [echo, hang], concurrency: 1 }).pipe(Effect.provide(layer))
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(finalized, ["c2"])
+      const history = yield* session.messages
+      assertValid(history)
+      assert.deepStrictEqual(
+        results(history).map((r) => [r.toolCallId, Message.textOf(r)]),
+        [["c1", "x"], ["c2", "Operation aborted"], ["c3", "Skipped: run aborted"]]
+      )
+    }))
+
+  it.effect("maxTurns ends the run with MaxTurnsExceeded saying what the last turn did", () =>
+    Effect.gen(function*() {
+      const { layer, session } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "1" })]),
+        Message.assistant([call("c2", "echo", { text: "2" })]),
+        Message.assistant([call("c3", "echo", { text: "3" })])
+      ])
+      const error = yield* Effect.flip(
+        Loop.run({ input: "go", tools: [echo], maxTurns: 2 }).pipe(Effect.provide(layer))
+      )
+      assert.strictEqual(error._tag, "MaxTurnsExceeded")
+      assert.strictEqual(error.message, "The run reached its limit of 2 turns; the last turn called echo")
+      assertValid(yield* session.messages)
+    }))
+
+  it.effect("shouldContinue can end the run at a turn boundary", () =>
+    Effect.gen(function*() {
+      const seen: Array<number> = []
+      const { layer, model } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "1" })]),
+        Message.assistant([call("c2", "echo", { text: "2" })]),
+        Message.assistant("never")
+      ])
+      const result = yield* Loop.run({
+        input: "go",
+        tools: [echo],
+        shouldContinue: ({ turns }) => Effect.sync(() => (seen.push(turns), turns < 2))
+      }).pipe(Effect.provide(layer))
+      assert.strictEqual(result.endedBy, "shouldContinue")
+      assert.strictEqual(result.turns, 2)
+      assert.deepStrictEqual(seen, [1, 2])
+      assert.strictEqual(model.requests.length, 2)
+    }))
+
+  it.effect("a session whose history breaks the pairing law is never sent to the model", () =>
+    Effect.gen(function*() {
+      const { layer, model } = scriptedRun([Message.assistant("hi")], [
+        Message.user("a"),
+        Message.assistant([call("c1", "echo", { text: "1" })])
+      ])
+      const error = yield* Effect.flip(Loop.run({ input: "b", tools: [echo] }).pipe(Effect.provide(layer)))
+      assert.strictEqual(error._tag, "HistoryInvalid")
+      assert.strictEqual(model.requests.length, 0)
+    }))
+
+  it.effect("a scripted model past its script fails typed", () =>
+    Effect.gen(function*() {
+      const { layer } = scriptedRun([])
+      const error = yield* Effect.flip(Loop.run({ input: "hi" }).pipe(Effect.provide(layer)))
+      assert.strictEqual(error._tag, "ModelRequestFailed")
+    }))
+})
+
+describe("Loop.runAgent", () => {
+  it.live("resolves with the history", () =>
+    Effect.promise(async () => {
+      const history = await Loop.runAgent({
+        model: Model.scripted(checkpointScript),
+        tools: [listFilesFixed(["README.md", "src/index.ts"])],
+        messages: [Message.user("列出工作区文件")]
+      })
+      assert.deepStrictEqual(history.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
+    }))
+
+  it.live("an aborted signal resolves with the explicable history instead of rejecting", () =>
+    Effect.promise(async () => {
+      const controller = new AbortController()
+      let finalized = false
+      const hang = Tool.make({
+        name: "hang",
+        description: "never finishes",
+        parameters: Schema.Struct({}),
+        execute: () =>
+          Effect.sync(() => controller.abort()).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => (finalized = true)))
+          )
+      })
+      const history = await Loop.runAgent({
+        model: Model.scripted([Message.assistant([call("c1", "hang", {})])]),
+        tools: [hang],
+        messages: [Message.user("go")],
+        signal: controller.signal
+      })
+      assert.isTrue(finalized)
+      assert.deepStrictEqual(history.map((m) => m.role), ["user", "assistant", "toolResult"])
+      assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
+      assertValid(history)
+    }))
+
+  it.live("a terminal error rejects with that error", () =>
+    Effect.promise(async () => {
+      const error = await Loop.runAgent({ model: Model.scripted([]), messages: [Message.user("go")] }).then(
+        () => undefined,
+        (e) => e
+      )
+      assert.instanceOf(error, Errors.ModelRequestFailed)
     }))
 })
