@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Compaction from "./Compaction.js"
 import type * as Message from "./Message.js"
 import type * as Model from "./Model.js"
 
@@ -28,6 +29,39 @@ export interface RunStart {
 }
 
 /**
+ * What a run did and what it cost. Times are wall-clock milliseconds.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface RunStats {
+  readonly turns: number
+  /** Tokens by kind, and cost when the provider's prices are known. */
+  readonly usage: Message.Usage
+  /** One entry per model request (compaction summaries included), in order. */
+  readonly modelCalls: ReadonlyArray<{
+    readonly turn: number
+    readonly millis: number
+    readonly purpose: "turn" | "compaction"
+    readonly usage: Message.Usage | undefined
+  }>
+  /** One entry per executed tool call, in completion order. */
+  readonly toolCalls: ReadonlyArray<{
+    readonly turn: number
+    readonly toolCallId: string
+    readonly toolName: string
+    readonly millis: number
+    readonly isError: boolean
+  }>
+  /** Calls, error results and total time, by tool name. */
+  readonly byTool: {
+    readonly [toolName: string]: { readonly calls: number; readonly errors: number; readonly millis: number }
+  }
+  readonly compactions: number
+  readonly millis: number
+}
+
+/**
  * @since 0.1.0
  * @category Models
  */
@@ -36,6 +70,20 @@ export interface RunEnd {
   readonly outcome: Outcome
   readonly turns: number
   readonly usage: Message.Usage
+  readonly stats: RunStats
+}
+
+/**
+ * The context was compacted before a request: older turns are now sent as a summary.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface ContextCompacted {
+  readonly _tag: "ContextCompacted"
+  readonly turn: number
+  readonly compaction: Compaction.Compaction
+  readonly reason: "budget" | "overflow"
 }
 
 /**
@@ -152,3 +200,4 @@ export type AgentEvent =
   | ToolStart
   | ToolUpdate
   | ToolEnd
+  | ContextCompacted

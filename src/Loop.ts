@@ -14,6 +14,7 @@ import * as Fiber from "effect/Fiber"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as Compaction from "./Compaction.js"
 import * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as Message from "./Message.js"
@@ -67,6 +68,12 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
   readonly transformContext?:
     | ((messages: ReadonlyArray<Message.Message>) => Effect.Effect<ReadonlyArray<Message.Message>>)
     | undefined
+  /**
+   * Compacts the context at a turn boundary once its estimated size passes a budget: older turns are
+   * summarized by the model into a compaction entry of the session. A `ModelContextOverflow` from the
+   * provider compacts and retries once, with or without this option.
+   */
+  readonly compaction?: Compaction.Options | undefined
 }
 
 /**
@@ -84,6 +91,8 @@ export interface RunResult {
   readonly usage: Message.Usage
   /** `answer`: the last answer had no tool calls and no input was queued; `shouldContinue`: stopped early. */
   readonly endedBy: "answer" | "shouldContinue"
+  /** What the run did and what it cost. */
+  readonly stats: Event.RunStats
 }
 
 /**
@@ -276,6 +285,7 @@ interface CallEntry {
   readonly call: Message.ToolCall
   status: "pending" | "running" | "done"
   result?: Message.ToolResultMessage
+  startedAt?: number
 }
 
 /** A call ready to execute: its tool, decoded input and write key. */
@@ -332,6 +342,7 @@ const runLoop = (
 
     const history: Array<Message.Message> = (yield* session.messages).slice()
     yield* Message.validateHistory(history)
+    let compaction = yield* session.latestCompaction
     const newMessages: Array<Message.Message> = []
     let usage = Message.emptyUsage
     let turn = 0
@@ -343,6 +354,44 @@ const runLoop = (
     // tool calls of the last assistant message that have no result in history yet, in call order
     let open: Array<CallEntry> = []
 
+    // statistics, timed with the Clock service (so TestClock drives them in tests)
+    const clock = yield* Effect.clock
+    const now = () => clock.unsafeCurrentTimeMillis()
+    const startedAt = now()
+    const modelCalls: Array<Event.RunStats["modelCalls"][number]> = []
+    const toolStats: Array<Event.RunStats["toolCalls"][number]> = []
+    const byTool: Record<string, { calls: number; errors: number; millis: number }> = {}
+    let compactions = 0
+    const recordTool = (entry: CallEntry, result: Message.ToolResultMessage) => {
+      const millis = entry.startedAt === undefined ? 0 : now() - entry.startedAt
+      toolStats.push({ turn, toolCallId: entry.call.id, toolName: entry.call.name, millis, isError: result.isError })
+      const tally = byTool[entry.call.name] ??= { calls: 0, errors: 0, millis: 0 }
+      tally.calls++
+      if (result.isError) tally.errors++
+      tally.millis += millis
+    }
+    const stats = (): Event.RunStats => ({
+      turns: turn,
+      usage,
+      modelCalls,
+      toolCalls: toolStats,
+      byTool,
+      compactions,
+      millis: now() - startedAt
+    })
+
+    // the estimated size of the projected context, kept up to date only when compaction is configured
+    const compactionOptions = options.compaction
+    let contextTokens = 0
+    const estimateContext = () => {
+      let total = compaction === undefined ? 0 : Compaction.estimateTokens(Compaction.summaryMessage(compaction))
+      for (let i = compaction?.firstKeptIndex ?? 0; i < history.length; i++) {
+        total += Compaction.estimateTokens(history[i]!)
+      }
+      return total
+    }
+    if (compactionOptions !== undefined) contextTokens = estimateContext()
+
     const emitEvent = (event: Event.AgentEvent) => emit === undefined ? Effect.void : emit(event)
 
     // pushes into history and session, and keeps `open` in step; uninterruptible so the history and
@@ -351,6 +400,12 @@ const runLoop = (
       Effect.uninterruptible(Effect.suspend(() => {
         history.push(message)
         newMessages.push(message)
+        if (compactionOptions !== undefined) {
+          // the provider's count of a response is exact; everything after it is estimated
+          contextTokens = message.role === "assistant" && message.usage !== undefined && message.usage.totalTokens > 0
+            ? message.usage.totalTokens
+            : contextTokens + Compaction.estimateTokens(message)
+        }
         if (message.role === "assistant") {
           lastAssistant = message
           if (message.usage !== undefined) usage = Message.addUsage(usage, message.usage)
@@ -380,6 +435,7 @@ const runLoop = (
           const wasRunning = entry.status === "running"
           entry.status = "done"
           entry.result = result
+          if (wasRunning) recordTool(entry, result)
           return wasRunning
             ? Effect.zipRight(
               emitEvent({ _tag: "ToolEnd", turn, toolCallId: entry.call.id, toolName: entry.call.name, result }),
@@ -393,8 +449,47 @@ const runLoop = (
     // one model response
     // -------------------------------------------------------------------------
 
+    // summarizes what comes before the recent turns into a compaction entry of the session
+    const compact = (reason: "budget" | "overflow") =>
+      Effect.gen(function*() {
+        const from = compaction?.firstKeptIndex ?? 0
+        const keep = compactionOptions?.keepRecentTokens ??
+          Math.floor((compactionOptions?.maxContextTokens ?? estimateContext()) / 4)
+        const cut = Compaction.cutPoint(history, from, keep)
+        if (cut <= from) return false
+        const began = now()
+        const summary = yield* Compaction.summarize(model, {
+          messages: history.slice(from, cut),
+          previous: compaction,
+          firstKeptIndex: cut,
+          tokensBefore: compactionOptions === undefined ? estimateContext() : contextTokens,
+          instruction: compactionOptions?.instruction
+        })
+        modelCalls.push({ turn, millis: now() - began, purpose: "compaction", usage: summary.usage })
+        if (summary.usage !== undefined) usage = Message.addUsage(usage, summary.usage)
+        yield* session.appendCompaction(summary.compaction)
+        compaction = summary.compaction
+        compactions++
+        contextTokens = estimateContext()
+        yield* emitEvent({ _tag: "ContextCompacted", turn, compaction: summary.compaction, reason })
+        return true
+      })
+
     const respond = Effect.gen(function*() {
-      let context: ReadonlyArray<Message.Message> = history.slice()
+      if (compactionOptions !== undefined && contextTokens > compactionOptions.maxContextTokens) {
+        yield* compact("budget")
+      }
+      return yield* respondOnce.pipe(
+        Effect.catchTag("ModelContextOverflow", (error) =>
+          streaming === undefined || !streaming.isEmpty
+            ? Effect.fail(error)
+            : Effect.flatMap(compact("overflow"), (compacted) => compacted ? respondOnce : Effect.fail(error)))
+      )
+    })
+
+    const respondOnce = Effect.gen(function*() {
+      const began = now()
+      let context: ReadonlyArray<Message.Message> = Compaction.project(history, compaction)
       if (options.transformContext !== undefined) {
         context = yield* options.transformContext(context)
         yield* Message.validateHistory(context)
@@ -427,6 +522,7 @@ const runLoop = (
         })
       }
       const message = final
+      modelCalls.push({ turn, millis: now() - began, purpose: "turn", usage: message.usage })
       return yield* Effect.uninterruptible(Effect.suspend(() => {
         streaming = undefined
         if (!started && emit !== undefined) {
@@ -444,6 +540,7 @@ const runLoop = (
       Effect.suspend(() => {
         entry.status = "done"
         entry.result = result
+        recordTool(entry, result)
         if (!started && emit === undefined) return Effect.void
         return started
           ? emitEvent({ _tag: "ToolEnd", turn, toolCallId: entry.call.id, toolName: entry.call.name, result })
@@ -527,6 +624,7 @@ const runLoop = (
             const call = entry.call
             if (Option.isSome(terminal)) return skip(entry)
             entry.status = "running"
+            entry.startedAt = now()
             const context: Tool.Context = {
               toolCallId: call.id,
               toolName: call.name,
@@ -577,6 +675,7 @@ const runLoop = (
                 }
               }),
               Effect.flatMap((result) => finish(entry, result, true)),
+              Effect.withSpan("Loop.tool", { attributes: { turn, toolName: call.name, toolCallId: call.id } }),
               (run) =>
                 emit === undefined ? run : Effect.zipRight(
                   emit({ _tag: "ToolStart", turn, toolCallId: call.id, toolName: call.name, input: call.input }),
@@ -619,6 +718,25 @@ const runLoop = (
     // the loop
     // -------------------------------------------------------------------------
 
+    // one turn: the pending input, one response, its tool batch; the terminal error of the batch, if any
+    const runTurn = (pending: ReadonlyArray<Message.Message>) =>
+      Effect.gen(function*() {
+        turnOpen = true
+        turnResults = []
+        yield* emitEvent({ _tag: "TurnStart", turn })
+        for (const message of pending) yield* append(message)
+        const message = yield* Effect.withSpan(respond, "Loop.model", { attributes: { turn } })
+        let terminal: Option.Option<unknown> = Option.none()
+        if (open.length > 0) {
+          terminal = yield* executeBatch(message)
+          yield* closeOpenCalls("Operation aborted", "Skipped: run aborted")
+        }
+        yield* session.sync
+        turnOpen = false
+        yield* emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults })
+        return { message, terminal }
+      }).pipe(Effect.withSpan("Loop.turn", { attributes: { turn } }))
+
     const body = Effect.gen(function*() {
       let pending = inputMessages(options.input)
       while (true) {
@@ -631,19 +749,7 @@ const runLoop = (
           return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: describeTurn(lastAssistant) })
         }
         turn++
-        turnOpen = true
-        turnResults = []
-        yield* emitEvent({ _tag: "TurnStart", turn })
-        for (const message of pending) yield* append(message)
-        const message = yield* respond
-        let terminal: Option.Option<unknown> = Option.none()
-        if (open.length > 0) {
-          terminal = yield* executeBatch(message)
-          yield* closeOpenCalls("Operation aborted", "Skipped: run aborted")
-        }
-        yield* session.sync
-        turnOpen = false
-        yield* emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults })
+        const { message, terminal } = yield* runTurn(pending)
         if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
         pending = Option.isSome(inbox) ? yield* inbox.value.drain : []
         if (Message.toolCalls(message).length === 0 && pending.length === 0) return "answer" as const
@@ -689,13 +795,14 @@ const runLoop = (
               error: Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.squash(exit.cause))
             },
           turns: turn,
-          usage
+          usage,
+          stats: stats()
         })
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
 
     yield* emitEvent({ _tag: "RunStart" })
     const endedBy = yield* Effect.onExit(body, finalize)
-    return { messages: newMessages, turns: turn, usage, endedBy } satisfies RunResult
+    return { messages: newMessages, turns: turn, usage, endedBy, stats: stats() } satisfies RunResult
   })
 
 const messageOf = (error: unknown): string =>

@@ -5,6 +5,9 @@
  */
 
 /** @since 0.1.0 */
+export * as Compaction from "./Compaction.js"
+
+/** @since 0.1.0 */
 export * as Errors from "./Errors.js"
 
 /** @since 0.1.0 */

@@ -8,6 +8,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Compaction from "../Compaction.js"
 import type * as Errors from "../Errors.js"
 import type * as Message from "../Message.js"
 
@@ -24,6 +25,10 @@ export interface Service {
   readonly append: (...messages: ReadonlyArray<Message.Message>) => Effect.Effect<void, Errors.SessionStoreFailed>
   /** Makes what was appended durable (called at every turn boundary; a no-op in memory). */
   readonly sync: Effect.Effect<void, Errors.SessionStoreFailed>
+  /** The latest compaction entry, if the history was compacted. */
+  readonly latestCompaction: Effect.Effect<Compaction.Compaction | undefined, Errors.SessionStoreFailed>
+  /** Records a compaction entry (the history itself is kept). */
+  readonly appendCompaction: (compaction: Compaction.Compaction) => Effect.Effect<void, Errors.SessionStoreFailed>
 }
 
 /**
@@ -42,13 +47,16 @@ export class Session extends Context.Tag("effect-agent/Session")<Session, Servic
  */
 export const makeMemory = (initial: ReadonlyArray<Message.Message> = []): Service => {
   const history = initial.slice()
+  let compaction: Compaction.Compaction | undefined
   return {
     messages: Effect.sync(() => history.slice()),
     append: (...messages) =>
       Effect.sync(() => {
         for (const message of messages) history.push(message)
       }),
-    sync: Effect.void
+    sync: Effect.void,
+    latestCompaction: Effect.sync(() => compaction),
+    appendCompaction: (entry) => Effect.sync(() => (compaction = entry))
   }
 }
 
