@@ -499,21 +499,24 @@ const runLoop = (
       streaming = assembler
       let final: Message.AssistantMessage | undefined
       let started = false
-      yield* Stream.runForEach(model.stream(request), (event): Effect.Effect<unknown> => {
-        if (event._tag === "Finish") {
-          final = event.message
-          return Effect.void
+      // chunk by chunk: without a consumer a whole chunk of deltas costs one step
+      yield* Stream.runForEachChunk(model.stream(request), (chunk): Effect.Effect<unknown> => {
+        let events: Array<Event.AgentEvent> | undefined
+        for (const event of chunk) {
+          if (event._tag === "Finish") {
+            final = event.message
+            continue
+          }
+          assembler.push(event)
+          if (emit === undefined) continue
+          events ??= []
+          if (!started) {
+            started = true
+            events.push({ _tag: "MessageStart", turn, role: "assistant" })
+          }
+          events.push({ _tag: "MessageUpdate", turn, event })
         }
-        assembler.push(event)
-        if (emit === undefined) return Effect.void
-        if (!started) {
-          started = true
-          return Effect.zipRight(
-            emit({ _tag: "MessageStart", turn, role: "assistant" }),
-            emit({ _tag: "MessageUpdate", turn, event })
-          )
-        }
-        return emit({ _tag: "MessageUpdate", turn, event })
+        return events === undefined ? Effect.void : Effect.forEach(events, emit!, { discard: true })
       })
       if (final === undefined) {
         return yield* new Errors.ModelResponseInvalid({
@@ -595,7 +598,7 @@ const runLoop = (
             yield* finish(entry, errorResult(call, error.message), false)
             continue
           }
-          const decoded = yield* Effect.either(Tool.decodeInput(tool, call.input))
+          const decoded = Tool.decodeInput(tool, call.input)
           if (decoded._tag === "Left") {
             yield* finish(entry, errorResult(call, decoded.left.message), false)
             continue
@@ -675,7 +678,10 @@ const runLoop = (
                 }
               }),
               Effect.flatMap((result) => finish(entry, result, true)),
-              Effect.withSpan("Loop.tool", { attributes: { turn, toolName: call.name, toolCallId: call.id } }),
+              Effect.withSpan("Loop.tool", {
+                attributes: { turn, toolName: call.name, toolCallId: call.id },
+                captureStackTrace: false
+              }),
               (run) =>
                 emit === undefined ? run : Effect.zipRight(
                   emit({ _tag: "ToolStart", turn, toolCallId: call.id, toolName: call.name, input: call.input }),
@@ -725,7 +731,10 @@ const runLoop = (
         turnResults = []
         yield* emitEvent({ _tag: "TurnStart", turn })
         for (const message of pending) yield* append(message)
-        const message = yield* Effect.withSpan(respond, "Loop.model", { attributes: { turn } })
+        const message = yield* Effect.withSpan(respond, "Loop.model", {
+          attributes: { turn },
+          captureStackTrace: false
+        })
         let terminal: Option.Option<unknown> = Option.none()
         if (open.length > 0) {
           terminal = yield* executeBatch(message)
@@ -735,7 +744,7 @@ const runLoop = (
         turnOpen = false
         yield* emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults })
         return { message, terminal }
-      }).pipe(Effect.withSpan("Loop.turn", { attributes: { turn } }))
+      }).pipe(Effect.withSpan("Loop.turn", { attributes: { turn }, captureStackTrace: false }))
 
     const body = Effect.gen(function*() {
       let pending = inputMessages(options.input)

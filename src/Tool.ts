@@ -7,6 +7,7 @@
  */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as ParseResult from "effect/ParseResult"
 import type * as Schema from "effect/Schema"
@@ -206,9 +207,9 @@ export const definition = (tool: Any): Definition => ({
 export const decodeInput = <Input>(
   tool: { readonly name: string; readonly parameters: Schema.Schema<Input, any, never> },
   input: unknown
-): Effect.Effect<Input, Errors.ToolInputInvalid> =>
-  Effect.mapError(
-    ParseResult.decodeUnknown(tool.parameters, { errors: "all", onExcessProperty: "ignore" })(input),
+): Either.Either<Input, Errors.ToolInputInvalid> =>
+  Either.mapLeft(
+    ParseResult.decodeUnknownEither(tool.parameters, decodeOptions)(input),
     (error) =>
       new Errors.ToolInputInvalid({
         toolName: tool.name,
@@ -218,6 +219,8 @@ export const decodeInput = <Input>(
         input
       })
   )
+
+const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
 
 /**
  * Turns a tool's output into the content of its result message.
