@@ -328,6 +328,23 @@ describe("Session.layerJsonl: one writer", () => {
       yield* reopen(path)
     }))
 
+  it.scoped("an empty lock is held while fresh and taken over once stale", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const lockPath = `${path}.lock`
+      // a writer that has created its lock but not yet written its pid
+      yield* Effect.promise(() => Fs.writeFile(lockPath, ""))
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionLocked")
+      if (error._tag === "SessionLocked") assert.isUndefined(error.pid)
+      // one that died there long ago
+      const old = new Date(Date.now() - 60_000)
+      yield* Effect.promise(() => Fs.utimes(lockPath, old, old))
+      const { report } = yield* reopen(path)
+      assert.isTrue(report.created)
+      assert.isFalse(yield* Effect.promise(() => Fs.access(lockPath).then(() => true, () => false)))
+    }))
+
   it.live("a second process gets SessionLocked naming the writer; a dead writer's lock is taken over", () =>
     Effect.scoped(Effect.gen(function*() {
       const dir = yield* tempDir

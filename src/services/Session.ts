@@ -486,8 +486,10 @@ const acquireLock = (fs: FileSystem.FileSystem, path: string) => {
             stale = pid !== process.pid && !isAlive(pid)
           }
           if (!stale || tries === 0) return yield* locked(Number.isNaN(pid) ? undefined : pid)
-          // a dead writer's lock: take it over
-          yield* fs.remove(lockPath).pipe(Effect.ignore)
+          // a dead writer's lock: take it over, unless someone else just did (best effort: two processes
+          // taking over the same stale lock at the same instant is not excluded)
+          const again = yield* fs.readFileString(lockPath).pipe(Effect.option)
+          if (Option.isSome(again) && again.value === held.value) yield* fs.remove(lockPath).pipe(Effect.ignore)
           return yield* attempt(tries - 1)
         })
       })
