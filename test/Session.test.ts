@@ -286,6 +286,23 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(second.messages, first.messages)
     }))
 
+  it.scoped("fails on a history no repair can fix, leaving the file as it was", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const call = Message.toolCall("same", "bash")
+      yield* write(path, [
+        Message.assistant([call]),
+        Message.toolResult({ toolCallId: "same", toolName: "bash", content: "ok" }),
+        Message.assistant([call])
+      ])
+      const before = yield* lines(path)
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionCorrupt")
+      assert.include(error.message, "the history cannot be repaired")
+      assert.include(error.message, "tool call id same is used twice")
+      assert.strictEqual(yield* lines(path), before)
+    }))
+
   it.scoped("marks a response whose line was torn as aborted, once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")

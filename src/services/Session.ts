@@ -2,6 +2,8 @@
  * The Session service holds a run's history. The loop reads it once when a run starts and appends
  * every message as it happens (append-only, in order), and calls `sync` at each turn boundary so a
  * durable store can flush. The history can be read at any time, also after an interrupted run.
+ * Two stores: `layerMemory`, and `layerJsonl`, an append-only JSON Lines file that survives crashes
+ * (one writer at a time, repaired on load so a resumed run starts from a valid history).
  *
  * @since 0.1.0
  */
@@ -251,9 +253,10 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   let messages = contents.messages.slice()
   let header = contents.header
   let out = ""
+  let truncateTo: number | undefined
   if (contents.torn !== undefined) {
     const { bytes, line, role } = contents.torn
-    yield* fs.truncate(path, contents.validBytes).pipe(Effect.mapError(fail("truncating a torn line")))
+    truncateTo = contents.validBytes
     repairs.push(`dropped line ${line}: a ${role ?? "partial"} entry cut off mid-write (${bytes} bytes)`)
     if (role === "assistant" && header !== undefined) {
       const cut: Message.AssistantMessage = {
@@ -274,7 +277,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   if (header === undefined) {
     header = { type: "session", version: formatVersion, id: options?.id ?? crypto.randomUUID(), createdAt: Date.now() }
     // a file without a complete header holds nothing worth keeping
-    if (contents.validBytes > 0) yield* fs.truncate(path, 0).pipe(Effect.mapError(fail("resetting the file")))
+    if (contents.validBytes > 0 || contents.torn !== undefined) truncateTo = 0
     out = JSON.stringify(header) + "\n"
   }
   const repaired = Message.repairHistory(messages)
@@ -293,16 +296,20 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   if (repairs.length > 0 && !recorded) {
     out += JSON.stringify({ type: "repair", timestamp: Date.now(), repairs }) + "\n"
   }
-  const file = yield* fs.open(path, { flag: "a" }).pipe(Effect.mapError(fail("opening the session")))
-  if (out !== "") {
-    yield* file.writeAll(encoder.encode(out)).pipe(Effect.mapError(fail("writing the session")))
-    yield* file.sync.pipe(Effect.mapError(fail("syncing the session")))
-  }
+  // checked before anything is written, so an unrepairable file is left as it was
   yield* Message.validateHistory(messages).pipe(
     Effect.mapError((error) =>
       new SessionCorrupt({ path, line: 0, description: `the history cannot be repaired: ${error.message}` })
     )
   )
+  if (truncateTo !== undefined) {
+    yield* fs.truncate(path, truncateTo).pipe(Effect.mapError(fail("dropping a torn line")))
+  }
+  const file = yield* fs.open(path, { flag: "a" }).pipe(Effect.mapError(fail("opening the session")))
+  if (out !== "") {
+    yield* file.writeAll(encoder.encode(out)).pipe(Effect.mapError(fail("writing the session")))
+    yield* file.sync.pipe(Effect.mapError(fail("syncing the session")))
+  }
 
   const history = messages
   const lock = yield* Effect.makeSemaphore(1)
