@@ -1,8 +1,10 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -11,6 +13,7 @@ import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
 import { bundleAgent } from "./utils/sessionAgent.js"
 
 /** A temp dir for the test, removed after. */
@@ -422,5 +425,57 @@ describe("Session.layerJsonl: resume", () => {
       )
       assert.strictEqual(next.requests[0]!.messages.length, 5)
       assert.strictEqual((yield* reopen(path)).messages.length, 6)
+    }))
+
+  it.scoped("writes each message when it is appended and fsyncs at every turn boundary", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      let syncs = 0
+      // the node FileSystem, with every fsync of an opened file counted
+      const countingFs = Layer.effect(
+        FileSystem.FileSystem,
+        Effect.map(FileSystem.FileSystem, (fs) => ({
+          ...fs,
+          open: (file: string, options?: FileSystem.OpenFileOptions) =>
+            Effect.map(fs.open(file, options), (handle) =>
+              Object.create(handle, {
+                sync: { value: Effect.zipRight(Effect.sync(() => syncs++), handle.sync) }
+              }) as FileSystem.File)
+        }))
+      ).pipe(Layer.provide(NodeFileSystem.layer))
+      const onDisk: Array<string> = []
+      const peek = Tool.make({
+        name: "peek",
+        description: "Reads the session file while it runs",
+        parameters: Schema.Struct({}),
+        execute: () =>
+          Effect.promise(() => Fs.readFile(path, "utf8")).pipe(
+            Effect.map((text) => {
+              onDisk.push(text)
+              return "seen"
+            })
+          )
+      })
+      const model = Model.scripted([
+        Message.assistant([Message.toolCall("p1", "peek")]),
+        Message.assistant([Message.toolCall("p2", "peek")]),
+        Message.assistant("done")
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [peek] }).pipe(
+        Effect.provide(Layer.mergeAll(
+          Session.layerJsonl(path).pipe(Layer.provide(countingFs)),
+          Layer.succeed(Model.Model, model)
+        ))
+      )
+      assert.strictEqual(result.turns, 3)
+      // one fsync for the new file's header, then one per turn boundary
+      assert.strictEqual(syncs, 1 + 3)
+      // while each tool ran, its assistant message was already in the file
+      assert.strictEqual(onDisk.length, 2)
+      assert.include(onDisk[0]!, "\"id\":\"p1\"")
+      assert.notInclude(onDisk[0]!, "\"id\":\"p2\"")
+      assert.include(onDisk[1]!, "\"toolCallId\":\"p1\"")
+      assert.include(onDisk[1]!, "\"id\":\"p2\"")
+      assert.deepStrictEqual((yield* reopen(path)).messages, result.messages)
     }))
 })
