@@ -2,15 +2,21 @@
  * The Session service holds a run's history. The loop reads it once when a run starts and appends
  * every message as it happens (append-only, in order), and calls `sync` at each turn boundary so a
  * durable store can flush. The history can be read at any time, also after an interrupted run.
+ * Two stores: `layerMemory`, and `layerJsonl`, an append-only JSON Lines file that survives crashes
+ * (one writer at a time, repaired on load so a resumed run starts from a valid history).
  *
  * @since 0.1.0
  */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Compaction from "../Compaction.js"
-import type * as Errors from "../Errors.js"
-import type * as Message from "../Message.js"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Compaction from "../Compaction.js"
+import * as Errors from "../Errors.js"
+import * as Message from "../Message.js"
 
 /**
  * The Session service.
@@ -68,3 +74,471 @@ export const makeMemory = (initial: ReadonlyArray<Message.Message> = []): Servic
  */
 export const layerMemory = (initial?: ReadonlyArray<Message.Message>): Layer.Layer<Session> =>
   Layer.sync(Session, () => makeMemory(initial))
+
+// -----------------------------------------------------------------------------
+// JSON Lines store
+// -----------------------------------------------------------------------------
+
+/**
+ * A session file is not a valid session log: `line` (1-based) names the first bad line.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class SessionCorrupt
+  extends Schema.TaggedError<SessionCorrupt>("effect-agent/SessionCorrupt")("SessionCorrupt", {
+    path: Schema.String,
+    line: Schema.Number,
+    description: Schema.String
+  })
+{
+  override get message(): string {
+    return `${this.path}:${this.line}: corrupt session log: ${this.description}`
+  }
+}
+
+/**
+ * A session file is already open for writing (by another process, or by another layer of this one).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class SessionLocked extends Schema.TaggedError<SessionLocked>("effect-agent/SessionLocked")("SessionLocked", {
+  path: Schema.String,
+  lockPath: Schema.String,
+  pid: Schema.optional(Schema.Number)
+}) {
+  override get message(): string {
+    return `${this.path} is already open by another writer${
+      this.pid === undefined ? "" : ` (process ${this.pid})`
+    }; only one writer at a time (lock file ${this.lockPath})`
+  }
+}
+
+/**
+ * The format version written in the header line of a session file.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const formatVersion = 1
+
+/**
+ * The first line of a session file.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Header = Schema.Struct({
+  type: Schema.Literal("session"),
+  version: Schema.Number,
+  id: Schema.String,
+  createdAt: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Header extends Schema.Schema.Type<typeof Header> {}
+
+/**
+ * One line after the header: a message; a repair made when the file was opened (`history`, when
+ * present, replaces the history read so far: a repair that could not be expressed as appended
+ * messages); or a compaction entry (the latest one is where the projected context starts).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Entry = Schema.Union(
+  Schema.Struct({
+    type: Schema.Literal("message"),
+    role: Schema.Literal("user", "assistant", "toolResult"),
+    message: Message.Message
+  }),
+  Schema.Struct({
+    type: Schema.Literal("repair"),
+    timestamp: Schema.Number,
+    repairs: Schema.Array(Schema.String),
+    history: Schema.optional(Schema.Array(Message.Message))
+  }),
+  Schema.Struct({
+    type: Schema.Literal("compaction"),
+    compaction: Compaction.Compaction
+  })
+)
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type Entry = typeof Entry.Type
+
+/**
+ * What reading a session file found, before anything is written back.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface JsonlContents {
+  readonly path: string
+  /** The header, or `undefined` when the file is missing, empty or its header line was torn. */
+  readonly header: Header | undefined
+  /** The history as recorded (repairs already in the file applied). */
+  readonly messages: ReadonlyArray<Message.Message>
+  /** The latest compaction entry, if any. */
+  readonly compaction: Compaction.Compaction | undefined
+  /** The last line, when a crash cut it off mid-write (it is not part of `messages`). */
+  readonly torn: { readonly line: number; readonly bytes: number; readonly role: string | undefined } | undefined
+  /** The byte length of the file up to the end of its last complete line. */
+  readonly validBytes: number
+  /** Whether the last complete entry lacks its final newline (it is kept). */
+  readonly missingNewline: boolean
+}
+
+/**
+ * What opening a session file did: whether it was created, and the repairs made (they are recorded
+ * in the file, so they happen once).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface LoadReport {
+  readonly path: string
+  readonly id: string
+  readonly createdAt: number
+  readonly created: boolean
+  /** The messages read back from the file (after repair). */
+  readonly loaded: number
+  readonly repairs: ReadonlyArray<string>
+}
+
+/**
+ * The options of `layerJsonl` / `openJsonl`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface JsonlOptions {
+  /** The session id written in the header of a new file (default: a random UUID). */
+  readonly id?: string | undefined
+}
+
+/**
+ * The text of the aborted assistant message that stands for a response whose line was torn.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const cutOffText = "The session ended while this response was being written; it was cut off."
+
+/**
+ * Reads and checks a session file without writing or locking it. A torn last line is reported in
+ * `torn`; a bad line before it fails with `SessionCorrupt` naming the line.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string) {
+  const fs = yield* FileSystem.FileSystem
+  const bytes = yield* fs.readFile(path).pipe(
+    Effect.map(Option.some),
+    Effect.catchIf((error) => error._tag === "SystemError" && error.reason === "NotFound", () => Effect.succeedNone),
+    Effect.mapError((error) => storeFailed(path, "reading the session", error))
+  )
+  return yield* parse(path, Option.getOrElse(bytes, () => new Uint8Array(0)))
+})
+
+/**
+ * Opens a session file as the single writer, for the life of the Scope: takes the lock
+ * (`<path>.lock`), creates the file or reads it back, repairs the history (a torn last line is
+ * dropped; a tool call without a result gets an error result; a torn response becomes an `aborted`
+ * message) and records the repair in the file, then appends every message as it is added and fsyncs
+ * at every `sync`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, options?: JsonlOptions) {
+  const fs = yield* FileSystem.FileSystem
+  yield* acquireLock(fs, path)
+  const contents = yield* readJsonl(path)
+  const fail = (description: string) => (error: unknown) => storeFailed(path, description, error)
+  const repairs: Array<string> = []
+  let messages = contents.messages.slice()
+  let header = contents.header
+  let out = ""
+  let truncateTo: number | undefined
+  if (contents.torn !== undefined) {
+    const { bytes, line, role } = contents.torn
+    truncateTo = contents.validBytes
+    repairs.push(`dropped line ${line}: a ${role ?? "partial"} entry cut off mid-write (${bytes} bytes)`)
+    if (role === "assistant" && header !== undefined) {
+      const cut: Message.AssistantMessage = {
+        role: "assistant",
+        content: [],
+        stopReason: "aborted",
+        errorMessage: cutOffText,
+        timestamp: Date.now()
+      }
+      messages.push(cut)
+      out += messageLine(cut)
+      repairs.push("marked the response cut off mid-write as aborted")
+    }
+  } else if (contents.missingNewline) {
+    out += "\n"
+  }
+  const created = header === undefined
+  if (header === undefined) {
+    header = { type: "session", version: formatVersion, id: options?.id ?? crypto.randomUUID(), createdAt: Date.now() }
+    // a file without a complete header holds nothing worth keeping
+    if (contents.validBytes > 0 || contents.torn !== undefined) truncateTo = 0
+    out = JSON.stringify(header) + "\n"
+  }
+  const repaired = Message.repairHistory(messages)
+  let recorded = false
+  if (repaired.repairs.length > 0) {
+    repairs.push(...repaired.repairs)
+    if (isPrefix(messages, repaired.messages)) {
+      for (const message of repaired.messages.slice(messages.length)) out += messageLine(message)
+      messages = repaired.messages.slice()
+    } else {
+      messages = repaired.messages.slice()
+      out += JSON.stringify({ type: "repair", timestamp: Date.now(), repairs, history: messages }) + "\n"
+      recorded = true
+    }
+  }
+  if (repairs.length > 0 && !recorded) {
+    out += JSON.stringify({ type: "repair", timestamp: Date.now(), repairs }) + "\n"
+  }
+  // checked before anything is written, so an unrepairable file is left as it was
+  yield* Message.validateHistory(messages).pipe(
+    Effect.mapError((error) =>
+      new SessionCorrupt({ path, line: 0, description: `the history cannot be repaired: ${error.message}` })
+    )
+  )
+  if (truncateTo !== undefined) {
+    yield* fs.truncate(path, truncateTo).pipe(Effect.mapError(fail("dropping a torn line")))
+  }
+  const file = yield* fs.open(path, { flag: "a" }).pipe(Effect.mapError(fail("opening the session")))
+  if (out !== "") {
+    yield* file.writeAll(encoder.encode(out)).pipe(Effect.mapError(fail("writing the session")))
+    yield* file.sync.pipe(Effect.mapError(fail("syncing the session")))
+  }
+
+  const history = messages
+  // a repair that rewrote the history invalidates the compaction's index
+  let compaction = recorded ? undefined : contents.compaction
+  const lock = yield* Effect.makeSemaphore(1)
+  let broken: SessionStoreFailed | undefined
+  const guard = <E>(effect: Effect.Effect<void, E>, description: string) =>
+    lock.withPermits(1)(Effect.suspend(() => {
+      if (broken !== undefined) return Effect.fail(broken)
+      return effect.pipe(Effect.mapError((error) => {
+        // a failed write may have left half a line: nothing more is written after it
+        broken = storeFailed(path, description, error)
+        return broken
+      }))
+    }))
+  const service: Service = {
+    messages: Effect.sync(() => history.slice()),
+    append: (...appended) =>
+      appended.length === 0 ? Effect.void : guard(
+        Effect.zipRight(
+          file.writeAll(encoder.encode(appended.map(messageLine).join(""))),
+          Effect.sync(() => {
+            for (const message of appended) history.push(message)
+          })
+        ),
+        "appending to the session"
+      ),
+    sync: guard(file.sync, "syncing the session"),
+    latestCompaction: Effect.sync(() => compaction),
+    appendCompaction: (entry) =>
+      guard(
+        Effect.zipRight(
+          file.writeAll(encoder.encode(JSON.stringify({ type: "compaction", compaction: entry }) + "\n")),
+          Effect.sync(() => (compaction = entry))
+        ),
+        "appending to the session"
+      )
+  }
+  const report: LoadReport = {
+    path,
+    id: header.id,
+    createdAt: header.createdAt,
+    created,
+    loaded: messages.length,
+    repairs
+  }
+  return { service, report }
+})
+
+/**
+ * A session stored in a JSON Lines file at `path`: a header line (format version, session id,
+ * creation time), then one entry per message, appended as it happens and fsynced at every turn
+ * boundary. Opening reads the history back and repairs it (see `openJsonl`); the repairs are logged
+ * as a warning. One writer at a time: a second opener fails with `SessionLocked`.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerJsonl = (
+  path: string,
+  options?: JsonlOptions
+): Layer.Layer<Session, SessionStoreFailed | SessionCorrupt | SessionLocked, FileSystem.FileSystem> =>
+  Layer.scoped(
+    Session,
+    Effect.gen(function*() {
+      const { report, service } = yield* openJsonl(path, options)
+      if (report.repairs.length > 0) {
+        yield* Effect.logWarning(`effect-agent: repaired session ${path}: ${report.repairs.join("; ")}`)
+      }
+      return service
+    })
+  )
+
+// -----------------------------------------------------------------------------
+// Internals
+// -----------------------------------------------------------------------------
+
+type SessionStoreFailed = Errors.SessionStoreFailed
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const storeFailed = (path: string, description: string, error: unknown) =>
+  new Errors.SessionStoreFailed({
+    path,
+    description: `${description}: ${
+      typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
+    }`
+  })
+
+const messageLine = (message: Message.Message) =>
+  JSON.stringify({ type: "message", role: message.role, message }) + "\n"
+
+const isPrefix = (prefix: ReadonlyArray<Message.Message>, of: ReadonlyArray<Message.Message>) =>
+  prefix.length <= of.length && prefix.every((message, index) => of[index] === message)
+
+const decodeHeader = Schema.decodeUnknownEither(Header)
+const decodeEntry = Schema.decodeUnknownEither(Entry)
+
+const rolePrefix = /^\{"type":"message","role":"(user|assistant|toolResult)"/
+
+const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, SessionCorrupt> =>
+  Effect.suspend(() => {
+    const lastNewline = bytes.lastIndexOf(10)
+    const complete = decoder.decode(bytes.subarray(0, lastNewline + 1)).split("\n")
+    complete.pop()
+    const trailing = decoder.decode(bytes.subarray(lastNewline + 1))
+    let header: Header | undefined
+    let messages: Array<Message.Message> = []
+    let compaction: Compaction.Compaction | undefined
+    const corrupt = (line: number, description: string) => Effect.fail(new SessionCorrupt({ path, line, description }))
+    // returns an error description, or undefined when the line was taken
+    const take = (text: string, line: number): string | undefined => {
+      let json: unknown
+      try {
+        json = JSON.parse(text)
+      } catch (error) {
+        return `not valid JSON (${(error as Error).message})`
+      }
+      if (line === 1) {
+        const decoded = decodeHeader(json)
+        if (decoded._tag === "Left") return `not an effect-agent session header: ${formatIssue(decoded.left)}`
+        if (decoded.right.version !== formatVersion) {
+          return `unsupported format version ${decoded.right.version} (this version reads ${formatVersion})`
+        }
+        header = decoded.right
+        return undefined
+      }
+      const decoded = decodeEntry(json)
+      if (decoded._tag === "Left") return `not a session entry: ${formatIssue(decoded.left)}`
+      const entry = decoded.right
+      if (entry.type === "message") {
+        messages.push(entry.message)
+      } else if (entry.type === "compaction") {
+        compaction = entry.compaction
+      } else if (entry.history !== undefined) {
+        messages = entry.history.slice()
+        // the replaced history may not line up with the compaction's index any more
+        compaction = undefined
+      }
+      return undefined
+    }
+    for (let index = 0; index < complete.length; index++) {
+      const text = complete[index]!
+      if (text.trim() === "" && index > 0) continue
+      const problem = take(text, index + 1)
+      if (problem !== undefined) return corrupt(index + 1, problem)
+    }
+    let torn: JsonlContents["torn"] = undefined
+    let missingNewline = false
+    let validBytes = lastNewline + 1
+    if (trailing !== "") {
+      const line = complete.length + 1
+      // an unterminated last line that still parses was written whole but for its newline
+      if (take(trailing, line) === undefined) {
+        missingNewline = true
+        validBytes = bytes.length
+      } else {
+        torn = { line, bytes: bytes.length - validBytes, role: rolePrefix.exec(trailing)?.[1] }
+      }
+    }
+    return Effect.succeed({ path, header, messages, compaction, torn, validBytes, missingNewline })
+  })
+
+const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+
+const lockFor = (path: string) => `${path}.lock`
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+// an empty or unreadable lock younger than this may be one being written right now
+const freshLockMillis = 2000
+
+const acquireLock = (fs: FileSystem.FileSystem, path: string) => {
+  const lockPath = lockFor(path)
+  const owner = `${process.pid}\n`
+  const attempt = (tries: number): Effect.Effect<void, SessionLocked | SessionStoreFailed> =>
+    fs.writeFileString(lockPath, owner, { flag: "wx" }).pipe(
+      Effect.catchAll((error) => {
+        if (!(error._tag === "SystemError" && error.reason === "AlreadyExists")) {
+          return Effect.fail(storeFailed(path, `creating the lock file ${lockPath}`, error))
+        }
+        return Effect.gen(function*() {
+          const held = yield* fs.readFileString(lockPath).pipe(Effect.option)
+          if (Option.isNone(held)) return yield* tries > 0 ? attempt(tries - 1) : locked(undefined)
+          const pid = Number.parseInt(held.value, 10)
+          let stale: boolean
+          if (Number.isNaN(pid)) {
+            const info = yield* fs.stat(lockPath).pipe(Effect.option)
+            const mtime = Option.flatMap(info, (info) => info.mtime)
+            stale = Option.isSome(mtime) && Date.now() - mtime.value.getTime() > freshLockMillis
+          } else {
+            stale = pid !== process.pid && !isAlive(pid)
+          }
+          if (!stale || tries === 0) return yield* locked(Number.isNaN(pid) ? undefined : pid)
+          // a dead writer's lock: take it over, unless someone else just did (best effort: two processes
+          // taking over the same stale lock at the same instant is not excluded)
+          const again = yield* fs.readFileString(lockPath).pipe(Effect.option)
+          if (Option.isSome(again) && again.value === held.value) yield* fs.remove(lockPath).pipe(Effect.ignore)
+          return yield* attempt(tries - 1)
+        })
+      })
+    )
+  const locked = (pid: number | undefined) => Effect.fail(new SessionLocked({ path, lockPath, pid }))
+  const release = fs.readFileString(lockPath).pipe(
+    Effect.flatMap((held) => held === owner ? fs.remove(lockPath) : Effect.void),
+    Effect.ignore
+  )
+  return Effect.acquireRelease(attempt(3), () => release)
+}

@@ -1,0 +1,507 @@
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as Loop from "../src/Loop.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
+import { bundleAgent } from "./utils/sessionAgent.js"
+
+/** A temp dir for the test, removed after. */
+const tempDir = Effect.acquireRelease(
+  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-session-"))),
+  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+)
+
+const open = (path: string, options?: Session.JsonlOptions) =>
+  Session.openJsonl(path, options).pipe(Effect.provide(NodeFileSystem.layer))
+
+const read = (path: string) => Session.readJsonl(path).pipe(Effect.provide(NodeFileSystem.layer))
+
+/** Opens the file, appends, syncs and closes it. */
+const write = (path: string, messages: ReadonlyArray<Message.Message>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { service } = yield* open(path)
+    yield* service.append(...messages)
+    yield* service.sync
+  }))
+
+/** Opens the file and returns what it holds and the report, closing it again. */
+const reopen = (path: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { report, service } = yield* open(path)
+    return { report, messages: yield* service.messages }
+  }))
+
+const lines = (path: string) => Effect.promise(() => Fs.readFile(path, "utf8")).pipe(Effect.map((text) => text))
+
+const usage: Message.Usage = {
+  input: 10,
+  output: 5,
+  cacheRead: 2,
+  cacheWrite: 1,
+  totalTokens: 18,
+  cost: { input: 0.1, output: 0.2, cacheRead: 0.01, cacheWrite: 0.02, total: 0.33 }
+}
+
+/** One message of every kind, with every optional field used somewhere. */
+const everyKind: ReadonlyArray<Message.Message> = [
+  { role: "user", content: "Hello, 世界 \u2028 \"quoted\"\nnew line", timestamp: 1 },
+  {
+    role: "user",
+    content: [{ type: "text", text: "look" }, { type: "image", data: "aGVsbG8=", mimeType: "image/png" }],
+    timestamp: 2
+  },
+  {
+    role: "assistant",
+    content: [
+      { type: "thinking", thinking: "hmm", thinkingSignature: "sig-1" },
+      { type: "thinking", thinking: "", thinkingSignature: "opaque", redacted: true },
+      { type: "text", text: "I will look" },
+      { type: "toolCall", id: "c1", name: "read_file", input: { path: "a.ts", nested: [1, { b: null }] } },
+      { type: "toolCall", id: "c2", name: "bash", input: "not an object" }
+    ],
+    stopReason: "toolUse",
+    usage,
+    model: "m-1",
+    provider: "p",
+    timestamp: 3
+  },
+  {
+    role: "toolResult",
+    toolCallId: "c1",
+    toolName: "read_file",
+    content: [{ type: "text", text: "contents" }, { type: "image", data: "AA==", mimeType: "image/jpeg" }],
+    isError: false,
+    details: { lines: 3, truncated: false },
+    timestamp: 4
+  },
+  {
+    role: "toolResult",
+    toolCallId: "c2",
+    toolName: "bash",
+    content: [{ type: "text", text: "Invalid arguments" }],
+    isError: true,
+    timestamp: 5
+  },
+  {
+    role: "assistant",
+    content: [{ type: "text", text: "too long" }],
+    stopReason: "length",
+    usage: Message.emptyUsage,
+    timestamp: 6
+  },
+  { role: "assistant", content: [], stopReason: "error", errorMessage: "HTTP 500", timestamp: 7 },
+  { role: "assistant", content: [{ type: "text", text: "partial" }], stopReason: "aborted", timestamp: 8 },
+  { role: "assistant", content: [{ type: "text", text: "done" }], stopReason: "stop", timestamp: 9 }
+]
+
+describe("Session.layerJsonl", () => {
+  it.scoped("round-trips every message kind through the file", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const { report, service } = yield* open(path, { id: "session-1" })
+        yield* service.append(...everyKind.slice(0, 3))
+        yield* service.append(...everyKind.slice(3))
+        yield* service.sync
+        return report
+      }))
+      assert.isTrue(first.created)
+      assert.strictEqual(first.id, "session-1")
+      const text = yield* lines(path)
+      const [header, ...entries] = text.trimEnd().split("\n")
+      const parsed = JSON.parse(header!)
+      assert.strictEqual(parsed.type, "session")
+      assert.strictEqual(parsed.version, Session.formatVersion)
+      assert.strictEqual(parsed.id, "session-1")
+      assert.isNumber(parsed.createdAt)
+      assert.strictEqual(entries.length, everyKind.length)
+      const { messages, report } = yield* reopen(path)
+      assert.deepStrictEqual(messages, everyKind)
+      assert.isFalse(report.created)
+      assert.strictEqual(report.id, "session-1")
+      assert.strictEqual(report.createdAt, parsed.createdAt)
+      assert.deepStrictEqual(report.repairs, [])
+      // reading back wrote nothing
+      assert.strictEqual(yield* lines(path), text)
+    }))
+
+  it.scoped("keeps appending to an existing file across opens", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, everyKind.slice(0, 2))
+      yield* write(path, everyKind.slice(2))
+      assert.deepStrictEqual((yield* reopen(path)).messages, everyKind)
+    }))
+
+  it.scoped("drops a torn last line, reports it, and records the repair once", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const kept = everyKind.slice(0, 5)
+      yield* write(path, kept)
+      const whole = yield* lines(path)
+      const line = JSON.stringify({ type: "message", role: "user", message: Message.user("lost") })
+      yield* Effect.promise(() => Fs.appendFile(path, line.slice(0, 40)))
+      const contents = yield* read(path)
+      assert.deepStrictEqual(contents.torn, { line: kept.length + 2, bytes: 40, role: "user" })
+      assert.deepStrictEqual(contents.messages, kept)
+
+      const first = yield* reopen(path)
+      assert.deepStrictEqual(first.messages, kept)
+      assert.strictEqual(first.report.repairs.length, 1)
+      assert.include(first.report.repairs[0]!, `dropped line ${kept.length + 2}`)
+      // the torn bytes are gone and the repair is a note after the kept entries
+      const after = yield* lines(path)
+      assert.isTrue(after.startsWith(whole))
+      const note = JSON.parse(after.slice(whole.length))
+      assert.strictEqual(note.type, "repair")
+      assert.deepStrictEqual(note.repairs, first.report.repairs)
+
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, kept)
+      assert.strictEqual(yield* lines(path), after)
+      // appending after the repair gives a clean file
+      yield* write(path, [Message.user("next")])
+      assert.strictEqual((yield* reopen(path)).messages.length, kept.length + 1)
+    }))
+
+  it.scoped("keeps a last entry that lost only its newline", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, everyKind.slice(0, 1))
+      const line = JSON.stringify({ type: "message", role: "user", message: everyKind[1] })
+      yield* Effect.promise(() => Fs.appendFile(path, line))
+      yield* write(path, [everyKind[2]!, everyKind[3]!, everyKind[4]!])
+      const { messages, report } = yield* reopen(path)
+      assert.deepStrictEqual(messages, everyKind.slice(0, 5))
+      assert.deepStrictEqual(report.repairs, [])
+    }))
+
+  it.scoped("treats a file whose header line was torn as a new session", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* Effect.promise(() => Fs.writeFile(path, "{\"type\":\"sess"))
+      const { messages, report } = yield* reopen(path)
+      assert.isTrue(report.created)
+      assert.deepStrictEqual(messages, [])
+      assert.include(report.repairs[0]!, "dropped line 1")
+      const header = JSON.parse((yield* lines(path)).split("\n")[0]!)
+      assert.strictEqual(header.type, "session")
+    }))
+
+  it.scoped("fails on a corrupt line in the middle, naming the line", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, everyKind.slice(0, 5))
+      const original = (yield* lines(path)).split("\n")
+      const garbled = original.slice()
+      garbled[2] = garbled[2]!.slice(0, 20) // line 3, torn but followed by more lines: corruption
+      yield* Effect.promise(() => Fs.writeFile(path, garbled.join("\n")))
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionCorrupt")
+      if (error._tag !== "SessionCorrupt") return
+      assert.strictEqual(error.line, 3)
+      assert.strictEqual(error.path, path)
+      assert.include(error.message, `${path}:3: corrupt session log: not valid JSON`)
+
+      // valid JSON that is not an entry is named too
+      const wrongShape = original.slice()
+      wrongShape[4] = JSON.stringify({ type: "message", role: "user", message: { role: "user" } })
+      yield* Effect.promise(() => Fs.writeFile(path, wrongShape.join("\n")))
+      const shape = yield* Effect.flip(reopen(path))
+      assert.strictEqual(shape._tag, "SessionCorrupt")
+      if (shape._tag === "SessionCorrupt") {
+        assert.strictEqual(shape.line, 5)
+        assert.include(shape.description, "not a session entry")
+      }
+
+      // a file that is not a session at all
+      yield* Effect.promise(() => Fs.writeFile(path, "{\"hello\":1}\n"))
+      const notSession = yield* Effect.flip(reopen(path))
+      assert.strictEqual(notSession._tag, "SessionCorrupt")
+      if (notSession._tag === "SessionCorrupt") assert.strictEqual(notSession.line, 1)
+      // the failed opens released the lock
+      yield* Effect.promise(() => Fs.writeFile(path, original.join("\n")))
+      assert.strictEqual((yield* reopen(path)).messages.length, 5)
+    }))
+
+  it.scoped("rejects a newer format version", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* Effect.promise(() =>
+        Fs.writeFile(path, JSON.stringify({ type: "session", version: 2, id: "x", createdAt: 0 }) + "\n")
+      )
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionCorrupt")
+      assert.include(error.message, "unsupported format version 2")
+    }))
+
+  it.scoped("repairs orphaned tool calls, records the repair once, and validates", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const recorded: ReadonlyArray<Message.Message> = [
+        Message.user("go"),
+        Message.assistant([Message.toolCall("a", "read_file"), Message.toolCall("b", "bash")]),
+        Message.toolResult({ toolCallId: "a", toolName: "read_file", content: "ok" })
+      ]
+      yield* write(path, recorded)
+      const first = yield* reopen(path)
+      assert.deepStrictEqual(first.report.repairs, ["added a result for tool call b (bash)"])
+      assert.strictEqual(first.messages.length, 4)
+      const added = first.messages[3] as Message.ToolResultMessage
+      assert.strictEqual(added.toolCallId, "b")
+      assert.isTrue(added.isError)
+      assert.strictEqual(Message.textOf(added), Message.interruptedResultText)
+      assert.isTrue(Either.isRight(Message.validateHistory(first.messages)))
+
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, first.messages)
+      const text = yield* lines(path)
+      assert.strictEqual(text.split("\n").filter((line) => line.includes("\"type\":\"repair\"")).length, 1)
+    }))
+
+  it.scoped("repairs a history in the middle with a recorded replacement", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      // a result without a call sits in the middle: it cannot be fixed by appending
+      yield* write(path, [
+        Message.user("go"),
+        Message.toolResult({ toolCallId: "ghost", toolName: "x", content: "?" }),
+        Message.assistant("hi")
+      ])
+      const first = yield* reopen(path)
+      assert.deepStrictEqual(first.report.repairs, ["dropped tool result ghost without a matching call"])
+      assert.deepStrictEqual(first.messages.map((m) => m.role), ["user", "assistant"])
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, first.messages)
+    }))
+
+  it.scoped("fails on a history no repair can fix, leaving the file as it was", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const call = Message.toolCall("same", "bash")
+      yield* write(path, [
+        Message.assistant([call]),
+        Message.toolResult({ toolCallId: "same", toolName: "bash", content: "ok" }),
+        Message.assistant([call])
+      ])
+      const before = yield* lines(path)
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionCorrupt")
+      assert.include(error.message, "the history cannot be repaired")
+      assert.include(error.message, "tool call id same is used twice")
+      assert.strictEqual(yield* lines(path), before)
+    }))
+
+  it.scoped("marks a response whose line was torn as aborted, once", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, [Message.user("go")])
+      const line = JSON.stringify({
+        type: "message",
+        role: "assistant",
+        message: Message.assistant([Message.text("I will"), Message.toolCall("c", "bash", { command: "ls" })])
+      })
+      yield* Effect.promise(() => Fs.appendFile(path, line.slice(0, line.length - 12)))
+      const first = yield* reopen(path)
+      assert.strictEqual(first.report.repairs.length, 2)
+      assert.include(first.report.repairs[1]!, "aborted")
+      const cut = first.messages[1] as Message.AssistantMessage
+      assert.strictEqual(cut.role, "assistant")
+      assert.strictEqual(cut.stopReason, "aborted")
+      assert.strictEqual(cut.errorMessage, Session.cutOffText)
+      assert.deepStrictEqual(Message.toolCalls(cut), [])
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, first.messages)
+    }))
+})
+
+describe("Session.layerJsonl: one writer", () => {
+  it.scoped("a second opener in the same process gets SessionLocked; closing releases the lock", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const error = yield* Effect.scoped(Effect.gen(function*() {
+        yield* open(path)
+        return yield* Effect.flip(Effect.scoped(open(path)))
+      }))
+      assert.strictEqual(error._tag, "SessionLocked")
+      if (error._tag === "SessionLocked") {
+        assert.strictEqual(error.pid, process.pid)
+        assert.strictEqual(error.lockPath, `${path}.lock`)
+      }
+      // released with the first scope
+      assert.isFalse(yield* Effect.promise(() => Fs.access(`${path}.lock`).then(() => true, () => false)))
+      yield* reopen(path)
+    }))
+
+  it.scoped("an empty lock is held while fresh and taken over once stale", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const lockPath = `${path}.lock`
+      // a writer that has created its lock but not yet written its pid
+      yield* Effect.promise(() => Fs.writeFile(lockPath, ""))
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionLocked")
+      if (error._tag === "SessionLocked") assert.isUndefined(error.pid)
+      // one that died there long ago
+      const old = new Date(Date.now() - 60_000)
+      yield* Effect.promise(() => Fs.utimes(lockPath, old, old))
+      const { report } = yield* reopen(path)
+      assert.isTrue(report.created)
+      assert.isFalse(yield* Effect.promise(() => Fs.access(lockPath).then(() => true, () => false)))
+    }))
+
+  it.live("a second process gets SessionLocked naming the writer; a dead writer's lock is taken over", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* tempDir
+      const path = NodePath.join(dir, "s.jsonl")
+      const agent = yield* Effect.promise(() => bundleAgent(dir))
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() => ChildProcess.spawn(process.execPath, [agent, "hold", path], { stdio: "pipe" })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      yield* Effect.promise(() => new Promise<void>((resolve) => child.stdout.once("data", () => resolve())))
+      const error = yield* Effect.flip(reopen(path))
+      assert.strictEqual(error._tag, "SessionLocked")
+      if (error._tag === "SessionLocked") assert.strictEqual(error.pid, child.pid)
+      assert.include(error.message, `already open by another writer (process ${child.pid})`)
+
+      child.kill("SIGKILL")
+      yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
+      // the lock file still names the dead process: it is taken over
+      assert.strictEqual(yield* Effect.promise(() => Fs.readFile(`${path}.lock`, "utf8")), `${child.pid}\n`)
+      const { report } = yield* reopen(path)
+      assert.isFalse(report.created)
+    })))
+})
+
+describe("Session.layerJsonl: resume", () => {
+  it.scoped("Loop.run on a loaded session continues where it stopped", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      // the process died while `bash` ran
+      yield* write(path, [
+        Message.user("list"),
+        Message.assistant([Message.toolCall("c1", "bash", { command: "ls" })])
+      ])
+      const model = Model.scripted([Message.assistant("The command did not finish; retrying is up to you.")])
+      const layer = Layer.mergeAll(
+        Session.layerJsonl(path).pipe(Layer.provide(NodeFileSystem.layer)),
+        Layer.succeed(Model.Model, model)
+      )
+      const result = yield* Loop.run({ input: [] }).pipe(Effect.provide(layer))
+      assert.strictEqual(result.turns, 1)
+      assert.strictEqual(result.endedBy, "answer")
+      const sent = model.requests[0]!.messages
+      assert.deepStrictEqual(sent.map((m) => m.role), ["user", "assistant", "toolResult"])
+      assert.strictEqual(Message.textOf(sent[2]!), Message.interruptedResultText)
+      const { messages, report } = yield* reopen(path)
+      assert.deepStrictEqual(report.repairs, [])
+      assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
+      assert.deepStrictEqual(messages.slice(0, 3), sent)
+      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+
+      // a new input continues the same conversation
+      const next = Model.scripted([Message.assistant("Hello again")])
+      yield* Loop.run({ input: "hi" }).pipe(
+        Effect.provide(Layer.mergeAll(
+          Session.layerJsonl(path).pipe(Layer.provide(NodeFileSystem.layer)),
+          Layer.succeed(Model.Model, next)
+        ))
+      )
+      assert.strictEqual(next.requests[0]!.messages.length, 5)
+      assert.strictEqual((yield* reopen(path)).messages.length, 6)
+    }))
+
+  it.scoped("a compaction entry is recorded in the file and a resumed run starts from it", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const old = [Message.user(`old question ${"x".repeat(400)}`), Message.assistant(`old answer ${"y".repeat(400)}`)]
+      yield* write(path, old)
+      const layer = (model: Model.Service) =>
+        Layer.mergeAll(
+          Session.layerJsonl(path).pipe(Layer.provide(NodeFileSystem.layer)),
+          Layer.succeed(Model.Model, model)
+        )
+      const first = Model.scripted([Message.assistant("SUMMARY of the old turn"), Message.assistant("new answer")])
+      yield* Loop.run({ input: "new question", compaction: { maxContextTokens: 100, keepRecentTokens: 10 } }).pipe(
+        Effect.provide(layer(first))
+      )
+      const contents = yield* read(path)
+      assert.strictEqual(contents.compaction?.summary, "SUMMARY of the old turn")
+      assert.strictEqual(contents.compaction?.firstKeptIndex, 2)
+      assert.strictEqual(contents.messages.length, 4)
+      // a later run, in a new process as far as the store is concerned, projects from the entry
+      const second = Model.scripted([Message.assistant("ok")])
+      yield* Loop.run({ input: "more" }).pipe(Effect.provide(layer(second)))
+      const sent = second.requests[0]!.messages
+      assert.include(Message.textOf(sent[0]!), "SUMMARY of the old turn")
+      assert.deepStrictEqual(sent.slice(1).map((m) => Message.textOf(m)), ["new question", "new answer", "more"])
+    }))
+
+  it.scoped("writes each message when it is appended and fsyncs at every turn boundary", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      let syncs = 0
+      // the node FileSystem, with every fsync of an opened file counted
+      const countingFs = Layer.effect(
+        FileSystem.FileSystem,
+        Effect.map(FileSystem.FileSystem, (fs) => ({
+          ...fs,
+          open: (file: string, options?: FileSystem.OpenFileOptions) =>
+            Effect.map(fs.open(file, options), (handle) =>
+              Object.create(handle, {
+                sync: { value: Effect.zipRight(Effect.sync(() => syncs++), handle.sync) }
+              }) as FileSystem.File)
+        }))
+      ).pipe(Layer.provide(NodeFileSystem.layer))
+      const onDisk: Array<string> = []
+      const peek = Tool.make({
+        name: "peek",
+        description: "Reads the session file while it runs",
+        parameters: Schema.Struct({}),
+        execute: () =>
+          Effect.promise(() => Fs.readFile(path, "utf8")).pipe(
+            Effect.map((text) => {
+              onDisk.push(text)
+              return "seen"
+            })
+          )
+      })
+      const model = Model.scripted([
+        Message.assistant([Message.toolCall("p1", "peek")]),
+        Message.assistant([Message.toolCall("p2", "peek")]),
+        Message.assistant("done")
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [peek] }).pipe(
+        Effect.provide(Layer.mergeAll(
+          Session.layerJsonl(path).pipe(Layer.provide(countingFs)),
+          Layer.succeed(Model.Model, model)
+        ))
+      )
+      assert.strictEqual(result.turns, 3)
+      // one fsync for the new file's header, then one per turn boundary
+      assert.strictEqual(syncs, 1 + 3)
+      // while each tool ran, its assistant message was already in the file
+      assert.strictEqual(onDisk.length, 2)
+      assert.include(onDisk[0]!, "\"id\":\"p1\"")
+      assert.notInclude(onDisk[0]!, "\"id\":\"p2\"")
+      assert.include(onDisk[1]!, "\"toolCallId\":\"p1\"")
+      assert.include(onDisk[1]!, "\"id\":\"p2\"")
+      assert.deepStrictEqual((yield* reopen(path)).messages, result.messages)
+    }))
+})
