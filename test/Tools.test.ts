@@ -1,8 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import * as Loop from "../src/Loop.js"
+import * as Message from "../src/Message.js"
 import * as Tools from "../src/tools/index.js"
+import { checkpointScript, scriptedRun } from "./utils/layers.js"
 import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
 
 /** Runs `f` over a fresh workspace holding `files`, with the tools' layers provided. */
@@ -63,6 +67,14 @@ describe("list_files", () => {
             "\n"
           )
         )
+      })))
+
+  it.effect("skips .git also when it is a file (a git worktree) and a symlinked node_modules", () =>
+    inWorkspace({ ".git": "gitdir: /elsewhere", "lib/x.js": "", "a.ts": "" }, (root) =>
+      Effect.gen(function*() {
+        NodeFs.symlinkSync(NodePath.join(root, "lib"), NodePath.join(root, "node_modules"))
+        const result = yield* call(Tools.listFiles, {})
+        assert.strictEqual(result.text, "a.ts\nlib/x.js")
       })))
 
   it.effect("caps a long listing with an N more marker", () =>
@@ -284,5 +296,51 @@ describe("edit_file closest lines", () => {
             "3\tfunction greet(name) {\n4\t  return 'Hello ' + name\n5\t}\n" +
             "Copy the text exactly (without the line numbers) and retry."
         )
+      })))
+})
+
+describe("tools in a run", () => {
+  it.effect("checkpoint: the real list_files over a workspace holding README.md and src/index.ts", () =>
+    inWorkspace({ "README.md": "# demo", "src/index.ts": "export {}" }, () =>
+      Effect.gen(function*() {
+        const { layer, model, session } = scriptedRun(checkpointScript)
+        const result = yield* Loop.run({ input: "列出工作区文件", tools: Tools.all }).pipe(Effect.provide(layer))
+        assert.strictEqual(result.turns, 2)
+        assert.deepStrictEqual(result.messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
+        const toolResult = result.messages[2] as Message.ToolResultMessage
+        assert.strictEqual(toolResult.toolCallId, "call_1")
+        assert.isFalse(toolResult.isError)
+        assert.strictEqual(Message.textOf(toolResult), "README.md\nsrc/index.ts")
+        assert.strictEqual(Message.textOf(result.messages[3]!), "工作区包含 README.md 和 src/index.ts。")
+        assert.deepStrictEqual(
+          model.requests[0]!.tools.map((t) => t.name),
+          ["list_files", "read_file", "write_file", "edit_file", "bash"]
+        )
+        assert.isTrue(Either.isRight(Message.validateHistory(yield* session.messages)))
+      })))
+
+  it.effect("calls on the same file in one turn run one after another in call order", () =>
+    inWorkspace({}, (root) =>
+      Effect.gen(function*() {
+        // each edit needs the previous call's result: out of order, some would fail
+        const steps = 12
+        const calls = [
+          Message.toolCall("w", "write_file", { path: "counter.txt", content: "n=0" }),
+          ...Array.from({ length: steps }, (_, i) =>
+            Message.toolCall(`e${i}`, "edit_file", {
+              path: i % 2 === 0 ? "counter.txt" : "./sub/../counter.txt",
+              oldText: `n=${i}`,
+              newText: `n=${i + 1}`
+            })),
+          Message.toolCall("w2", "write_file", { path: "other.txt", content: "independent" })
+        ]
+        const { layer } = scriptedRun([Message.assistant(calls), Message.assistant("done")])
+        const result = yield* Loop.run({ input: "count", tools: Tools.all, concurrency: 8 }).pipe(
+          Effect.provide(layer)
+        )
+        const results = result.messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
+        assert.deepStrictEqual(results.map((r) => [r.toolCallId, r.isError]), calls.map((c) => [c.id, false]))
+        assert.strictEqual(readText(root, "counter.txt"), `n=${steps}`)
+        assert.strictEqual(readText(root, "other.txt"), "independent")
       })))
 })

@@ -11,7 +11,7 @@ import * as Workspace from "../services/Workspace.js"
 import type * as Tool from "../Tool.js"
 import * as Glob from "./glob.js"
 
-/** Directories never listed or searched. */
+/** Names never listed or searched (`.git` is a file in a git worktree). */
 export const skippedDirectories: ReadonlySet<string> = new Set([".git", "node_modules"])
 
 /** Resolves a tool's path argument; a path outside the workspace is a permission denial (terminal). */
@@ -103,11 +103,11 @@ export const walk = (directory: string, max: number) =>
             complete = false
             return
           }
+          if (skippedDirectories.has(name)) continue
           const absolute = path.join(dir, name)
           const info = yield* Effect.option(fs.stat(absolute))
           if (info._tag === "None") continue
           const isDirectory = info.value.type === "Directory"
-          if (isDirectory && skippedDirectories.has(name)) continue
           if (ignored(own, absolute, isDirectory)) continue
           if (isDirectory) {
             // symlinked directories are not followed: no loops, no escapes
