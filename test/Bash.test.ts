@@ -57,6 +57,17 @@ describe("bash", () => {
       })
     ))
 
+  it.live("a command that cannot start is an error result, not a defect", () =>
+    inWorkspace((root) =>
+      Effect.gen(function*() {
+        NodeFs.rmSync(root, { recursive: true })
+        const result = yield* call(Tools.bash, { command: "echo hi" })
+        assert.isTrue(result.isError)
+        assert.strictEqual((result.error as any)._tag, "ToolExecutionFailed")
+        assert.isTrue(result.text.startsWith("Could not start the command: "))
+      })
+    ))
+
   it.live("keeps the head and the tail of a huge output", () =>
     inWorkspace(() =>
       Effect.gen(function*() {

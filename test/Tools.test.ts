@@ -1,10 +1,17 @@
-import { assert, describe, it } from "@effect/vitest"
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import type * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
+import type * as Model from "../src/Model.js"
+import type * as Session from "../src/services/Session.js"
+import type * as Workspace from "../src/services/Workspace.js"
 import * as Tools from "../src/tools/index.js"
 import { checkpointScript, scriptedRun } from "./utils/layers.js"
 import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
@@ -300,6 +307,19 @@ describe("edit_file closest lines", () => {
 })
 
 describe("tools in a run", () => {
+  it("types: the tools add only ToolPermissionDenied (already terminal) and their platform services", () => {
+    const run = Loop.run({ input: "x", tools: Tools.all })
+    expectTypeOf<Effect.Effect.Error<typeof run>>().toEqualTypeOf<Errors.Terminal | Errors.HistoryInvalid>()
+    expectTypeOf<Effect.Effect.Context<typeof run>>().toEqualTypeOf<
+      | Model.Model
+      | Session.Session
+      | Workspace.Workspace
+      | FileSystem.FileSystem
+      | Path.Path
+      | CommandExecutor.CommandExecutor
+    >()
+  })
+
   it.effect("checkpoint: the real list_files over a workspace holding README.md and src/index.ts", () =>
     inWorkspace({ "README.md": "# demo", "src/index.ts": "export {}" }, () =>
       Effect.gen(function*() {

@@ -75,13 +75,16 @@ export const make = (
         // @effect/platform's Command spawns the command as the leader of its own process group
         // (`detached`), but its own cleanup sends SIGTERM once and then waits for the exit without bound;
         // the finalizer added here runs first (finalizers run in reverse order) and escalates to SIGKILL
-        const process = yield* Command.make("bash", "-c", command).pipe(
+        const child = yield* Command.make("bash", "-c", command).pipe(
           Command.workingDirectory(workspace.root),
           Command.feed(""),
-          Command.start
+          Command.start,
+          Effect.mapError((error) =>
+            new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
+          )
         )
-        yield* Effect.addFinalizer(() => killGroup(process.pid, killGrace))
-        const collect = Stream.merge(process.stdout, process.stderr).pipe(
+        yield* Effect.addFinalizer(() => killGroup(child.pid, killGrace))
+        const collect = Stream.merge(child.stdout, child.stderr).pipe(
           Stream.runForEach((chunk) =>
             Effect.zipRight(
               Effect.sync(() => output.push(chunk)),
@@ -91,7 +94,7 @@ export const make = (
           Effect.ignore
         )
         const collecting = yield* Effect.fork(collect)
-        const exitCode = yield* Effect.either(process.exitCode)
+        const exitCode = yield* Effect.either(child.exitCode)
         // a background process may hold the pipes open: read what is buffered, then stop waiting
         yield* Effect.raceFirst(Effect.asVoid(collecting.await), sleep(200))
         return exitCode
