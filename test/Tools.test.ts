@@ -308,9 +308,9 @@ describe("edit_file closest lines", () => {
 
 describe("tools in a run", () => {
   it("types: the tools add only ToolPermissionDenied (already terminal) and their platform services", () => {
-    const run = Loop.run({ input: "x", tools: Tools.all })
-    expectTypeOf<Effect.Effect.Error<typeof run>>().toEqualTypeOf<Errors.Terminal | Errors.HistoryInvalid>()
-    expectTypeOf<Effect.Effect.Context<typeof run>>().toEqualTypeOf<
+    const _run = Loop.run({ input: "x", tools: Tools.all })
+    expectTypeOf<Effect.Effect.Error<typeof _run>>().toEqualTypeOf<Errors.Terminal | Errors.HistoryInvalid>()
+    expectTypeOf<Effect.Effect.Context<typeof _run>>().toEqualTypeOf<
       | Model.Model
       | Session.Session
       | Workspace.Workspace
