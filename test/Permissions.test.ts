@@ -113,6 +113,23 @@ describe("Permissions in a run", () => {
       assert.isTrue(Either.isRight(Message.validateHistory(history)))
     }).pipe(Effect.scoped))
 
+  it.effect("layerRules matches absolute paths inside the Workspace's root", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir({ "secrets/key.txt": "k" })
+      const { layer } = scriptedRun([
+        Message.assistant([Message.toolCall("call_1", "read_file", { path: NodePath.join(root, "secrets/key.txt") })]),
+        Message.assistant("never reached")
+      ])
+      const error = yield* Loop.run({ input: "go", tools: [Tools.readFile] }).pipe(
+        Effect.provide(layer),
+        Effect.provide(Permissions.layerRules({ deny: [{ paths: ["secrets/**"], reason: "no secrets" }] })),
+        Effect.provide(toolsLayer(root)),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "ToolPermissionDenied")
+      assert.strictEqual((error as any).reason, "no secrets")
+    }).pipe(Effect.scoped))
+
   it.effect("a path outside the workspace is a denial that ends the run, without a Permissions layer", () =>
     Effect.gen(function*() {
       const root = yield* tempDir({ "a.txt": "a" })

@@ -9,6 +9,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Glob from "../internal/glob.js"
+import * as Workspace from "./Workspace.js"
 
 /**
  * The call a permission decision is about.
@@ -120,7 +121,10 @@ export interface Rules {
   readonly deny?: ReadonlyArray<Rule> | undefined
   /** What happens to a call no rule matches: `"deny"` when `allow` rules are given, else `"allow"`. */
   readonly otherwise?: "allow" | "deny" | undefined
-  /** The workspace root, so that absolute paths inside it match workspace-relative patterns. */
+  /**
+   * The workspace root, so that absolute paths inside it match workspace-relative patterns (for
+   * `layerRules`, the `Workspace` service's root by default, when there is one).
+   */
   readonly root?: string | undefined
 }
 
@@ -162,7 +166,16 @@ export const rules = (options: Rules): (request: Request) => Decision => {
  * @since 0.1.0
  * @category Layers
  */
-export const layerRules = (options: Rules): Layer.Layer<Permissions> => layerAsk(rules(options))
+export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
+  Layer.effect(
+    Permissions,
+    Effect.map(Effect.serviceOption(Workspace.Workspace), (workspace) => {
+      const decide = rules(
+        options.root === undefined && workspace._tag === "Some" ? { ...options, root: workspace.value.root } : options
+      )
+      return { check: (request) => Effect.sync(() => decide(request)) }
+    })
+  )
 
 interface Call {
   readonly toolName: string
