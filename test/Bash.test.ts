@@ -46,6 +46,19 @@ describe("bash", () => {
       })
     ))
 
+  it.live("reports output as progress while the command runs", () =>
+    inWorkspace(() =>
+      Effect.gen(function*() {
+        const updates: Array<unknown> = []
+        yield* Tools.bash.execute({ command: "echo one; sleep 0.2; echo two" }, {
+          toolCallId: "call_1",
+          toolName: "bash",
+          update: (progress) => Effect.sync(() => updates.push(progress))
+        })
+        assert.deepStrictEqual(updates, [{ output: "one\n" }, { output: "two\n" }])
+      })
+    ))
+
   it.live("a non-zero exit is an error result with the exit code and the output", () =>
     inWorkspace(() =>
       Effect.gen(function*() {
