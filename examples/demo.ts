@@ -1,17 +1,15 @@
 /**
- * The offline demo: the checkpoint script through the real loop, with a scripted model and a real
- * `list_files` tool over this project's folder. Prints the transcript.
+ * The offline demo: the checkpoint script through the real loop, with a scripted model and the real
+ * `Tools.listFiles` over the current directory as the workspace. Prints the transcript.
  *
  *   npm run demo
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
-import { Loop, Message, Model, Session, Tool } from "../src/index.js"
+import { Loop, Message, Model, Session, Tools, Workspace } from "../src/index.js"
 
 // the scripted model answers with the files the tool really listed
 const model = Model.layerScripted([
@@ -23,21 +21,9 @@ const model = Model.layerScripted([
   }
 ])
 
-const listFiles = Tool.make({
-  name: "list_files",
-  description: "List the files at the top of the workspace",
-  parameters: Schema.Struct({ path: Schema.optional(Schema.String) }),
-  execute: ({ path }) =>
-    Effect.gen(function*() {
-      const fs = yield* FileSystem.FileSystem
-      const entries = yield* fs.readDirectory(path ?? ".")
-      return entries.filter((name) => !name.startsWith(".") && name !== "node_modules").sort().join("\n")
-    }).pipe(Effect.orDie)
-})
-
 const program = Effect.gen(function*() {
   yield* Console.log("effect-agent demo: a scripted model and a real list_files tool\n")
-  const result = yield* Loop.run({ input: "列出工作区文件", tools: [listFiles] })
+  const result = yield* Loop.run({ input: "列出工作区文件", tools: [Tools.listFiles] })
   for (const message of result.messages) {
     switch (message.role) {
       case "user":
@@ -61,6 +47,7 @@ const program = Effect.gen(function*() {
 })
 
 program.pipe(
-  Effect.provide(Layer.mergeAll(model, Session.layerMemory(), NodeContext.layer)),
+  Effect.provide(Layer.mergeAll(model, Session.layerMemory())),
+  Effect.provide(Layer.provideMerge(Workspace.layer(process.cwd()), NodeContext.layer)),
   NodeRuntime.runMain
 )

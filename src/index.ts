@@ -33,3 +33,9 @@ export * as Permissions from "./services/Permissions.js"
 
 /** @since 0.1.0 */
 export * as Session from "./services/Session.js"
+
+/** @since 0.1.0 */
+export * as Workspace from "./services/Workspace.js"
+
+/** @since 0.1.0 */
+export * as Tools from "./tools/index.js"

@@ -1,0 +1,238 @@
+/**
+ * The `bash` tool: runs a command with `bash -c` in the workspace root, with a timeout and an output
+ * cap that keeps the head and the tail. A non-zero exit is an error result with the exit code and the
+ * output. The command runs in its own process group; when it ends, times out or is aborted, the whole
+ * group gets SIGTERM and, after a grace period, SIGKILL, so no process is left behind and a child that
+ * ignores SIGTERM cannot make abort hang.
+ *
+ * @since 0.1.0
+ */
+import * as Command from "@effect/platform/Command"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as NodeFs from "node:fs"
+import * as Errors from "../Errors.js"
+import * as Workspace from "../services/Workspace.js"
+import * as Tool from "../Tool.js"
+
+/**
+ * The defaults: timeout of a command, grace between SIGTERM and SIGKILL, bytes of output kept.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const defaults = {
+  timeout: Duration.seconds(120),
+  killGrace: Duration.seconds(2),
+  maxOutputBytes: 50 * 1024
+} as const
+
+/**
+ * The parameters of `bash`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Parameters = Schema.Struct({
+  command: Schema.String.annotations({ description: "The command, run with bash -c in the workspace root" }),
+  timeout: Schema.optional(Schema.Number.pipe(Schema.positive())).annotations({
+    description: "Timeout in seconds (default 120)"
+  })
+})
+
+/**
+ * Builds a `bash` tool with its limits.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = (
+  options: {
+    readonly timeout?: Duration.DurationInput | undefined
+    readonly killGrace?: Duration.DurationInput | undefined
+    readonly maxOutputBytes?: number | undefined
+  } = {}
+) => {
+  const defaultTimeout = Duration.decode(options.timeout ?? defaults.timeout)
+  const killGrace = Duration.decode(options.killGrace ?? defaults.killGrace)
+  const maxOutputBytes = options.maxOutputBytes ?? defaults.maxOutputBytes
+  return Tool.make({
+    name: "bash",
+    description:
+      `Run a shell command with bash -c in the workspace root. stdout and stderr are returned together, cut to the first and last ${
+        maxOutputBytes / 2
+      } bytes when longer. Times out after ${
+        Duration.toSeconds(defaultTimeout)
+      } seconds unless timeout (in seconds) is given. A non-zero exit code is reported as an error with the output.`,
+    parameters: Parameters,
+    execute: Effect.fn("Bash.execute")(function*({ command, timeout }, context) {
+      const workspace = yield* Workspace.Workspace
+      const duration = timeout === undefined ? defaultTimeout : Duration.seconds(timeout)
+      const output = new Output(maxOutputBytes)
+      const run = Effect.gen(function*() {
+        // @effect/platform's Command spawns the command as the leader of its own process group
+        // (`detached`), but its own cleanup sends SIGTERM once and then waits for the exit without bound;
+        // the finalizer added here runs first (finalizers run in reverse order) and escalates to SIGKILL
+        const child = yield* Command.make("bash", "-c", command).pipe(
+          Command.workingDirectory(workspace.root),
+          Command.feed(""),
+          Command.start,
+          Effect.mapError((error) =>
+            new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
+          )
+        )
+        yield* Effect.addFinalizer(() => killGroup(child.pid, killGrace))
+        const collect = Stream.merge(child.stdout, child.stderr).pipe(
+          Stream.runForEach((chunk) =>
+            Effect.zipRight(
+              Effect.sync(() => output.push(chunk)),
+              context.update({ output: new TextDecoder().decode(chunk) })
+            )
+          ),
+          Effect.ignore
+        )
+        const collecting = yield* Effect.fork(collect)
+        const exitCode = yield* Effect.either(child.exitCode)
+        // a background process may hold the pipes open: read what is buffered, then stop waiting
+        yield* Effect.raceFirst(Effect.asVoid(collecting.await), sleep(200))
+        return exitCode
+      }).pipe(Effect.scoped)
+
+      const result = yield* Effect.timeoutOption(run, duration)
+      if (result._tag === "None") {
+        return yield* new Errors.ToolExecutionFailed({
+          description: `Command timed out after ${Duration.format(duration)} and was stopped.\n${output.text()}`,
+          details: { timedOut: true, truncated: output.truncated }
+        })
+      }
+      const exit = result.value
+      const text = output.text()
+      if (exit._tag === "Left") {
+        return yield* new Errors.ToolExecutionFailed({
+          description: `Command failed: ${exit.left.message}\n${text}`,
+          details: { truncated: output.truncated }
+        })
+      }
+      const code = exit.right
+      if (code !== 0) {
+        return yield* new Errors.ToolExecutionFailed({
+          description: `Command exited with code ${code}\n${text}`,
+          details: { exitCode: code, truncated: output.truncated }
+        })
+      }
+      return { content: text === "" ? "(no output)" : text, details: { exitCode: 0, truncated: output.truncated } }
+    })
+  })
+}
+
+/**
+ * The `bash` tool.
+ *
+ * @since 0.1.0
+ * @category Tools
+ */
+export const bash = make()
+
+// -----------------------------------------------------------------------------
+// Internals
+// -----------------------------------------------------------------------------
+
+/** SIGTERM to the group, SIGKILL after the grace period if any member still runs. */
+const killGroup = (pgid: number, grace: Duration.Duration) =>
+  Effect.gen(function*() {
+    if (!groupRunning(pgid)) return
+    signalGroup(pgid, "SIGTERM")
+    const deadline = Date.now() + Duration.toMillis(grace)
+    while (groupRunning(pgid) && Date.now() < deadline) yield* sleep(20)
+    if (!groupRunning(pgid)) return
+    signalGroup(pgid, "SIGKILL")
+    // SIGKILL cannot be ignored; wait (bounded) until the kernel has taken them down
+    const killDeadline = Date.now() + 1000
+    while (groupRunning(pgid) && Date.now() < killDeadline) yield* sleep(10)
+  }).pipe(Effect.uninterruptible)
+
+// real time, whatever Clock the caller runs with: these waits are about real processes
+const sleep = (millis: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), millis)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
+  try {
+    globalThis.process.kill(-pgid, signal)
+  } catch {
+    // the group is already gone
+  }
+}
+
+/**
+ * Whether a member of the process group is still running. On Linux it reads /proc so that zombies
+ * (dead, waiting to be reaped by an init that may never do it) do not count; elsewhere it asks kill(0).
+ */
+const groupRunning = (pgid: number): boolean => {
+  try {
+    globalThis.process.kill(-pgid, 0)
+  } catch {
+    return false
+  }
+  let entries: Array<string>
+  try {
+    entries = NodeFs.readdirSync("/proc")
+  } catch {
+    return true
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = NodeFs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      // the command name may contain spaces and parentheses: the fields follow the last ")"
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (Number(fields[2]) === pgid && fields[0] !== "Z") return true
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return false
+}
+
+/** Output kept within a cap: the head and the tail, with a marker for what was left out. */
+class Output {
+  readonly half: number
+  readonly head: Array<Uint8Array> = []
+  headBytes = 0
+  tail: Array<Uint8Array> = []
+  tailBytes = 0
+  total = 0
+  constructor(readonly max: number) {
+    this.half = Math.floor(max / 2)
+  }
+  get truncated() {
+    return this.total > this.max
+  }
+  push(chunk: Uint8Array) {
+    this.total += chunk.length
+    if (this.headBytes < this.half) {
+      const take = Math.min(this.half - this.headBytes, chunk.length)
+      this.head.push(chunk.subarray(0, take))
+      this.headBytes += take
+      chunk = chunk.subarray(take)
+      if (chunk.length === 0) return
+    }
+    this.tail.push(chunk)
+    this.tailBytes += chunk.length
+    while (this.tailBytes - this.tail[0]!.length >= this.half) {
+      this.tailBytes -= this.tail.shift()!.length
+    }
+  }
+  text(): string {
+    const head = Buffer.concat(this.head)
+    const tail = Buffer.concat(this.tail)
+    if (!this.truncated) return Buffer.concat([head, tail]).toString("utf8")
+    const kept = tail.subarray(Math.max(0, tail.length - (this.max - this.half)))
+    const omitted = this.total - head.length - kept.length
+    return `${head.toString("utf8")}\n[... ${omitted} bytes of output omitted ...]\n${kept.toString("utf8")}`
+  }
+}
