@@ -30,3 +30,9 @@ export * as Permissions from "./services/Permissions.js"
 
 /** @since 0.1.0 */
 export * as Session from "./services/Session.js"
+
+/** @since 0.1.0 */
+export * as Anthropic from "./providers/Anthropic.js"
+
+/** @since 0.1.0 */
+export * as OpenAiCompat from "./providers/OpenAiCompat.js"
