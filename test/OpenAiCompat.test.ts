@@ -1,11 +1,9 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -42,32 +40,6 @@ const respond = (server: ProviderServer.ProviderServer, request?: Partial<Model.
     assert.strictEqual(last?._tag, "Finish")
     return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
   }).pipe(Effect.provide(provider(server)))
-
-/** The deltas rebuild the final message: every block's text, thinking and tool call, by index. */
-const assertDeltasMatch = (events: ReadonlyArray<Model.Event>, message: Message.AssistantMessage) => {
-  message.content.forEach((block, index) => {
-    const deltas = events.flatMap((event) =>
-      "index" in event && event.index === index && (event._tag === "TextDelta" || event._tag === "ThinkingDelta")
-        ? [event.delta]
-        : []
-    ).join("")
-    if (block.type === "text") assert.strictEqual(deltas, block.text)
-    if (block.type === "thinking") assert.strictEqual(deltas, block.thinking)
-    if (block.type === "toolCall") {
-      const start = events.find((event) => event._tag === "ToolCallStart" && event.index === index)
-      const end = events.find((event) => event._tag === "ToolCallEnd" && event.index === index)
-      assert.deepStrictEqual(start, { _tag: "ToolCallStart", index, id: block.id, name: block.name })
-      assert.deepStrictEqual(end, { _tag: "ToolCallEnd", index, toolCall: block })
-      const json = events.flatMap((event) =>
-        event._tag === "ToolCallDelta" && event.index === index ? [event.delta] : []
-      ).join("")
-      assert.deepStrictEqual(json === "" ? {} : JSON.parse(json), block.input)
-    }
-  })
-}
-
-const thinkingOf = (message: Message.AssistantMessage) =>
-  message.content.flatMap((block) => block.type === "thinking" ? [block.thinking] : []).join("")
 
 interface Expected {
   readonly file: string
@@ -130,7 +102,7 @@ describe("OpenAiCompat fixtures", () => {
         assert.strictEqual(message.role, "assistant")
         assert.strictEqual(message.provider, "openai-compatible")
         assert.strictEqual(Message.textOf(message), expected.text)
-        const thinking = thinkingOf(message)
+        const thinking = ProviderServer.thinkingOf(message)
         if (typeof expected.thinking === "number") assert.strictEqual(thinking.length, expected.thinking)
         else assert.strictEqual(thinking, expected.thinking ?? "")
         assert.deepStrictEqual(
@@ -145,7 +117,7 @@ describe("OpenAiCompat fixtures", () => {
           assert.strictEqual(message.usage!.output, expected.usage[1])
         }
         if (expected.model !== undefined) assert.strictEqual(message.model, expected.model)
-        assertDeltasMatch(events, message)
+        ProviderServer.assertDeltasMatch(events, message)
         // a history that carries this message decodes: the message is plain, valid data
         assert.isTrue(Schema.is(Message.AssistantMessage)(message))
       }).pipe(Effect.scoped))
@@ -280,13 +252,6 @@ describe("OpenAiCompat requests", () => {
   })
 })
 
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  assert.isTrue(Exit.isFailure(exit))
-  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
-  assert.isTrue(Option.isSome(failure))
-  return (failure as Option.Some<E>).value
-}
-
 const completeHi = Effect.flatMap(Model.Model, (model) => model.complete({ messages: [Message.user("hi")], tools: [] }))
 
 describe("OpenAiCompat failures", () => {
@@ -325,7 +290,7 @@ describe("OpenAiCompat failures", () => {
         Effect.provide(completeHi, provider(server)),
         () => server.requests.length
       )
-      const error = failureOf(exit)
+      const error = ProviderServer.failureOf(exit)
       assert.strictEqual(error._tag, "ModelAuthenticationFailed")
       assert.include(error.message, "Incorrect API key")
       assert.deepStrictEqual(sleeps, [])
@@ -340,7 +305,7 @@ describe("OpenAiCompat failures", () => {
         Effect.provide(completeHi, provider(server)),
         () => server.requests.length
       )
-      const error = failureOf(exit)
+      const error = ProviderServer.failureOf(exit)
       assert.strictEqual(error._tag, "ModelUnavailable")
       assert.strictEqual((error as any).status, 503)
       // 3 retries: 4 requests, delays 10, 20, 40 ms
@@ -367,7 +332,7 @@ describe("OpenAiCompat failures", () => {
         Effect.provide(completeHi, provider(server)),
         () => server.requests.length
       )
-      assert.strictEqual(failureOf(exit)._tag, "ModelContextOverflow")
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelContextOverflow")
       assert.strictEqual(server.requests.length, 1)
     }).pipe(Effect.scoped))
 
@@ -384,13 +349,13 @@ describe("OpenAiCompat failures", () => {
         const history = yield* Effect.flatMap(Session.Session, (session) => session.messages)
         return { exit, history }
       }).pipe(Effect.provide(layer))
-      const error = failureOf(exit)
+      const error = ProviderServer.failureOf(exit)
       assert.strictEqual(error._tag, "ModelRequestFailed")
       assert.strictEqual(server.requests.length, 1)
       const partial = history[1] as Message.AssistantMessage
       assert.strictEqual(partial.role, "assistant")
       assert.strictEqual(partial.stopReason, "error")
-      assert.isTrue(thinkingOf(partial).startsWith("First, the user"))
+      assert.isTrue(ProviderServer.thinkingOf(partial).startsWith("First, the user"))
       assert.isTrue("Hi there!".startsWith(Message.textOf(partial)))
     }).pipe(Effect.scoped))
 
@@ -401,7 +366,7 @@ describe("OpenAiCompat failures", () => {
         { _tag: "Sse", frames: ProviderServer.openAiFrames(lines.slice(0, 5), false) }
       ])
       const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
-      assert.strictEqual(failureOf(exit)._tag, "ModelRequestFailed")
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelRequestFailed")
       assert.strictEqual(server.requests.length, 1)
     }).pipe(Effect.scoped))
 
@@ -412,7 +377,7 @@ describe("OpenAiCompat failures", () => {
         { _tag: "Sse", frames: ProviderServer.openAiFrames([...lines.slice(0, 3), "{\"choices\":[{\"delta\":"]) }
       ])
       const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
-      const error = failureOf(exit)
+      const error = ProviderServer.failureOf(exit)
       assert.strictEqual(error._tag, "ModelResponseInvalid")
       assert.include(error.message, "malformed JSON chunk")
       assert.strictEqual(server.requests.length, 1)
@@ -429,7 +394,7 @@ describe("OpenAiCompat failures", () => {
         }
       ])
       const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
-      assert.strictEqual(failureOf(exit)._tag, "ModelAuthenticationFailed")
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelAuthenticationFailed")
     }).pipe(Effect.scoped))
 
   it.live("abort mid-stream closes the HTTP connection", () =>

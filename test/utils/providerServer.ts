@@ -4,9 +4,12 @@
  * server-sent events, an error status, a cut connection, a stream left hanging) and records every
  * request: its body, headers, and whether the client closed the connection before the reply ended.
  */
+import { assert } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
@@ -14,6 +17,8 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
+import type * as Message from "../../src/Message.js"
+import type * as Model from "../../src/Model.js"
 
 /** The shared fixtures, from the repository's `test/` directory (the repo sits next to `shared/`). */
 export const fixturesDir = path.resolve(__dirname, "../../../shared/fixtures/providers")
@@ -139,3 +144,38 @@ export const driveClock = <A, E>(effect: Effect.Effect<A, E>, requestCount: () =
       }
     }
   })
+
+/** The deltas rebuild the final message: every block's text, thinking and tool call, by index. */
+export const assertDeltasMatch = (events: ReadonlyArray<Model.Event>, message: Message.AssistantMessage) => {
+  message.content.forEach((block, index) => {
+    const deltas = events.flatMap((event) =>
+      "index" in event && event.index === index && (event._tag === "TextDelta" || event._tag === "ThinkingDelta")
+        ? [event.delta]
+        : []
+    ).join("")
+    if (block.type === "text") assert.strictEqual(deltas, block.text)
+    if (block.type === "thinking") assert.strictEqual(deltas, block.thinking)
+    if (block.type === "toolCall") {
+      const start = events.find((event) => event._tag === "ToolCallStart" && event.index === index)
+      const end = events.find((event) => event._tag === "ToolCallEnd" && event.index === index)
+      assert.deepStrictEqual(start, { _tag: "ToolCallStart", index, id: block.id, name: block.name })
+      assert.deepStrictEqual(end, { _tag: "ToolCallEnd", index, toolCall: block })
+      const json = events.flatMap((event) =>
+        event._tag === "ToolCallDelta" && event.index === index ? [event.delta] : []
+      ).join("")
+      assert.deepStrictEqual(json === "" ? {} : JSON.parse(json), block.input)
+    }
+  })
+}
+
+/** The thinking text of a message. */
+export const thinkingOf = (message: Message.AssistantMessage) =>
+  message.content.flatMap((block) => block.type === "thinking" ? [block.thinking] : []).join("")
+
+/** The typed failure of an exit (asserting there is one). */
+export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
+  assert.isTrue(Exit.isFailure(exit))
+  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
+  assert.isTrue(Option.isSome(failure))
+  return (failure as Option.Some<E>).value
+}
