@@ -1,5 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -227,6 +228,62 @@ describe("Anthropic requests", () => {
       ])
     }).pipe(Effect.scoped))
 
+  it("prompt caching marks the system prompt (or the last tool) and the last user message", () => {
+    const request: Model.Request = {
+      messages: [
+        Message.user("hi"),
+        Message.assistant([Message.toolCall("a", "lookup", { q: "x" })]),
+        Message.toolResult({ toolCallId: "a", toolName: "lookup", content: "found x" })
+      ],
+      tools: [Tool.definition(lookup)],
+      systemPrompt: "Be brief."
+    }
+    const cached = Anthropic.requestBody({ model: "m", promptCaching: true }, request)
+    assert.deepStrictEqual(cached.system, [{ type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }])
+    const messages = cached.messages as Array<Anthropic.WireMessage>
+    assert.deepStrictEqual(messages[2]!.content, [{
+      type: "tool_result",
+      tool_use_id: "a",
+      content: [{ type: "text", text: "found x" }],
+      cache_control: { type: "ephemeral" }
+    }])
+    assert.isUndefined(messages[0]!.content[0]!.cache_control)
+    const noSystem = Anthropic.requestBody({ model: "m", promptCaching: true }, { ...request, systemPrompt: undefined })
+    assert.deepStrictEqual((noSystem.tools as Array<any>)[0].cache_control, { type: "ephemeral" })
+    // off by default: the body is unchanged
+    const plain = Anthropic.requestBody({ model: "m" }, request)
+    assert.strictEqual(plain.system, "Be brief.")
+    assert.notInclude(JSON.stringify(plain), "cache_control")
+  })
+
+  it.live("layerConfig reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
+      const layer = Anthropic.layerConfig({ model: "claude-test" }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["ANTHROPIC_API_KEY", "sk-from-env"], ["ANTHROPIC_BASE_URL", server.url]])
+        )))
+      )
+      const message = yield* Effect.provide(completeHi, layer)
+      assert.strictEqual(message.usage?.input, 12)
+      assert.strictEqual(server.requests[0]!.headers["x-api-key"], "sk-from-env")
+    }).pipe(Effect.scoped))
+
+  it.live("events and UTF-8 characters split across network reads assemble the same message", () =>
+    Effect.gen(function*() {
+      const file = "anthropic-claude-sonnet-5-reasoning-summarized.jsonl"
+      const expected = lines(file).map((line) => JSON.parse(line)).flatMap((event) =>
+        event.delta?.type === "text_delta" ? [event.delta.text] : []
+      ).join("")
+      assert.include(expected, "✓")
+      const server = yield* ProviderServer.make([{ ...fixture(file), chunkSize: 13 }])
+      const { events, message } = yield* respond(server)
+      assert.strictEqual(Message.textOf(message), expected)
+      assert.strictEqual((message.content[0] as Message.ThinkingContent).thinkingSignature?.length, 436)
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
   it("groups tool results, marks errors, keeps redacted thinking and drops unsigned thinking", () => {
     const image = { type: "image" as const, data: "AAAA", mimeType: "image/png" }
     const wire = Anthropic.toWireMessages([
@@ -338,6 +395,25 @@ describe("Anthropic failures", () => {
       assert.isTrue(Exit.isSuccess(exit))
       assert.deepStrictEqual(sleeps, [{ delay: 3000, requests: 1 }])
       assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.effect("a retry-after longer than the time budget fails at once, saying how long to wait", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{
+        _tag: "Status",
+        status: 429,
+        headers: { "retry-after": "600" },
+        body: "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Daily limit\"}}"
+      }])
+      const { exit, sleeps } = yield* ProviderServer.driveClock(
+        Effect.provide(completeHi, provider(server)),
+        () => server.requests.length
+      )
+      const error = ProviderServer.failureOf(exit)
+      assert.strictEqual(error._tag, "ModelRateLimited")
+      assert.strictEqual((error as any).retryAfterMillis, 600_000)
+      assert.deepStrictEqual(sleeps, [])
+      assert.strictEqual(server.requests.length, 1)
     }).pipe(Effect.scoped))
 
   it.effect("401 fails with ModelAuthenticationFailed without retrying", () =>

@@ -1,5 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -7,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Provider from "../src/internal/Provider.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -202,6 +204,37 @@ describe("OpenAiCompat requests", () => {
       assert.deepStrictEqual(result.usage.input + result.usage.cacheRead, 307 + 86)
     }).pipe(Effect.scoped))
 
+  it.live("layerConfig reads OPENAI_API_KEY and OPENAI_BASE_URL", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      const layer = OpenAiCompat.layerConfig({ model: "gpt-test" }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
+        )))
+      )
+      const message = yield* Effect.provide(completeHi, layer)
+      assert.strictEqual(Message.textOf(message), "POST_TOOL")
+      assert.strictEqual(server.requests[0]!.url, "/v1/chat/completions")
+      assert.strictEqual(server.requests[0]!.headers.authorization, "Bearer sk-from-env")
+    }).pipe(Effect.scoped))
+
+  it.live("without an API key no authorization header is sent (local servers)", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      yield* Effect.provide(completeHi, provider(server, { apiKey: undefined }))
+      assert.isUndefined(server.requests[0]!.headers.authorization)
+    }).pipe(Effect.scoped))
+
+  it.live("events split across network reads assemble the same message", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ ...fixture("issue-13703-mistral-thinking.jsonl"), chunkSize: 61 }])
+      const { events, message } = yield* respond(server)
+      assert.strictEqual(Message.textOf(message), "391")
+      assert.strictEqual(ProviderServer.thinkingOf(message).length, 335)
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
   it("converts images, several tool results and error results", () => {
     const messages = OpenAiCompat.toWireMessages([
       Message.user([Message.text("look"), { type: "image", data: "AAAA", mimeType: "image/png" }]),
@@ -253,6 +286,55 @@ describe("OpenAiCompat requests", () => {
 })
 
 const completeHi = Effect.flatMap(Model.Model, (model) => model.complete({ messages: [Message.user("hi")], tools: [] }))
+
+describe("failure classification", () => {
+  const classify = (status: number | undefined, body: string) =>
+    Provider.classify({ provider: "test", status, body })._tag
+  it("recognizes the servers' context-length errors", () => {
+    // OpenAI, vLLM, llama.cpp, Groq, Anthropic
+    assert.strictEqual(
+      classify(400, "{\"error\":{\"message\":\"x\",\"code\":\"context_length_exceeded\"}}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "{\"message\":\"This model's maximum context length is 8192 tokens.\"}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "{\"error\":{\"message\":\"the request exceeds the available context size, try increasing it\"}}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "Please reduce the length of the messages or completion."),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(
+        400,
+        "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}"
+      ),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(classify(400, "{\"error\":{\"message\":\"unknown field foo\"}}"), "ModelRequestFailed")
+  })
+  it("classifies statuses and error types", () => {
+    assert.strictEqual(classify(403, ""), "ModelAuthenticationFailed")
+    assert.strictEqual(classify(429, ""), "ModelRateLimited")
+    for (const status of [500, 502, 503, 529]) assert.strictEqual(classify(status, ""), "ModelUnavailable")
+    assert.strictEqual(
+      classify(undefined, "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"),
+      "ModelUnavailable"
+    )
+    assert.strictEqual(classify(404, "model not found"), "ModelRequestFailed")
+  })
+  it("parses retry-after as seconds, an HTTP date, or retry-after-ms", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "2" }, now), 2000)
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "Thu, 01 Jan 2026 00:00:05 GMT" }, now), 5000)
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after-ms": "150", "retry-after": "2" }, now), 150)
+    assert.isUndefined(Provider.retryAfterMillis({}, now))
+  })
+})
 
 describe("OpenAiCompat failures", () => {
   it.effect("429 with retry-after waits that long, then succeeds", () =>

@@ -25,7 +25,10 @@ export interface RetryOptions {
   readonly initialDelay?: Duration.DurationInput | undefined
   /** The longest backoff delay (default 30 seconds); a longer `retry-after` is still honoured. */
   readonly maxDelay?: Duration.DurationInput | undefined
-  /** No retry starts after this much time since the first failure (default 2 minutes). */
+  /**
+   * No retry starts after this much time since the first failure (default 2 minutes); a `retry-after`
+   * longer than this fails at once, with the wait in `ModelRateLimited.retryAfterMillis`.
+   */
   readonly maxElapsed?: Duration.DurationInput | undefined
   /** Randomize each delay (default true). */
   readonly jitter?: boolean | undefined
@@ -54,6 +57,7 @@ export const retrySchedule = (
   canRetry: (error: Errors.ModelError) => boolean
 ): Schedule.Schedule<unknown, Errors.ModelError> => {
   const maxDelay = Duration.decode(options?.maxDelay ?? Duration.seconds(30))
+  const maxElapsed = Duration.decode(options?.maxElapsed ?? Duration.minutes(2))
   const backoff = Schedule.exponential(options?.initialDelay ?? Duration.millis(500))
   return Schedule.identity<Errors.ModelError>().pipe(
     Schedule.intersect(options?.jitter === false ? backoff : Schedule.jittered(backoff)),
@@ -64,8 +68,12 @@ export const retrySchedule = (
         : capped
     }),
     Schedule.intersect(Schedule.recurs(options?.maxRetries ?? 4)),
-    Schedule.upTo(options?.maxElapsed ?? Duration.minutes(2)),
-    Schedule.whileInput(canRetry)
+    Schedule.upTo(maxElapsed),
+    // a server asking to wait longer than the whole budget is not waited for
+    Schedule.whileInput((error) =>
+      canRetry(error) &&
+      !(error._tag === "ModelRateLimited" && (error.retryAfterMillis ?? 0) > Duration.toMillis(maxElapsed))
+    )
   )
 }
 
@@ -82,7 +90,7 @@ export const retryAfterMillis = (headers: Readonly<Record<string, string>>, now:
 }
 
 const contextOverflowPattern =
-  /context[_ ]length|context window|maximum context|prompt is too long|too many tokens|exceeds? the (?:model's )?(?:context|max)|input is too long|reduce the length/i
+  /context[_ ]length|context window|context size|maximum context|prompt is too long|too many tokens|exceeds? the (?:model's )?(?:context|max)|input is too long|reduce the length|context the overflows|context overflow/i
 
 /** The error's readable text from a provider error body (JSON `error.message`, or the raw text). */
 export const describeBody = (body: string): { readonly description: string; readonly type: string | undefined } => {

@@ -42,6 +42,11 @@ export interface Options {
   readonly retry?: Provider.RetryOptions | undefined
   readonly pricing?: Provider.Pricing | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Mark the prompt for Anthropic's prompt caching: a breakpoint after the system prompt (or the
+   * tools) and one on the last user message, so each turn reuses the previous turn's prefix.
+   */
+  readonly promptCaching?: boolean | undefined
   /** The `anthropic-version` header (default `2023-06-01`). */
   readonly version?: string | undefined
 }
@@ -162,7 +167,7 @@ export const requestBody = (options: Options, request: Model.Request): Record<st
     body.thinking = { type: "enabled", budget_tokens: options.thinkingBudget }
   }
   if (options.temperature !== undefined) body.temperature = options.temperature
-  return body
+  return options.promptCaching === true ? withCacheBreakpoints(body) : body
 }
 
 /**
@@ -262,6 +267,28 @@ export const parseStream = (
 // -----------------------------------------------------------------------------
 // Internal
 // -----------------------------------------------------------------------------
+
+const ephemeral = { type: "ephemeral" } as const
+
+const withCacheBreakpoints = (body: Record<string, unknown>): Record<string, unknown> => {
+  const out = { ...body }
+  if (typeof out.system === "string") {
+    out.system = [{ type: "text", text: out.system, cache_control: ephemeral }]
+  } else if (Array.isArray(out.tools) && out.tools.length > 0) {
+    const tools = out.tools.slice()
+    tools[tools.length - 1] = { ...tools[tools.length - 1], cache_control: ephemeral }
+    out.tools = tools
+  }
+  const messages = (out.messages as Array<WireMessage>).slice()
+  const last = messages[messages.length - 1]
+  if (last !== undefined && last.role === "user" && last.content.length > 0) {
+    const content = last.content.slice()
+    content[content.length - 1] = { ...content[content.length - 1], cache_control: ephemeral }
+    messages[messages.length - 1] = { role: "user", content }
+  }
+  out.messages = messages
+  return out
+}
 
 const textBlocks = (text: string): Array<Record<string, unknown>> => text === "" ? [] : [{ type: "text", text }]
 

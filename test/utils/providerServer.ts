@@ -44,6 +44,8 @@ export type Reply =
     readonly frames: ReadonlyArray<string>
     /** `end` (default) ends the response; `cut` destroys the socket after the frames; `hang` keeps it open. */
     readonly after?: "end" | "cut" | "hang"
+    /** Write the bytes in pieces of this size, one per timer tick (splitting events and characters). */
+    readonly chunkSize?: number
   }
   | {
     readonly _tag: "Status"
@@ -103,10 +105,20 @@ export const make = (replies: ReadonlyArray<Reply>) =>
           res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
           res.flushHeaders()
           const after = reply.after ?? "end"
-          res.write(reply.frames.join(""), () => {
+          const bytes = Buffer.from(reply.frames.join(""), "utf8")
+          const size = reply.chunkSize ?? bytes.length
+          const finish = () => {
             if (after === "end") res.end()
             else if (after === "cut") setTimeout(() => req.socket.destroy(), 20)
-          })
+          }
+          const writeFrom = (offset: number) => {
+            if (offset >= bytes.length) return finish()
+            res.write(bytes.subarray(offset, offset + size), () => {
+              if (size >= bytes.length) writeFrom(offset + size)
+              else setTimeout(() => writeFrom(offset + size), 1)
+            })
+          }
+          writeFrom(0)
         })
       })
       server.listen(0, "127.0.0.1", () => {
