@@ -347,6 +347,47 @@ describe("Anthropic requests", () => {
     ])
   })
 
+  it.live("cache tokens are counted and priced, unknown event types ignored", () =>
+    Effect.gen(function*() {
+      const stream = [
+        {
+          type: "message_start",
+          message: {
+            model: "claude-test",
+            usage: {
+              input_tokens: 10,
+              cache_read_input_tokens: 1000,
+              cache_creation_input_tokens: 200,
+              output_tokens: 1
+            }
+          }
+        },
+        { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+        { type: "some_future_event", index: 0, payload: { x: 1 } },
+        { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "ok" } },
+        { type: "content_block_delta", index: 0, delta: { type: "citations_delta", citation: {} } },
+        { type: "content_block_stop", index: 0 },
+        { type: "message_delta", delta: { stop_reason: "max_tokens" }, usage: { output_tokens: 20 } },
+        { type: "message_stop" }
+      ].map((event) => JSON.stringify(event))
+      const server = yield* ProviderServer.make([{ _tag: "Sse", frames: ProviderServer.anthropicFrames(stream) }])
+      const message = yield* Effect.provide(
+        completeHi,
+        provider(server, { pricing: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 } })
+      )
+      assert.deepStrictEqual(message.content, [{ type: "text", text: "ok" }])
+      assert.strictEqual(message.stopReason, "length")
+      const cost = { input: 30e-6, output: 300e-6, cacheRead: 300e-6, cacheWrite: 750e-6 }
+      assert.deepStrictEqual(message.usage, {
+        input: 10,
+        output: 20,
+        cacheRead: 1000,
+        cacheWrite: 200,
+        totalTokens: 1230,
+        cost: { ...cost, total: cost.input + cost.output + cost.cacheRead + cost.cacheWrite }
+      })
+    }).pipe(Effect.scoped))
+
   it.live("a redacted_thinking block is kept verbatim and sent back", () =>
     Effect.gen(function*() {
       const stream = [

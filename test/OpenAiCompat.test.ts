@@ -326,6 +326,11 @@ describe("failure classification", () => {
       "ModelUnavailable"
     )
     assert.strictEqual(classify(404, "model not found"), "ModelRequestFailed")
+    // a mid-stream error carrying the upstream status as a numeric code
+    assert.strictEqual(
+      classify(undefined, "{\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}"),
+      "ModelUnavailable"
+    )
   })
   it("parses retry-after as seconds, an HTTP date, or retry-after-ms", () => {
     const now = Date.parse("2026-01-01T00:00:00Z")
@@ -439,6 +444,15 @@ describe("OpenAiCompat failures", () => {
       assert.strictEqual(partial.stopReason, "error")
       assert.isTrue(ProviderServer.thinkingOf(partial).startsWith("First, the user"))
       assert.isTrue("Hi there!".startsWith(Message.textOf(partial)))
+    }).pipe(Effect.scoped))
+
+  it.live("the response ends at [DONE] even when the server keeps the connection open", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ ...fixture("issue-15789-step-2.jsonl"), after: "hang" }])
+      const message = yield* Effect.provide(completeHi, provider(server)).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(Message.textOf(message), "POST_TOOL")
+      // and the finished request's connection is released
+      yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
     }).pipe(Effect.scoped))
 
   it.live("a clean end without a finish is a typed failure", () =>

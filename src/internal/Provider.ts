@@ -93,14 +93,20 @@ const contextOverflowPattern =
   /context[_ ]length|context window|context size|maximum context|prompt is too long|too many tokens|exceeds? the (?:model's )?(?:context|max)|input is too long|reduce the length|context the overflows|context overflow/i
 
 /** The error's readable text from a provider error body (JSON `error.message`, or the raw text). */
-export const describeBody = (body: string): { readonly description: string; readonly type: string | undefined } => {
+export const describeBody = (body: string): {
+  readonly description: string
+  readonly type: string | undefined
+  readonly code?: number | undefined
+} => {
   try {
     const json = JSON.parse(body)
     const error = json?.error
     if (typeof error === "object" && error !== null) {
       const type = typeof error.type === "string" ? error.type : typeof error.code === "string" ? error.code : undefined
       const description = typeof error.message === "string" ? error.message : JSON.stringify(error)
-      return { description: type === undefined ? description : `${type}: ${description}`, type }
+      // OpenRouter and others put the upstream HTTP status in a numeric `code` of a mid-stream error
+      const code = typeof error.code === "number" ? error.code : undefined
+      return { description: type === undefined ? description : `${type}: ${description}`, type, code }
     }
     if (typeof error === "string") return { description: error, type: undefined }
     if (typeof json?.message === "string") return { description: json.message, type: undefined }
@@ -121,8 +127,9 @@ export const classify = (options: {
   readonly body: string
   readonly retryAfterMillis?: number | undefined
 }): Errors.ModelError => {
-  const { provider, status } = options
-  const { description, type } = describeBody(options.body)
+  const { code, description, type } = describeBody(options.body)
+  const provider = options.provider
+  const status = options.status ?? (code !== undefined && code >= 400 && code < 600 ? code : undefined)
   if (
     status === 401 || status === 403 || type === "authentication_error" || type === "permission_error" ||
     type === "invalid_api_key"
@@ -182,10 +189,11 @@ export const streamEvents = (options: {
           retryAfterMillis: retryAfterMillis(response.headers, now)
         }))
       }
+      // the response ends with `Finish`, even from a server that keeps the connection open after it
       return options.parse(sseEvents(
         options.provider,
         Stream.mapError(response.stream, (error) => transportError(options.provider, error))
-      ))
+      )).pipe(Stream.takeUntil((event) => event._tag === "Finish"))
     }))
     return attempt.pipe(
       Stream.tap(() => Effect.sync(() => (emitted = true))),
