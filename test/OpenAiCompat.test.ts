@@ -235,6 +235,24 @@ describe("OpenAiCompat requests", () => {
       ProviderServer.assertDeltasMatch(events, message)
     }).pipe(Effect.scoped))
 
+  it.live("a tool call id the history already has is replaced by a fresh one", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("xai-tool-call.jsonl")])
+      const history = [
+        Message.user("before"),
+        Message.assistant([Message.toolCall("call_79382389", "weather", {})]),
+        Message.toolResult({ toolCallId: "call_79382389", toolName: "weather", content: "sunny" }),
+        Message.assistant("ok"),
+        Message.user("again")
+      ]
+      const { events, message } = yield* respond(server, { messages: history })
+      const [call] = Message.toolCalls(message)
+      assert.notStrictEqual(call!.id, "call_79382389")
+      assert.isTrue(call!.id.startsWith("call_79382389_"))
+      assert.deepStrictEqual(call!.input, { location: "San Francisco" })
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
   it("converts images, several tool results and error results", () => {
     const messages = OpenAiCompat.toWireMessages([
       Message.user([Message.text("look"), { type: "image", data: "AAAA", mimeType: "image/png" }]),

@@ -109,7 +109,7 @@ export const make = Effect.fn("OpenAiCompat.make")(function*(options: Options) {
         headers,
         body: requestBody(options, request),
         retry: options.retry,
-        parse: (events) => parseStream(provider, options.pricing, events)
+        parse: (events) => parseStream(provider, options.pricing, events, toolCallIds(request.messages))
       })
   })
 })
@@ -247,7 +247,9 @@ export const toWireMessages = (
 }
 
 /**
- * Parses a Chat Completions event stream into model events, ending in `Finish`.
+ * Parses a Chat Completions event stream into model events, ending in `Finish`. A tool call without
+ * an id, or with an id already in `usedIds` (some servers repeat ids across turns), gets a fresh one,
+ * as the history needs each id once.
  *
  * @since 0.1.0
  * @category Combinators
@@ -255,10 +257,11 @@ export const toWireMessages = (
 export const parseStream = (
   provider: string,
   pricing: Pricing | undefined,
-  events: Stream.Stream<EventSourceMessage, Errors.ModelError>
+  events: Stream.Stream<EventSourceMessage, Errors.ModelError>,
+  usedIds: ReadonlySet<string> = new Set()
 ): Stream.Stream<Model.Event, Errors.ModelError> =>
   Stream.suspend(() => {
-    const state = new StreamState(provider, pricing)
+    const state = new StreamState(provider, pricing, usedIds)
     return events.pipe(
       Stream.mapConcatEffect((event) => state.push(event)),
       Stream.concat(Stream.suspend(() => state.end()))
@@ -282,7 +285,7 @@ const imagePart = (block: Message.ImageContent) => ({
 type Block =
   | { type: "text"; text: string }
   | { type: "thinking"; thinking: string; field: string | undefined }
-  | { type: "toolCall"; id: string; name: string; json: string }
+  | { type: "toolCall"; id: string; wireId: string | undefined; name: string; json: string }
 
 const stopReasons: Record<string, Message.StopReason> = {
   stop: "stop",
@@ -301,7 +304,11 @@ class StreamState {
   private rawUsage: any
   private model: string | undefined
   private done = false
-  constructor(readonly provider: string, readonly pricing: Pricing | undefined) {}
+  constructor(
+    readonly provider: string,
+    readonly pricing: Pricing | undefined,
+    readonly usedIds: ReadonlySet<string>
+  ) {}
 
   push(event: EventSourceMessage): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
     if (this.done) return Effect.succeed([])
@@ -369,13 +376,15 @@ class StreamState {
         let index = this.calls.get(key)
         let block = index === undefined ? undefined : this.blocks[index]
         // a new id at a known index is a new call (servers that send every call at index 0)
-        if (block?.type === "toolCall" && id !== undefined && block.id !== id && block.json !== "") {
+        if (block?.type === "toolCall" && id !== undefined && block.wireId !== id && block.json !== "") {
           index = undefined
           block = undefined
         }
         if (index === undefined || block?.type !== "toolCall") {
           index = this.blocks.length
-          block = { type: "toolCall", id: id ?? `call_${index}`, name: name ?? "", json: "" }
+          const fresh = id === undefined || this.usedIds.has(id) ||
+            this.blocks.some((b) => b.type === "toolCall" && b.id === id)
+          block = { type: "toolCall", id: fresh ? freshId(id) : id, wireId: id, name: name ?? "", json: "" }
           this.blocks.push(block)
           this.calls.set(key, index)
           out.push({ _tag: "ToolCallStart", index, id: block.id, name: block.name })
@@ -471,6 +480,17 @@ const usageOf = (raw: any, pricing: Pricing | undefined): Message.Usage => {
     pricing
   )
 }
+
+const toolCallIds = (messages: ReadonlyArray<Message.Message>): ReadonlySet<string> => {
+  const ids = new Set<string>()
+  for (const message of messages) {
+    if (message.role !== "assistant") continue
+    for (const block of message.content) if (block.type === "toolCall") ids.add(block.id)
+  }
+  return ids
+}
+
+const freshId = (id: string | undefined): string => `${id ?? "call"}_${crypto.randomUUID().slice(0, 8)}`
 
 const numberOr = (value: unknown, fallback: number): number => typeof value === "number" ? value : fallback
 
