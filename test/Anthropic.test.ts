@@ -621,6 +621,32 @@ describe("Anthropic failures", () => {
       assert.strictEqual(server.requests.length, 1)
     }).pipe(Effect.scoped))
 
+  it.live("aborting a run mid-stream keeps the partial message as aborted and closes the connection", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{
+        _tag: "Sse",
+        frames: ProviderServer.anthropicFrames(
+          lines("anthropic-claude-sonnet-5-reasoning-summarized.jsonl").slice(0, 9)
+        ),
+        after: "hang"
+      }])
+      const { history } = yield* Effect.gen(function*() {
+        let updates = 0
+        const fiber = yield* Loop.stream({ input: "gcd?" }).pipe(
+          Stream.runForEach((event) => Effect.sync(() => event._tag === "MessageUpdate" && updates++)),
+          Effect.fork
+        )
+        while (updates < 2) yield* Effect.sleep("5 millis")
+        yield* Fiber.interrupt(fiber)
+        const history = yield* Effect.flatMap(Session.Session, (session) => session.messages)
+        return { history }
+      }).pipe(Effect.provide(Layer.merge(provider(server), Session.layerMemory())))
+      yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
+      const partial = history[1] as Message.AssistantMessage
+      assert.strictEqual(partial.stopReason, "aborted")
+      assert.isTrue(ProviderServer.thinkingOf(partial).length > 0)
+    }).pipe(Effect.scoped))
+
   it.live("abort mid-stream closes the HTTP connection", () =>
     Effect.gen(function*() {
       const server = yield* ProviderServer.make([{
