@@ -473,6 +473,14 @@ describe("OpenAiCompat failures", () => {
       yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
     }).pipe(Effect.scoped))
 
+  it.live("a server that closes after finish_reason without [DONE] still completes", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-1.jsonl", { done: false })])
+      const message = yield* Effect.provide(completeHi, provider(server))
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => call.id), ["call_NZa7xqfefoaMI2YYHowVXVlU"])
+      assert.strictEqual(message.usage?.output, 12)
+    }).pipe(Effect.scoped))
+
   it.live("a clean end without a finish is a typed failure", () =>
     Effect.gen(function*() {
       const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
