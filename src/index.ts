@@ -39,3 +39,9 @@ export * as Workspace from "./services/Workspace.js"
 
 /** @since 0.1.0 */
 export * as Tools from "./tools/index.js"
+
+/** @since 0.1.0 */
+export * as Anthropic from "./providers/Anthropic.js"
+
+/** @since 0.1.0 */
+export * as OpenAiCompat from "./providers/OpenAiCompat.js"

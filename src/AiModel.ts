@@ -1,0 +1,333 @@
+/**
+ * An adapter from an @effect/ai `LanguageModel` to effect-agent's `Model`, so that @effect/ai's
+ * providers can drive the loop. effect-agent keeps the tool calls: @effect/ai is asked with tool call
+ * resolution disabled, and its stream parts become model events. Lives behind the
+ * `effect-agent/AiModel` subpath so the core does not depend on @effect/ai.
+ *
+ * @since 0.1.0
+ */
+import type * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as AiTool from "@effect/ai/Tool"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Errors from "./Errors.js"
+import type * as Message from "./Message.js"
+import * as Model from "./Model.js"
+import type * as Tool from "./Tool.js"
+
+// -----------------------------------------------------------------------------
+// Constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * A `Model` over an @effect/ai `LanguageModel` service. `provider` names it in errors and messages
+ * (default `effect-ai`).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const fromLanguageModel = (
+  languageModel: LanguageModel.Service,
+  options?: { readonly provider?: string | undefined }
+): Model.Service => {
+  const provider = options?.provider ?? "effect-ai"
+  return Model.make({
+    stream: (request) =>
+      Stream.suspend(() => {
+        const state = new StreamState(provider)
+        const parts = languageModel.streamText(textOptions(request) as any) as Stream.Stream<
+          Response.StreamPart<any>,
+          AiError.AiError
+        >
+        return parts.pipe(
+          Stream.mapError((error) => fromAiError(provider, error)),
+          Stream.mapConcatEffect((part) => state.push(part)),
+          Stream.concat(Stream.suspend(() => state.end()))
+        )
+      })
+  })
+}
+
+/**
+ * The `Model` layer over the `LanguageModel` in context (an @effect/ai provider's model layer).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (
+  options?: { readonly provider?: string | undefined }
+): Layer.Layer<Model.Model, never, LanguageModel.LanguageModel> =>
+  Layer.effect(Model.Model, Effect.map(LanguageModel.LanguageModel, (lm) => fromLanguageModel(lm, options)))
+
+// -----------------------------------------------------------------------------
+// Combinators
+// -----------------------------------------------------------------------------
+
+/**
+ * Converts a history (and system prompt) to an @effect/ai prompt. Thinking goes as `reasoning`
+ * (signatures are not carried: @effect/ai's prompt has no portable field for them), tool results as
+ * `tool` messages with `isFailure`, images as `file` parts.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const toPrompt = (
+  messages: ReadonlyArray<Message.Message>,
+  systemPrompt?: string | undefined
+): Array<Prompt.MessageEncoded> => {
+  const out: Array<Prompt.MessageEncoded> = []
+  if (systemPrompt !== undefined && systemPrompt !== "") out.push({ role: "system", content: systemPrompt })
+  let tool: Array<Prompt.ToolResultPartEncoded> | undefined
+  for (const message of messages) {
+    if (message.role !== "toolResult") tool = undefined
+    switch (message.role) {
+      case "user":
+        out.push({
+          role: "user",
+          content: typeof message.content === "string"
+            ? [{ type: "text", text: message.content }]
+            : message.content.map((block) =>
+              block.type === "text"
+                ? { type: "text", text: block.text }
+                : { type: "file", mediaType: block.mimeType, data: block.data }
+            )
+        })
+        break
+      case "assistant": {
+        const content = message.content.flatMap((block): Array<Prompt.AssistantMessagePartEncoded> => {
+          switch (block.type) {
+            case "text":
+              return block.text === "" ? [] : [{ type: "text", text: block.text }]
+            case "thinking":
+              return block.redacted === true || block.thinking === ""
+                ? []
+                : [{ type: "reasoning", text: block.thinking }]
+            case "toolCall":
+              return [{
+                type: "tool-call",
+                id: block.id,
+                name: block.name,
+                params: block.input,
+                providerExecuted: false
+              }]
+          }
+        })
+        if (content.length > 0) out.push({ role: "assistant", content })
+        break
+      }
+      case "toolResult": {
+        const part: Prompt.ToolResultPartEncoded = {
+          type: "tool-result",
+          id: message.toolCallId,
+          name: message.toolName,
+          isFailure: message.isError,
+          result: message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n"),
+          providerExecuted: false
+        }
+        if (tool === undefined) {
+          tool = [part]
+          out.push({ role: "tool", content: tool })
+        } else {
+          tool.push(part)
+        }
+        break
+      }
+    }
+  }
+  return out
+}
+
+/**
+ * An @effect/ai tool carrying an effect-agent tool definition (its JSON Schema as is); its
+ * parameters are not decoded by @effect/ai, as the loop decodes them.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const toAiTool = (definition: Tool.Definition): AiTool.Any =>
+  Object.assign(AiTool.make(definition.name, { description: definition.description }), {
+    parametersSchema: Schema.Unknown.annotations({ jsonSchema: definition.parameters })
+  }) as any
+
+// -----------------------------------------------------------------------------
+// Internal
+// -----------------------------------------------------------------------------
+
+const textOptions = (request: Model.Request) => {
+  const prompt = toPrompt(request.messages, request.systemPrompt)
+  if (request.tools.length === 0) return { prompt }
+  const tools: Record<string, AiTool.Any> = {}
+  for (const definition of request.tools) tools[definition.name] = toAiTool(definition)
+  return {
+    prompt,
+    toolkit: { tools, handle: () => Effect.dieMessage("effect-agent runs the tools itself") },
+    disableToolCallResolution: true
+  }
+}
+
+const fromAiError = (provider: string, error: AiError.AiError): Errors.ModelError => {
+  const description = error.message
+  if (error._tag === "HttpResponseError") {
+    const status = error.response.status
+    if (status === 401 || status === 403) return new Errors.ModelAuthenticationFailed({ provider, status, description })
+    if (status === 429) return new Errors.ModelRateLimited({ provider, description })
+    if (status >= 500) return new Errors.ModelUnavailable({ provider, status, description })
+    return new Errors.ModelRequestFailed({ provider, status, description })
+  }
+  if (error._tag === "MalformedOutput") return new Errors.ModelResponseInvalid({ provider, description })
+  return new Errors.ModelRequestFailed({ provider, description })
+}
+
+const finishReasons: Record<string, Message.StopReason> = {
+  stop: "stop",
+  "tool-calls": "toolUse",
+  length: "length",
+  "content-filter": "error",
+  error: "error"
+}
+
+type Block =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string }
+  | { type: "toolCall"; id: string; name: string; json: string; input?: unknown }
+
+class StreamState {
+  private readonly blocks: Array<Block> = []
+  private readonly ids = new Map<string, number>()
+  private finish: Response.FinishPart | undefined
+  private model: string | undefined
+  constructor(readonly provider: string) {}
+
+  push(part: Response.StreamPart<any>): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
+    switch (part.type) {
+      case "response-metadata":
+        if (part.modelId._tag === "Some") this.model = part.modelId.value
+        return Effect.succeed([])
+      case "text-start":
+      case "reasoning-start":
+        this.open(part.type === "text-start" ? "text" : "thinking", part.id)
+        return Effect.succeed([])
+      case "text-delta": {
+        const index = this.open("text", part.id)
+        const block = this.blocks[index] as { text: string }
+        block.text += part.delta
+        return Effect.succeed(part.delta === "" ? [] : [{ _tag: "TextDelta", index, delta: part.delta }])
+      }
+      case "reasoning-delta": {
+        const index = this.open("thinking", part.id)
+        const block = this.blocks[index] as { thinking: string }
+        block.thinking += part.delta
+        return Effect.succeed(part.delta === "" ? [] : [{ _tag: "ThinkingDelta", index, delta: part.delta }])
+      }
+      case "tool-params-start": {
+        const index = this.blocks.length
+        this.blocks.push({ type: "toolCall", id: part.id, name: part.name, json: "" })
+        this.ids.set(`tool:${part.id}`, index)
+        return Effect.succeed([{ _tag: "ToolCallStart", index, id: part.id, name: part.name }])
+      }
+      case "tool-params-delta": {
+        const index = this.ids.get(`tool:${part.id}`)
+        const block = index === undefined ? undefined : this.blocks[index]
+        if (index === undefined || block?.type !== "toolCall") return Effect.succeed([])
+        block.json += part.delta
+        return Effect.succeed([{ _tag: "ToolCallDelta", index, delta: part.delta }])
+      }
+      case "tool-call": {
+        if (part.providerExecuted === true) return Effect.succeed([])
+        const events: Array<Model.Event> = []
+        let index = this.ids.get(`tool:${part.id}`)
+        if (index === undefined) {
+          index = this.blocks.length
+          this.blocks.push({ type: "toolCall", id: part.id, name: part.name, json: "" })
+          this.ids.set(`tool:${part.id}`, index)
+          events.push({ _tag: "ToolCallStart", index, id: part.id, name: part.name })
+        }
+        const toolCall: Message.ToolCall = { type: "toolCall", id: part.id, name: part.name, input: part.params }
+        this.blocks[index] = { type: "toolCall", id: part.id, name: part.name, json: "", input: part.params }
+        events.push({ _tag: "ToolCallEnd", index, toolCall })
+        return Effect.succeed(events)
+      }
+      case "finish":
+        this.finish = part
+        return Effect.succeed([])
+      case "error":
+        return Effect.fail(
+          new Errors.ModelRequestFailed({ provider: this.provider, description: describe(part.error) })
+        )
+      default:
+        return Effect.succeed([])
+    }
+  }
+
+  end(): Stream.Stream<Model.Event, Errors.ModelError> {
+    const finish = this.finish
+    if (finish === undefined) {
+      return Stream.fail(
+        new Errors.ModelResponseInvalid({
+          provider: this.provider,
+          description: "the stream ended without a finish part"
+        })
+      )
+    }
+    const content = this.blocks.map((block): Message.AssistantMessage["content"][number] =>
+      block.type === "toolCall"
+        ? {
+          type: "toolCall",
+          id: block.id,
+          name: block.name,
+          input: "input" in block ? block.input : parse(block.json)
+        }
+        : block.type === "text"
+        ? { type: "text", text: block.text }
+        : { type: "thinking", thinking: block.thinking }
+    )
+    const input = finish.usage.inputTokens ?? 0
+    const cacheRead = finish.usage.cachedInputTokens ?? 0
+    const output = finish.usage.outputTokens ?? 0
+    const stopReason = finishReasons[finish.reason] ?? "stop"
+    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
+      role: "assistant",
+      content,
+      stopReason,
+      provider: this.provider,
+      usage: {
+        input: Math.max(0, input - cacheRead),
+        output,
+        cacheRead,
+        cacheWrite: 0,
+        totalTokens: input + output
+      },
+      timestamp: Date.now()
+    }
+    if (this.model !== undefined) message.model = this.model
+    if (stopReason === "error") message.errorMessage = `the model stopped: ${finish.reason}`
+    return Stream.make<Array<Model.Event>>({ _tag: "Finish", message })
+  }
+
+  private open(type: "text" | "thinking", id: string): number {
+    const key = `${type}:${id}`
+    const known = this.ids.get(key)
+    if (known !== undefined) return known
+    const index = this.blocks.length
+    this.blocks.push(type === "text" ? { type, text: "" } : { type, thinking: "" })
+    this.ids.set(key, index)
+    return index
+  }
+}
+
+const parse = (json: string): unknown => {
+  if (json.trim() === "") return {}
+  try {
+    return JSON.parse(json)
+  } catch {
+    return json
+  }
+}
+
+const describe = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error)

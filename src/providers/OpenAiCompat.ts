@@ -1,0 +1,497 @@
+/**
+ * A `Model` over the OpenAI-compatible Chat Completions API, streamed: OpenAI itself and the servers
+ * that speak its wire format (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, Groq, DeepSeek, xAI,
+ * Mistral). Converts the history to chat messages, parses the event stream into model events, and
+ * classifies failures into the model errors, retrying them while no output was emitted.
+ *
+ * @since 0.1.0
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import type { EventSourceMessage } from "eventsource-parser"
+import * as Errors from "../Errors.js"
+import * as Provider from "../internal/Provider.js"
+import type * as Message from "../Message.js"
+import * as Model from "../Model.js"
+import type * as Tool from "../Tool.js"
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * The options of the provider. `baseUrl` includes the API version (`https://api.openai.com/v1`,
+ * `http://localhost:11434/v1`); `pricing` is per million tokens.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options {
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted | undefined
+  readonly baseUrl?: string | undefined
+  readonly maxTokens?: number | undefined
+  /** The request field for `maxTokens` (default `max_tokens`; OpenAI's reasoning models want `max_completion_tokens`). */
+  readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
+  readonly temperature?: number | undefined
+  readonly retry?: Provider.RetryOptions | undefined
+  readonly pricing?: Provider.Pricing | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** The name used in errors and in the messages' `provider` (default `openai-compatible`). */
+  readonly provider?: string | undefined
+  /** Ask for usage in the stream with `stream_options.include_usage` (default true). */
+  readonly streamUsage?: boolean | undefined
+  /** Extra fields merged into the request body (for server-specific options). */
+  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * The retry options (exponential backoff with jitter, capped in count and time).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type RetryOptions = Provider.RetryOptions
+
+/**
+ * A price table, per million tokens.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Pricing = Provider.Pricing
+
+/**
+ * The default base URL.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const defaultBaseUrl = "https://api.openai.com/v1"
+
+/**
+ * The reasoning fields servers stream (`reasoning_content`: DeepSeek, xAI, vLLM; `reasoning`:
+ * OpenRouter, Ollama; `reasoning_text`). A thinking block keeps its field in `thinkingSignature`, and
+ * is sent back under that field.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const reasoningFields = ["reasoning_content", "reasoning", "reasoning_text"] as const
+
+// -----------------------------------------------------------------------------
+// Constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * Builds the Model service over the `HttpClient` in context.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = Effect.fn("OpenAiCompat.make")(function*(options: Options) {
+  const client = yield* HttpClient.HttpClient
+  const provider = options.provider ?? "openai-compatible"
+  const url = `${Provider.trimSlash(options.baseUrl ?? defaultBaseUrl)}/chat/completions`
+  const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
+  if (options.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(options.apiKey)}`
+  return Model.make({
+    stream: (request) =>
+      Provider.streamEvents({
+        provider,
+        client,
+        url,
+        headers,
+        body: requestBody(options, request),
+        retry: options.retry,
+        parse: (events) => parseStream(provider, options.pricing, events, toolCallIds(request.messages))
+      })
+  })
+})
+
+/**
+ * The provider as a `Model` layer.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (options: Options): Layer.Layer<Model.Model, never, HttpClient.HttpClient> =>
+  Layer.effect(Model.Model, make(options))
+
+/**
+ * The provider as a `Model` layer reading `OPENAI_API_KEY` (redacted, optional) and `OPENAI_BASE_URL`
+ * (default `https://api.openai.com/v1`).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerConfig = (
+  options: Omit<Options, "apiKey" | "baseUrl">
+): Layer.Layer<Model.Model, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    Model.Model,
+    Effect.gen(function*() {
+      const apiKey = yield* Config.option(Config.redacted("OPENAI_API_KEY"))
+      const baseUrl = yield* Config.withDefault(Config.string("OPENAI_BASE_URL"), defaultBaseUrl)
+      return yield* make({ ...options, apiKey: apiKey._tag === "Some" ? apiKey.value : undefined, baseUrl })
+    })
+  )
+
+// -----------------------------------------------------------------------------
+// Combinators
+// -----------------------------------------------------------------------------
+
+/**
+ * The request body for a model request (streamed, usage included).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const requestBody = (options: Options, request: Model.Request): Record<string, unknown> => {
+  const body: Record<string, unknown> = {
+    model: options.model,
+    messages: toWireMessages(request.messages, request.systemPrompt),
+    stream: true
+  }
+  if (options.streamUsage !== false) body.stream_options = { include_usage: true }
+  if (request.tools.length > 0) body.tools = request.tools.map(toWireTool)
+  if (options.maxTokens !== undefined) body[options.maxTokensField ?? "max_tokens"] = options.maxTokens
+  if (options.temperature !== undefined) body.temperature = options.temperature
+  return { ...body, ...options.extraBody }
+}
+
+/**
+ * Converts a history to Chat Completions messages: the system prompt first; user text and images;
+ * assistant text, tool calls and reasoning (under the field the server sent it in); one `tool`
+ * message per tool result (images of tool results follow in a user message, as `tool` messages take
+ * text only).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const toWireMessages = (
+  messages: ReadonlyArray<Message.Message>,
+  systemPrompt?: string | undefined
+): Array<Record<string, unknown>> => {
+  const out: Array<Record<string, unknown>> = []
+  if (systemPrompt !== undefined && systemPrompt !== "") out.push({ role: "system", content: systemPrompt })
+  let images: Array<Record<string, unknown>> = []
+  const flushImages = () => {
+    if (images.length === 0) return
+    out.push({ role: "user", content: [{ type: "text", text: "Images returned by the tools above:" }, ...images] })
+    images = []
+  }
+  for (const message of messages) {
+    if (message.role !== "toolResult") flushImages()
+    switch (message.role) {
+      case "user": {
+        if (typeof message.content === "string") {
+          out.push({ role: "user", content: message.content })
+        } else {
+          out.push({
+            role: "user",
+            content: message.content.map((block) =>
+              block.type === "text" ? { type: "text", text: block.text } : imagePart(block)
+            )
+          })
+        }
+        break
+      }
+      case "assistant": {
+        const wire: Record<string, unknown> = { role: "assistant" }
+        const text = message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("")
+        const calls = message.content.flatMap((block) =>
+          block.type === "toolCall"
+            ? [{
+              id: block.id,
+              type: "function",
+              function: {
+                name: block.name,
+                arguments: typeof block.input === "string" ? block.input : JSON.stringify(block.input ?? {})
+              }
+            }]
+            : []
+        )
+        for (const block of message.content) {
+          if (block.type !== "thinking" || block.redacted === true) continue
+          const field = reasoningFields.find((name) => name === block.thinkingSignature)
+          if (field === undefined) continue
+          wire[field] = typeof wire[field] === "string" ? wire[field] + block.thinking : block.thinking
+        }
+        if (text === "" && calls.length === 0) continue
+        wire.content = text === "" ? null : text
+        if (calls.length > 0) wire.tool_calls = calls
+        out.push(wire)
+        break
+      }
+      case "toolResult": {
+        const text = message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n")
+        const blockImages = message.content.flatMap((block) => block.type === "image" ? [imagePart(block)] : [])
+        images.push(...blockImages)
+        out.push({
+          role: "tool",
+          tool_call_id: message.toolCallId,
+          content: text === "" ? (blockImages.length > 0 ? "(image)" : "(no output)") : text
+        })
+        break
+      }
+    }
+  }
+  flushImages()
+  return out
+}
+
+/**
+ * Parses a Chat Completions event stream into model events, ending in `Finish`. A tool call without
+ * an id, or with an id already in `usedIds` (some servers repeat ids across turns), gets a fresh one,
+ * as the history needs each id once.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const parseStream = (
+  provider: string,
+  pricing: Pricing | undefined,
+  events: Stream.Stream<EventSourceMessage, Errors.ModelError>,
+  usedIds: ReadonlySet<string> = new Set()
+): Stream.Stream<Model.Event, Errors.ModelError> =>
+  Stream.suspend(() => {
+    const state = new StreamState(provider, pricing, usedIds)
+    return events.pipe(
+      Stream.mapConcatEffect((event) => state.push(event)),
+      Stream.concat(Stream.suspend(() => state.end()))
+    )
+  })
+
+// -----------------------------------------------------------------------------
+// Internal
+// -----------------------------------------------------------------------------
+
+const toWireTool = (tool: Tool.Definition) => ({
+  type: "function",
+  function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+})
+
+const imagePart = (block: Message.ImageContent) => ({
+  type: "image_url",
+  image_url: { url: `data:${block.mimeType};base64,${block.data}` }
+})
+
+type Block =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; field: string | undefined }
+  | { type: "toolCall"; id: string; wireId: string | undefined; name: string; json: string }
+
+const stopReasons: Record<string, Message.StopReason> = {
+  stop: "stop",
+  end_turn: "stop",
+  tool_calls: "toolUse",
+  function_call: "toolUse",
+  length: "length",
+  max_tokens: "length",
+  content_filter: "error"
+}
+
+class StreamState {
+  private readonly blocks: Array<Block> = []
+  private readonly calls = new Map<number, number>()
+  private finishReason: string | undefined
+  private rawUsage: any
+  private model: string | undefined
+  private done = false
+  constructor(
+    readonly provider: string,
+    readonly pricing: Pricing | undefined,
+    readonly usedIds: ReadonlySet<string>
+  ) {}
+
+  push(event: EventSourceMessage): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
+    if (this.done) return Effect.succeed([])
+    if (event.data.trim() === "[DONE]") return Effect.succeed(this.finish())
+    return Effect.flatMap(Provider.parseJson(this.provider, event.data), (chunk) => {
+      if (typeof chunk !== "object" || chunk === null) {
+        return Effect.fail(
+          new Errors.ModelResponseInvalid({ provider: this.provider, description: `unexpected chunk: ${event.data}` })
+        )
+      }
+      if (chunk.error !== undefined && chunk.error !== null) {
+        return Effect.fail(
+          Provider.classify({ provider: this.provider, status: undefined, body: JSON.stringify(chunk) })
+        )
+      }
+      return Effect.succeed(this.chunk(chunk))
+    })
+  }
+
+  end(): Stream.Stream<Model.Event, Errors.ModelError> {
+    if (this.done) return Stream.empty
+    if (this.finishReason !== undefined) return Stream.fromIterable(this.finish())
+    return Stream.fail(
+      new Errors.ModelRequestFailed({
+        provider: this.provider,
+        description: "the response stream ended before the response was finished"
+      })
+    )
+  }
+
+  private chunk(chunk: any): Array<Model.Event> {
+    const out: Array<Model.Event> = []
+    if (typeof chunk.model === "string" && chunk.model !== "") this.model = chunk.model
+    if (isObject(chunk.usage)) this.rawUsage = chunk.usage
+    const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined
+    if (!isObject(choice)) return out
+    if (isObject(choice.usage)) this.rawUsage = choice.usage
+    const delta = isObject(choice.delta) ? choice.delta : {}
+    for (const field of reasoningFields) {
+      const value = delta[field]
+      if (typeof value === "string" && value !== "") out.push(this.thinking(value, field))
+    }
+    if (typeof delta.content === "string") {
+      if (delta.content !== "") out.push(this.text(delta.content))
+    } else if (Array.isArray(delta.content)) {
+      // Mistral: content parts, thinking nested as text parts
+      for (const part of delta.content) {
+        if (part?.type === "text" && typeof part.text === "string" && part.text !== "") {
+          out.push(this.text(part.text))
+        } else if (part?.type === "thinking") {
+          const parts = Array.isArray(part.thinking) ? part.thinking : [part.thinking]
+          for (const inner of parts) {
+            const text = typeof inner === "string" ? inner : inner?.text
+            if (typeof text === "string" && text !== "") out.push(this.thinking(text, undefined))
+          }
+        }
+      }
+    }
+    if (Array.isArray(delta.tool_calls)) {
+      delta.tool_calls.forEach((call: any, position: number) => {
+        if (!isObject(call)) return
+        const key = typeof call.index === "number" ? call.index : position
+        const name = typeof call.function?.name === "string" ? call.function.name : undefined
+        const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined
+        let index = this.calls.get(key)
+        let block = index === undefined ? undefined : this.blocks[index]
+        // a new id at a known index is a new call (servers that send every call at index 0)
+        if (block?.type === "toolCall" && id !== undefined && block.wireId !== id && block.json !== "") {
+          index = undefined
+          block = undefined
+        }
+        if (index === undefined || block?.type !== "toolCall") {
+          index = this.blocks.length
+          const fresh = id === undefined || this.usedIds.has(id) ||
+            this.blocks.some((b) => b.type === "toolCall" && b.id === id)
+          block = { type: "toolCall", id: fresh ? freshId(id) : id, wireId: id, name: name ?? "", json: "" }
+          this.blocks.push(block)
+          this.calls.set(key, index)
+          out.push({ _tag: "ToolCallStart", index, id: block.id, name: block.name })
+        } else if (name !== undefined && block.name === "") {
+          block.name = name
+        }
+        const args = call.function?.arguments
+        if (typeof args === "string" && args !== "") {
+          block.json += args
+          out.push({ _tag: "ToolCallDelta", index, delta: args })
+        }
+      })
+    }
+    if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
+      this.finishReason = choice.finish_reason
+    }
+    return out
+  }
+
+  private text(delta: string): Model.Event {
+    const last = this.blocks.length - 1
+    const block = this.blocks[last]
+    if (block?.type === "text") {
+      block.text += delta
+      return { _tag: "TextDelta", index: last, delta }
+    }
+    this.blocks.push({ type: "text", text: delta })
+    return { _tag: "TextDelta", index: last + 1, delta }
+  }
+
+  private thinking(delta: string, field: string | undefined): Model.Event {
+    const last = this.blocks.length - 1
+    const block = this.blocks[last]
+    if (block?.type === "thinking" && block.field === field) {
+      block.thinking += delta
+      return { _tag: "ThinkingDelta", index: last, delta }
+    }
+    this.blocks.push({ type: "thinking", thinking: delta, field })
+    return { _tag: "ThinkingDelta", index: last + 1, delta }
+  }
+
+  private finish(): Array<Model.Event> {
+    this.done = true
+    const out: Array<Model.Event> = []
+    const content: Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> = []
+    this.blocks.forEach((block, index) => {
+      switch (block.type) {
+        case "text":
+          content.push({ type: "text", text: block.text })
+          break
+        case "thinking":
+          content.push(
+            block.field === undefined
+              ? { type: "thinking", thinking: block.thinking }
+              : { type: "thinking", thinking: block.thinking, thinkingSignature: block.field }
+          )
+          break
+        case "toolCall": {
+          const toolCall: Message.ToolCall = {
+            type: "toolCall",
+            id: block.id,
+            name: block.name,
+            input: Provider.decodeArguments(block.json)
+          }
+          content.push(toolCall)
+          out.push({ _tag: "ToolCallEnd", index, toolCall })
+          break
+        }
+      }
+    })
+    const reason = this.finishReason ?? "stop"
+    const stopReason = stopReasons[reason] ?? "stop"
+    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
+      role: "assistant",
+      content,
+      stopReason,
+      provider: this.provider,
+      timestamp: Date.now()
+    }
+    if (this.model !== undefined) message.model = this.model
+    if (this.rawUsage !== undefined) message.usage = usageOf(this.rawUsage, this.pricing)
+    if (stopReason === "error") message.errorMessage = `the provider stopped the response: ${reason}`
+    out.push({ _tag: "Finish", message })
+    return out
+  }
+}
+
+const usageOf = (raw: any, pricing: Pricing | undefined): Message.Usage => {
+  const prompt = numberOr(raw.prompt_tokens, 0)
+  const cacheRead = numberOr(raw.prompt_tokens_details?.cached_tokens, numberOr(raw.prompt_cache_hit_tokens, 0))
+  return Provider.usage(
+    { input: Math.max(0, prompt - cacheRead), output: numberOr(raw.completion_tokens, 0), cacheRead, cacheWrite: 0 },
+    pricing
+  )
+}
+
+const toolCallIds = (messages: ReadonlyArray<Message.Message>): ReadonlySet<string> => {
+  const ids = new Set<string>()
+  for (const message of messages) {
+    if (message.role !== "assistant") continue
+    for (const block of message.content) if (block.type === "toolCall") ids.add(block.id)
+  }
+  return ids
+}
+
+const freshId = (id: string | undefined): string => `${id ?? "call"}_${crypto.randomUUID().slice(0, 8)}`
+
+const numberOr = (value: unknown, fallback: number): number => typeof value === "number" ? value : fallback
+
+const isObject = (value: unknown): value is Record<string, any> => typeof value === "object" && value !== null

@@ -1,0 +1,542 @@
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Provider from "../src/internal/Provider.js"
+import * as Loop from "../src/Loop.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
+import * as ProviderServer from "./utils/providerServer.js"
+
+const fixture = (name: string, options?: { readonly after?: "end" | "cut" | "hang"; readonly done?: boolean }) => ({
+  _tag: "Sse" as const,
+  frames: ProviderServer.openAiFrames(ProviderServer.fixtureLines(`openai-compatible/${name}`), options?.done ?? true),
+  after: options?.after ?? "end"
+})
+
+const provider = (server: ProviderServer.ProviderServer, options?: Partial<OpenAiCompat.Options>) =>
+  OpenAiCompat.layer({
+    model: "test-model",
+    apiKey: Redacted.make("sk-test"),
+    baseUrl: `${server.url}/v1`,
+    retry: { maxRetries: 3, initialDelay: "10 millis", jitter: false },
+    ...options
+  }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+/** Streams one request; returns the events and the final message. */
+const respond = (server: ProviderServer.ProviderServer, request?: Partial<Model.Request>) =>
+  Effect.gen(function*() {
+    const model = yield* Model.Model
+    const events = yield* Stream.runCollect(model.stream({ messages: [Message.user("hi")], tools: [], ...request }))
+    const all = Array.from(events)
+    const last = all[all.length - 1]
+    assert.strictEqual(last?._tag, "Finish")
+    return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
+  }).pipe(Effect.provide(provider(server)))
+
+interface Expected {
+  readonly file: string
+  readonly thinking?: string | number
+  readonly text: string
+  readonly calls?: ReadonlyArray<readonly [id: string, name: string, input: unknown]>
+  readonly stopReason: Message.StopReason
+  readonly usage?: readonly [input: number, output: number]
+  readonly model?: string
+}
+
+const expectations: ReadonlyArray<Expected> = [
+  {
+    file: "xai-tool-call.jsonl",
+    thinking: 1069,
+    text: "",
+    calls: [["call_79382389", "weather", { location: "San Francisco" }]],
+    stopReason: "toolUse",
+    usage: [307, 26]
+  },
+  { file: "xai-text.jsonl", thinking: 1455, text: "Grok", stopReason: "stop", usage: [12, 2] },
+  {
+    file: "issue-15789-step-1.jsonl",
+    text: "PRE_TOOL",
+    calls: [["call_NZa7xqfefoaMI2YYHowVXVlU", "weather", {}]],
+    stopReason: "toolUse",
+    usage: [58, 12]
+  },
+  { file: "issue-15789-step-2.jsonl", text: "POST_TOOL", stopReason: "stop", usage: [86, 2] },
+  { file: "issue-13703-mistral-thinking.jsonl", thinking: 335, text: "391", stopReason: "stop", usage: [28, 139] },
+  {
+    file: "moonshotai-stream-tool-calls.jsonl",
+    text: "",
+    calls: [["call-weather", "get_weather", { city: "Paris" }], ["call-time", "get_time", { zone: "UTC" }]],
+    stopReason: "toolUse",
+    usage: [11, 6]
+  },
+  {
+    file: "tiny-chunks.jsonl",
+    thinking: "First, the user said: \"Hello.\" That is simple.",
+    text: "Hi there!",
+    stopReason: "stop"
+  },
+  { file: "issue-20203-empty-tool-calls.jsonl", thinking: "Think more...", text: "Hello", stopReason: "stop" },
+  {
+    file: "placeholder-first-chunk.jsonl",
+    text: "Hello",
+    stopReason: "stop",
+    usage: [10, 1],
+    model: "actual-model-name"
+  }
+]
+
+describe("OpenAiCompat fixtures", () => {
+  for (const expected of expectations) {
+    it.live(`assembles ${expected.file}`, () =>
+      Effect.gen(function*() {
+        const server = yield* ProviderServer.make([fixture(expected.file)])
+        const { events, message } = yield* respond(server)
+        assert.strictEqual(message.role, "assistant")
+        assert.strictEqual(message.provider, "openai-compatible")
+        assert.strictEqual(Message.textOf(message), expected.text)
+        const thinking = ProviderServer.thinkingOf(message)
+        if (typeof expected.thinking === "number") assert.strictEqual(thinking.length, expected.thinking)
+        else assert.strictEqual(thinking, expected.thinking ?? "")
+        assert.deepStrictEqual(
+          Message.toolCalls(message).map((call) => [call.id, call.name, call.input]),
+          (expected.calls ?? []).map((call) => [...call])
+        )
+        assert.strictEqual(message.stopReason, expected.stopReason)
+        if (expected.usage === undefined) {
+          assert.isUndefined(message.usage)
+        } else {
+          assert.strictEqual(message.usage!.input + message.usage!.cacheRead, expected.usage[0])
+          assert.strictEqual(message.usage!.output, expected.usage[1])
+        }
+        if (expected.model !== undefined) assert.strictEqual(message.model, expected.model)
+        ProviderServer.assertDeltasMatch(events, message)
+        // a history that carries this message decodes: the message is plain, valid data
+        assert.isTrue(Schema.is(Message.AssistantMessage)(message))
+      }).pipe(Effect.scoped))
+  }
+
+  it.live("keeps the reasoning field in the thinking block so it can be sent back", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("xai-text.jsonl")])
+      const { message } = yield* respond(server)
+      const block = message.content[0]
+      assert.strictEqual(block?.type, "thinking")
+      assert.strictEqual((block as Message.ThinkingContent).thinkingSignature, "reasoning_content")
+      assert.deepStrictEqual(message.content.map((b) => b.type), ["thinking", "text"])
+    }).pipe(Effect.scoped))
+
+  it.live("adds the cost from a price table", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-1.jsonl")])
+      const message = yield* Effect.gen(function*() {
+        const model = yield* Model.Model
+        return yield* model.complete({ messages: [Message.user("hi")], tools: [] })
+      }).pipe(Effect.provide(provider(server, { pricing: { input: 2, output: 10 } })))
+      assert.deepStrictEqual(message.usage?.cost, {
+        input: 58 * 2 / 1e6,
+        output: 12 * 10 / 1e6,
+        cacheRead: 0,
+        cacheWrite: 0,
+        total: 58 * 2 / 1e6 + 12 * 10 / 1e6
+      })
+    }).pipe(Effect.scoped))
+})
+
+const weather = Tool.make({
+  name: "weather",
+  description: "The weather at a location",
+  parameters: Schema.Struct({ location: Schema.optional(Schema.String) }),
+  execute: ({ location }) => Effect.succeed(`Sunny in ${location ?? "the default place"}`)
+})
+
+describe("OpenAiCompat requests", () => {
+  it.live("sends model, stream options, system prompt, tools and the bearer key", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      yield* respond(server, { systemPrompt: "Be brief.", tools: [Tool.definition(weather)] })
+      const { body, headers, url } = server.requests[0]!
+      assert.strictEqual(url, "/v1/chat/completions")
+      assert.strictEqual(headers.authorization, "Bearer sk-test")
+      assert.strictEqual(body.model, "test-model")
+      assert.strictEqual(body.stream, true)
+      assert.deepStrictEqual(body.stream_options, { include_usage: true })
+      assert.deepStrictEqual(body.messages, [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }])
+      assert.deepStrictEqual(body.tools, [{
+        type: "function",
+        function: { name: "weather", description: "The weather at a location", parameters: weather.jsonSchema }
+      }])
+    }).pipe(Effect.scoped))
+
+  it.live("a two-turn run sends the tool call and its result back in wire format, reasoning included", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("xai-tool-call.jsonl"), fixture("issue-15789-step-2.jsonl")])
+      const result = yield* Loop.run({ input: "Weather in SF?", tools: [weather] }).pipe(
+        Effect.provide(Layer.merge(provider(server), Session.layerMemory()))
+      )
+      assert.strictEqual(result.turns, 2)
+      assert.strictEqual(Message.textOf(result.messages[3]!), "POST_TOOL")
+      assert.strictEqual(server.requests.length, 2)
+      const messages = server.requests[1]!.body.messages
+      assert.deepStrictEqual(messages.map((m: any) => m.role), ["user", "assistant", "tool"])
+      assert.deepStrictEqual(messages[0], { role: "user", content: "Weather in SF?" })
+      assert.deepStrictEqual(messages[1].tool_calls, [{
+        id: "call_79382389",
+        type: "function",
+        function: { name: "weather", arguments: "{\"location\":\"San Francisco\"}" }
+      }])
+      assert.strictEqual(messages[1].content, null)
+      assert.strictEqual(messages[1].reasoning_content.length, 1069)
+      assert.deepStrictEqual(messages[2], {
+        role: "tool",
+        tool_call_id: "call_79382389",
+        content: "Sunny in San Francisco"
+      })
+      assert.deepStrictEqual(result.usage.input + result.usage.cacheRead, 307 + 86)
+    }).pipe(Effect.scoped))
+
+  it.live("layerConfig reads OPENAI_API_KEY and OPENAI_BASE_URL", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      const layer = OpenAiCompat.layerConfig({ model: "gpt-test" }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
+        )))
+      )
+      const message = yield* Effect.provide(completeHi, layer)
+      assert.strictEqual(Message.textOf(message), "POST_TOOL")
+      assert.strictEqual(server.requests[0]!.url, "/v1/chat/completions")
+      assert.strictEqual(server.requests[0]!.headers.authorization, "Bearer sk-from-env")
+    }).pipe(Effect.scoped))
+
+  it.live("without an API key no authorization header is sent (local servers)", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      yield* Effect.provide(completeHi, provider(server, { apiKey: undefined }))
+      assert.isUndefined(server.requests[0]!.headers.authorization)
+    }).pipe(Effect.scoped))
+
+  it.live("events split across network reads assemble the same message", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ ...fixture("issue-13703-mistral-thinking.jsonl"), chunkSize: 61 }])
+      const { events, message } = yield* respond(server)
+      assert.strictEqual(Message.textOf(message), "391")
+      assert.strictEqual(ProviderServer.thinkingOf(message).length, 335)
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
+  it.live("a tool call id the history already has is replaced by a fresh one", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("xai-tool-call.jsonl")])
+      const history = [
+        Message.user("before"),
+        Message.assistant([Message.toolCall("call_79382389", "weather", {})]),
+        Message.toolResult({ toolCallId: "call_79382389", toolName: "weather", content: "sunny" }),
+        Message.assistant("ok"),
+        Message.user("again")
+      ]
+      const { events, message } = yield* respond(server, { messages: history })
+      const [call] = Message.toolCalls(message)
+      assert.notStrictEqual(call!.id, "call_79382389")
+      assert.isTrue(call!.id.startsWith("call_79382389_"))
+      assert.deepStrictEqual(call!.input, { location: "San Francisco" })
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
+  it("converts images, several tool results and error results", () => {
+    const messages = OpenAiCompat.toWireMessages([
+      Message.user([Message.text("look"), { type: "image", data: "AAAA", mimeType: "image/png" }]),
+      Message.assistant([
+        { type: "thinking", thinking: "hmm", thinkingSignature: "reasoning" },
+        { type: "thinking", thinking: "unsigned" },
+        Message.text("calling"),
+        Message.toolCall("a", "one", { x: 1 }),
+        Message.toolCall("b", "two", "{\"broken\"")
+      ]),
+      Message.toolResult({ toolCallId: "a", toolName: "one", content: "ok" }),
+      Message.toolResult({
+        toolCallId: "b",
+        toolName: "two",
+        content: [{ type: "image", data: "BBBB", mimeType: "image/jpeg" }],
+        isError: true
+      }),
+      Message.user("next")
+    ])
+    assert.deepStrictEqual(messages, [
+      {
+        role: "user",
+        content: [{ type: "text", text: "look" }, {
+          type: "image_url",
+          image_url: { url: "data:image/png;base64,AAAA" }
+        }]
+      },
+      {
+        role: "assistant",
+        reasoning: "hmm",
+        content: "calling",
+        tool_calls: [
+          { id: "a", type: "function", function: { name: "one", arguments: "{\"x\":1}" } },
+          { id: "b", type: "function", function: { name: "two", arguments: "{\"broken\"" } }
+        ]
+      },
+      { role: "tool", tool_call_id: "a", content: "ok" },
+      { role: "tool", tool_call_id: "b", content: "(image)" },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Images returned by the tools above:" },
+          { type: "image_url", image_url: { url: "data:image/jpeg;base64,BBBB" } }
+        ]
+      },
+      { role: "user", content: "next" }
+    ])
+  })
+})
+
+const completeHi = Effect.flatMap(Model.Model, (model) => model.complete({ messages: [Message.user("hi")], tools: [] }))
+
+describe("failure classification", () => {
+  const classify = (status: number | undefined, body: string) =>
+    Provider.classify({ provider: "test", status, body })._tag
+  it("recognizes the servers' context-length errors", () => {
+    // OpenAI, vLLM, llama.cpp, Groq, Anthropic
+    assert.strictEqual(
+      classify(400, "{\"error\":{\"message\":\"x\",\"code\":\"context_length_exceeded\"}}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "{\"message\":\"This model's maximum context length is 8192 tokens.\"}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "{\"error\":{\"message\":\"the request exceeds the available context size, try increasing it\"}}"),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(400, "Please reduce the length of the messages or completion."),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(
+      classify(
+        400,
+        "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}"
+      ),
+      "ModelContextOverflow"
+    )
+    assert.strictEqual(classify(400, "{\"error\":{\"message\":\"unknown field foo\"}}"), "ModelRequestFailed")
+  })
+  it("classifies statuses and error types", () => {
+    assert.strictEqual(classify(403, ""), "ModelAuthenticationFailed")
+    assert.strictEqual(classify(429, ""), "ModelRateLimited")
+    for (const status of [500, 502, 503, 529]) assert.strictEqual(classify(status, ""), "ModelUnavailable")
+    assert.strictEqual(
+      classify(undefined, "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"),
+      "ModelUnavailable"
+    )
+    assert.strictEqual(classify(404, "model not found"), "ModelRequestFailed")
+    // a mid-stream error carrying the upstream status as a numeric code
+    assert.strictEqual(
+      classify(undefined, "{\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}"),
+      "ModelUnavailable"
+    )
+  })
+  it("parses retry-after as seconds, an HTTP date, or retry-after-ms", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "2" }, now), 2000)
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "Thu, 01 Jan 2026 00:00:05 GMT" }, now), 5000)
+    assert.strictEqual(Provider.retryAfterMillis({ "retry-after-ms": "150", "retry-after": "2" }, now), 150)
+    assert.isUndefined(Provider.retryAfterMillis({}, now))
+  })
+})
+
+describe("OpenAiCompat failures", () => {
+  it.effect("429 with retry-after waits that long, then succeeds", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        {
+          _tag: "Status",
+          status: 429,
+          headers: { "retry-after": "7" },
+          body: "{\"error\":{\"message\":\"slow down\"}}"
+        },
+        fixture("issue-15789-step-2.jsonl")
+      ])
+      const { exit, sleeps } = yield* ProviderServer.driveClock(
+        Effect.provide(completeHi, provider(server)),
+        () => server.requests.length
+      )
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.strictEqual(Message.textOf((exit as Exit.Success<Message.AssistantMessage, never>).value), "POST_TOOL")
+      // one sleep, of the server's 7 seconds (not the 10 ms backoff), with one request made before it
+      assert.deepStrictEqual(sleeps, [{ delay: 7000, requests: 1 }])
+      assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.effect("401 fails with ModelAuthenticationFailed at once", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        {
+          _tag: "Status",
+          status: 401,
+          body: "{\"error\":{\"message\":\"Incorrect API key\",\"code\":\"invalid_api_key\"}}"
+        }
+      ])
+      const { exit, sleeps } = yield* ProviderServer.driveClock(
+        Effect.provide(completeHi, provider(server)),
+        () => server.requests.length
+      )
+      const error = ProviderServer.failureOf(exit)
+      assert.strictEqual(error._tag, "ModelAuthenticationFailed")
+      assert.include(error.message, "Incorrect API key")
+      assert.deepStrictEqual(sleeps, [])
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.effect("503 is retried with exponential backoff until the budget is spent", () =>
+    Effect.gen(function*() {
+      const unavailable = { _tag: "Status" as const, status: 503, body: "upstream down" }
+      const server = yield* ProviderServer.make([unavailable, unavailable, unavailable, unavailable, unavailable])
+      const { exit, sleeps } = yield* ProviderServer.driveClock(
+        Effect.provide(completeHi, provider(server)),
+        () => server.requests.length
+      )
+      const error = ProviderServer.failureOf(exit)
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.strictEqual((error as any).status, 503)
+      // 3 retries: 4 requests, delays 10, 20, 40 ms
+      assert.deepStrictEqual(sleeps, [{ delay: 10, requests: 1 }, { delay: 20, requests: 2 }, {
+        delay: 40,
+        requests: 3
+      }])
+      assert.strictEqual(server.requests.length, 4)
+    }).pipe(Effect.scoped))
+
+  it.effect("a context-length 400 is ModelContextOverflow, not retried", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{
+        _tag: "Status",
+        status: 400,
+        body: JSON.stringify({
+          error: {
+            message: "This model's maximum context length is 128000 tokens.",
+            code: "context_length_exceeded"
+          }
+        })
+      }])
+      const { exit } = yield* ProviderServer.driveClock(
+        Effect.provide(completeHi, provider(server)),
+        () => server.requests.length
+      )
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelContextOverflow")
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("a connection cut after some deltas fails typed, is not retried, and the partial message is kept", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames(lines.slice(0, 12), false), after: "cut" },
+        fixture("tiny-chunks.jsonl")
+      ])
+      const layer = Layer.merge(provider(server), Session.layerMemory())
+      const { exit, history } = yield* Effect.gen(function*() {
+        const exit = yield* Effect.exit(Loop.run({ input: "Hello" }))
+        const history = yield* Effect.flatMap(Session.Session, (session) => session.messages)
+        return { exit, history }
+      }).pipe(Effect.provide(layer))
+      const error = ProviderServer.failureOf(exit)
+      assert.strictEqual(error._tag, "ModelRequestFailed")
+      assert.strictEqual(server.requests.length, 1)
+      const partial = history[1] as Message.AssistantMessage
+      assert.strictEqual(partial.role, "assistant")
+      assert.strictEqual(partial.stopReason, "error")
+      assert.isTrue(ProviderServer.thinkingOf(partial).startsWith("First, the user"))
+      assert.isTrue("Hi there!".startsWith(Message.textOf(partial)))
+    }).pipe(Effect.scoped))
+
+  it.live("the response ends at [DONE] even when the server keeps the connection open", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ ...fixture("issue-15789-step-2.jsonl"), after: "hang" }])
+      const message = yield* Effect.provide(completeHi, provider(server)).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(Message.textOf(message), "POST_TOOL")
+      // and the finished request's connection is released
+      yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
+    }).pipe(Effect.scoped))
+
+  it.live("a server that closes after finish_reason without [DONE] still completes", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-1.jsonl", { done: false })])
+      const message = yield* Effect.provide(completeHi, provider(server))
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => call.id), ["call_NZa7xqfefoaMI2YYHowVXVlU"])
+      assert.strictEqual(message.usage?.output, 12)
+    }).pipe(Effect.scoped))
+
+  it.live("a clean end without a finish is a typed failure", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames(lines.slice(0, 5), false) }
+      ])
+      const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelRequestFailed")
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("a malformed JSON chunk is ModelResponseInvalid", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames([...lines.slice(0, 3), "{\"choices\":[{\"delta\":"]) }
+      ])
+      const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
+      const error = ProviderServer.failureOf(exit)
+      assert.strictEqual(error._tag, "ModelResponseInvalid")
+      assert.include(error.message, "malformed JSON chunk")
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an error object in the stream is classified", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        {
+          _tag: "Sse",
+          frames: ProviderServer.openAiFrames([
+            JSON.stringify({ error: { message: "Invalid API key provided", type: "invalid_api_key" } })
+          ])
+        }
+      ])
+      const exit = yield* Effect.exit(Effect.provide(completeHi, provider(server)))
+      assert.strictEqual(ProviderServer.failureOf(exit)._tag, "ModelAuthenticationFailed")
+    }).pipe(Effect.scoped))
+
+  it.live("abort mid-stream closes the HTTP connection", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames(lines.slice(0, 6), false), after: "hang" }
+      ])
+      const seen: Array<Model.Event> = []
+      const fiber = yield* Effect.gen(function*() {
+        const model = yield* Model.Model
+        yield* Stream.runForEach(
+          model.stream({ messages: [Message.user("hi")], tools: [] }),
+          (event) => Effect.sync(() => seen.push(event))
+        )
+      }).pipe(Effect.provide(provider(server)), Effect.fork)
+      while (seen.length < 3) yield* Effect.sleep("5 millis")
+      yield* Fiber.interrupt(fiber)
+      // the server sees the client close the connection before the reply ended
+      yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
+      assert.isTrue(seen.every((event) => event._tag !== "Finish"))
+    }).pipe(Effect.scoped))
+})
