@@ -128,7 +128,7 @@ export interface MessageStart {
 export interface MessageUpdate {
   readonly _tag: "MessageUpdate"
   readonly turn: number
-  readonly event: Exclude<Model.Event, { readonly _tag: "Finish" }>
+  readonly event: Model.Delta
 }
 
 /**

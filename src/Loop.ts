@@ -497,34 +497,24 @@ const runLoop = (
       const request: Model.Request = { messages: context, tools: definitions, systemPrompt: options.systemPrompt }
       const assembler = new Model.Assembler()
       streaming = assembler
-      let final: Message.AssistantMessage | undefined
       let started = false
-      // chunk by chunk: without a consumer a whole chunk of deltas costs one step
-      yield* Stream.runForEachChunk(model.stream(request), (chunk): Effect.Effect<unknown> => {
-        let events: Array<Event.AgentEvent> | undefined
-        for (const event of chunk) {
-          if (event._tag === "Finish") {
-            final = event.message
-            continue
+      const message = yield* model.respond(
+        request,
+        emit === undefined
+          ? (event) => {
+            assembler.push(event)
+            return Effect.void
           }
-          assembler.push(event)
-          if (emit === undefined) continue
-          events ??= []
-          if (!started) {
+          : (event) => {
+            assembler.push(event)
+            if (started) return emit({ _tag: "MessageUpdate", turn, event })
             started = true
-            events.push({ _tag: "MessageStart", turn, role: "assistant" })
+            return Effect.zipRight(
+              emit({ _tag: "MessageStart", turn, role: "assistant" }),
+              emit({ _tag: "MessageUpdate", turn, event })
+            )
           }
-          events.push({ _tag: "MessageUpdate", turn, event })
-        }
-        return events === undefined ? Effect.void : Effect.forEach(events, emit!, { discard: true })
-      })
-      if (final === undefined) {
-        return yield* new Errors.ModelResponseInvalid({
-          provider: "model",
-          description: "the response stream ended without a final message"
-        })
-      }
-      const message = final
+      )
       modelCalls.push({ turn, millis: now() - began, purpose: "turn", usage: message.usage })
       return yield* Effect.uninterruptible(Effect.suspend(() => {
         streaming = undefined

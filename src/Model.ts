@@ -1,7 +1,8 @@
 /**
  * The Model service: what the loop asks for the next assistant message. A model streams `Event`s
  * (text, thinking and tool-call deltas, each tool call when complete) ending in `Finish` with the final
- * message, or completes the message at once; `make` derives either from the other. Providers, test
+ * message, or completes the message at once, or pushes its events to a callback (`respond`, what the
+ * loop uses: it costs no Stream per turn); `make` derives the other two from any one. Providers, test
  * doubles and the offline demo model are all built with `make`.
  *
  * @since 0.1.0
@@ -55,7 +56,20 @@ export type Event =
 export interface Service {
   readonly stream: (request: Request) => Stream.Stream<Event, Errors.ModelError>
   readonly complete: (request: Request) => Effect.Effect<Message.AssistantMessage, Errors.ModelError>
+  /** Calls `onEvent` with each delta (everything but `Finish`), in order, and returns the final message. */
+  readonly respond: (
+    request: Request,
+    onEvent: (event: Delta) => Effect.Effect<void>
+  ) => Effect.Effect<Message.AssistantMessage, Errors.ModelError>
 }
+
+/**
+ * A streamed delta: any event but `Finish`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Delta = Exclude<Event, { readonly _tag: "Finish" }>
 
 /**
  * The Model service tag.
@@ -70,27 +84,51 @@ export class Model extends Context.Tag("effect-agent/Model")<Model, Service>() {
 // -----------------------------------------------------------------------------
 
 /**
- * Builds a Model from either `stream` or `complete`, deriving the other.
+ * Builds a Model from any of `stream`, `complete` or `respond`, deriving the ones not given.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const make = (
   options:
-    | { readonly stream: Service["stream"]; readonly complete?: Service["complete"] | undefined }
-    | { readonly complete: Service["complete"]; readonly stream?: Service["stream"] | undefined }
+    | {
+      readonly stream: Service["stream"]
+      readonly complete?: Service["complete"] | undefined
+      readonly respond?: Service["respond"] | undefined
+    }
+    | {
+      readonly complete: Service["complete"]
+      readonly stream?: Service["stream"] | undefined
+      readonly respond?: Service["respond"] | undefined
+    }
+    | {
+      readonly respond: Service["respond"]
+      readonly stream?: Service["stream"] | undefined
+      readonly complete?: Service["complete"] | undefined
+    }
 ): Service => {
+  if (options.respond !== undefined) {
+    const respond = options.respond
+    return {
+      respond,
+      complete: options.complete ?? ((request) => respond(request, () => Effect.void)),
+      stream: options.stream ?? ((request) => streamFromRespond(respond, request))
+    }
+  }
   if (options.stream !== undefined) {
     const stream = options.stream
     return {
       stream,
-      complete: options.complete ?? ((request) => completeFromStream(stream(request)))
+      complete: options.complete ?? ((request) => completeFromStream(stream(request))),
+      respond: (request, onEvent) => respondFromStream(stream(request), onEvent)
     }
   }
   const complete = options.complete!
   return {
     complete,
-    stream: (request) => Stream.flatMap(complete(request), (message) => Stream.fromIterable(eventsOf(message)))
+    stream: (request) => Stream.flatMap(complete(request), (message) => Stream.fromIterable(eventsOf(message))),
+    respond: (request, onEvent) =>
+      Effect.flatMap(complete(request), (message) => Effect.as(replay(message, onEvent), message))
   }
 }
 
@@ -127,12 +165,12 @@ export const scripted = (script: ReadonlyArray<ScriptStep>): Service & {
   const requests: Array<Request> = []
   let next = 0
   const service = make({
-    stream: (request) =>
-      Stream.suspend(() => {
+    respond: (request, onEvent) =>
+      Effect.suspend(() => {
         requests.push({ ...request, messages: request.messages.slice() })
         const step = script[next++]
         if (step === undefined) {
-          return Stream.fail(
+          return Effect.fail(
             new Errors.ModelRequestFailed({
               provider: "scripted",
               description: `the script has no answer for request ${next} (it has ${script.length})`
@@ -140,7 +178,9 @@ export const scripted = (script: ReadonlyArray<ScriptStep>): Service & {
           )
         }
         const answer = typeof step === "function" ? step(request) : step
-        return isMessage(answer) ? Stream.fromIterable(eventsOf(answer)) : answer
+        return isMessage(answer)
+          ? Effect.as(replay(answer, onEvent), answer)
+          : respondFromStream(answer, onEvent)
       })
   })
   return { ...service, requests }
@@ -186,6 +226,55 @@ export const eventsOf = (message: Message.AssistantMessage): ReadonlyArray<Event
 }
 
 /**
+ * Runs a response stream, passing each delta to `onEvent`; returns the message of its `Finish` event
+ * (a stream without one is an invalid response).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const respondFromStream = (
+  stream: Stream.Stream<Event, Errors.ModelError>,
+  onEvent: (event: Delta) => Effect.Effect<void>
+): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
+  Effect.suspend(() => {
+    let final: Message.AssistantMessage | undefined
+    return Stream.runForEachChunk(stream, (chunk) => {
+      let deltas: Array<Delta> | undefined
+      for (const event of chunk) {
+        if (event._tag === "Finish") final = event.message
+        else (deltas ??= []).push(event)
+      }
+      return deltas === undefined ? Effect.void : Effect.forEach(deltas, onEvent, { discard: true })
+    }).pipe(Effect.flatMap(() => final === undefined ? Effect.fail(missingFinish) : Effect.succeed(final)))
+  })
+
+/**
+ * A model's `respond` as a Stream of events ending in `Finish`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const streamFromRespond = (
+  respond: Service["respond"],
+  request: Request
+): Stream.Stream<Event, Errors.ModelError> =>
+  Stream.asyncPush<Event, Errors.ModelError>(
+    (emit) =>
+      respond(request, (event) => Effect.sync(() => emit.single(event))).pipe(
+        Effect.matchEffect({
+          onFailure: (error) => Effect.sync(() => emit.fail(error)),
+          onSuccess: (message) =>
+            Effect.sync(() => {
+              emit.single({ _tag: "Finish", message })
+              emit.end()
+            })
+        }),
+        Effect.forkScoped
+      ),
+    { bufferSize: "unbounded" }
+  )
+
+/**
  * Collects a response stream into its final message; a stream without `Finish` is an invalid
  * response.
  *
@@ -198,10 +287,7 @@ export const completeFromStream = (
   Effect.flatMap(
     Stream.runLast(Stream.filter(stream, (event) => event._tag === "Finish")),
     Option.match({
-      onNone: () =>
-        Effect.fail(
-          new Errors.ModelResponseInvalid({ provider: "model", description: "the stream ended without a message" })
-        ),
+      onNone: () => Effect.fail(missingFinish),
       onSome: (event) => Effect.succeed(event.message)
     })
   )
@@ -274,6 +360,17 @@ export class Assembler {
     const message = Message.assistant(content, { stopReason })
     return errorMessage === undefined ? message : { ...message, errorMessage }
   }
+}
+
+const missingFinish = new Errors.ModelResponseInvalid({
+  provider: "model",
+  description: "the response stream ended without a final message"
+})
+
+/** Passes the deltas of a finished message to `onEvent`. */
+const replay = (message: Message.AssistantMessage, onEvent: (event: Delta) => Effect.Effect<void>) => {
+  const events = eventsOf(message)
+  return Effect.forEach(events.slice(0, events.length - 1) as Array<Delta>, onEvent, { discard: true })
 }
 
 const isMessage = (
