@@ -11,13 +11,13 @@ import * as Options from "@effect/cli/Options"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as readline from "node:readline/promises"
+import * as Provider from "../internal/Provider.js"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -73,31 +73,15 @@ const modelLayer = (
   options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
 ) => {
   if (name === "demo") return demoModel
-  const http = NodeHttpClient.layerUndici
-  if (name === "openai") {
-    return Layer.unwrapEffect(Effect.gen(function*() {
-      const apiKey = yield* Config.option(Config.redacted("OPENAI_API_KEY"))
-      const url = Option.isSome(options.baseUrl)
-        ? options.baseUrl.value
-        : yield* Config.withDefault(Config.string("OPENAI_BASE_URL"), "https://api.openai.com/v1")
-      return OpenAiCompat.layer({
-        model: Option.getOrElse(options.model, () => "gpt-4.1-mini"),
-        apiKey: Option.getOrUndefined(apiKey),
-        baseUrl: url
-      })
-    })).pipe(Layer.provide(http))
-  }
-  return Layer.unwrapEffect(Effect.gen(function*() {
-    const apiKey = yield* Config.option(Config.redacted("ANTHROPIC_API_KEY"))
-    const url = Option.isSome(options.baseUrl)
-      ? options.baseUrl.value
-      : yield* Config.withDefault(Config.string("ANTHROPIC_BASE_URL"), "https://api.anthropic.com")
-    return Anthropic.layer({
-      model: Option.getOrElse(options.model, () => "claude-sonnet-4-5"),
-      apiKey: Option.getOrUndefined(apiKey),
-      baseUrl: url
-    })
-  })).pipe(Layer.provide(http))
+  const env = name === "openai"
+    ? { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", defaultBaseUrl: "https://api.openai.com/v1" }
+    : { apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL", defaultBaseUrl: "https://api.anthropic.com" }
+  return Layer.unwrapEffect(Effect.map(Provider.fromConfig(env), (config) => {
+    const baseUrl = Option.getOrElse(options.baseUrl, () => config.baseUrl)
+    return name === "openai"
+      ? OpenAiCompat.layer({ ...config, baseUrl, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
+      : Anthropic.layer({ ...config, baseUrl, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })
+  })).pipe(Layer.provide(NodeHttpClient.layerUndici))
 }
 
 /** Asks on the terminal before a call that writes or runs something. */

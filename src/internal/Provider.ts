@@ -8,8 +8,10 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
@@ -273,3 +275,16 @@ export const usage = (
 
 /** Removes the trailing slash of a base URL. */
 export const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/**
+ * The options a provider's `layerConfig` reads from configuration: the API key (redacted, optional)
+ * and the base URL (with a default).
+ */
+export const fromConfig = (
+  env: { readonly apiKey: string; readonly baseUrl: string; readonly defaultBaseUrl: string }
+) =>
+  Effect.gen(function*() {
+    const apiKey = yield* Config.option(Config.redacted(env.apiKey))
+    const baseUrl = yield* Config.withDefault(Config.string(env.baseUrl), env.defaultBaseUrl)
+    return { apiKey: Option.getOrUndefined(apiKey), baseUrl }
+  })

@@ -7,7 +7,6 @@
  * @since 0.1.0
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -137,11 +136,10 @@ export const layerConfig = (
 ): Layer.Layer<Model.Model, ConfigError.ConfigError, HttpClient.HttpClient> =>
   Layer.effect(
     Model.Model,
-    Effect.gen(function*() {
-      const apiKey = yield* Config.option(Config.redacted("ANTHROPIC_API_KEY"))
-      const baseUrl = yield* Config.withDefault(Config.string("ANTHROPIC_BASE_URL"), defaultBaseUrl)
-      return yield* make({ ...options, apiKey: apiKey._tag === "Some" ? apiKey.value : undefined, baseUrl })
-    })
+    Effect.flatMap(
+      Provider.fromConfig({ apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL", defaultBaseUrl }),
+      (config) => make({ ...options, ...config })
+    )
   )
 
 // -----------------------------------------------------------------------------
