@@ -491,8 +491,10 @@ const runLoop = (
       const began = now()
       let context: ReadonlyArray<Message.Message> = Compaction.project(history, compaction)
       if (options.transformContext !== undefined) {
-        context = yield* options.transformContext(context)
-        yield* Message.validateHistory(context)
+        const projected = yield* options.transformContext(context)
+        // the projection of a valid history is valid by construction: only a changed one needs the O(n) check
+        if (projected !== context) yield* Message.validateHistory(projected)
+        context = projected
       }
       const request: Model.Request = { messages: context, tools: definitions, systemPrompt: options.systemPrompt }
       const assembler = new Model.Assembler()

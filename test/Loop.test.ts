@@ -259,6 +259,34 @@ describe("Loop.run", () => {
       assert.strictEqual(model.requests.length, 0)
     }))
 
+  it.effect("transformContext decides what is sent, never changes history, and is checked for pairing", () =>
+    Effect.gen(function*() {
+      const { layer, model, session } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "1" })]),
+        Message.assistant("done")
+      ], [Message.user("old"), Message.assistant("old answer")])
+      // keeps the last user message and what follows it
+      const recent = (messages: ReadonlyArray<Message.Message>) =>
+        Effect.succeed(messages.slice(messages.map((m) => m.role).lastIndexOf("user")))
+      yield* Loop.run({ input: "new", tools: [echo], transformContext: recent }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(model.requests.map((r) => r.messages.length), [1, 3])
+      assert.strictEqual((yield* session.messages).length, 6)
+
+      // a projection that separates a call from its result is never sent
+      const broken = scriptedRun([Message.assistant("never")], [
+        Message.user("q"),
+        Message.assistant([call("c9", "echo", { text: "9" })]),
+        Message.toolResult({ toolCallId: "c9", toolName: "echo", content: "9" })
+      ])
+      const error = yield* Effect.flip(
+        Loop.run({ input: "next", tools: [echo], transformContext: (m) => Effect.succeed(m.slice(2)) }).pipe(
+          Effect.provide(broken.layer)
+        )
+      )
+      assert.strictEqual(error._tag, "HistoryInvalid")
+      assert.strictEqual(broken.model.requests.length, 0)
+    }))
+
   it.effect("a scripted model past its script fails typed", () =>
     Effect.gen(function*() {
       const { layer } = scriptedRun([])
