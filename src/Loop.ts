@@ -337,6 +337,10 @@ const runLoop = (
     for (const tool of toolList) tools.set(tool.name, tool)
     const toolNames = toolList.map((tool) => tool.name)
     const definitions = toolList.map(Tool.definition)
+    // per-turn spans cost a large part of a turn: they are made only for an application's own tracer
+    const tracing = (yield* Effect.tracer) !== builtInTracer
+    const span = <A, E, R>(effect: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
+      tracing ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
     const maxTurns = options.maxTurns ?? defaultMaxTurns
     const concurrency = options.concurrency ?? defaultConcurrency
 
@@ -670,10 +674,7 @@ const runLoop = (
                 }
               }),
               Effect.flatMap((result) => finish(entry, result, true)),
-              Effect.withSpan("Loop.tool", {
-                attributes: { turn, toolName: call.name, toolCallId: call.id },
-                captureStackTrace: false
-              }),
+              (effect) => span(effect, "Loop.tool", { turn, toolName: call.name, toolCallId: call.id }),
               (run) =>
                 emit === undefined ? run : Effect.zipRight(
                   emit({ _tag: "ToolStart", turn, toolCallId: call.id, toolName: call.name, input: call.input }),
@@ -723,10 +724,7 @@ const runLoop = (
         turnResults = []
         yield* emitEvent({ _tag: "TurnStart", turn })
         for (const message of pending) yield* append(message)
-        const message = yield* Effect.withSpan(respond, "Loop.model", {
-          attributes: { turn },
-          captureStackTrace: false
-        })
+        const message = yield* span(respond, "Loop.model", { turn })
         let terminal: Option.Option<unknown> = Option.none()
         if (open.length > 0) {
           terminal = yield* executeBatch(message)
@@ -736,7 +734,7 @@ const runLoop = (
         turnOpen = false
         yield* emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults })
         return { message, terminal }
-      }).pipe(Effect.withSpan("Loop.turn", { attributes: { turn }, captureStackTrace: false }))
+      }).pipe((effect) => span(effect, "Loop.turn", { turn }))
 
     const body = Effect.gen(function*() {
       let pending = inputMessages(options.input)
@@ -805,6 +803,9 @@ const runLoop = (
     const endedBy = yield* Effect.onExit(body, finalize)
     return { messages: newMessages, turns: turn, usage, endedBy, stats: stats() } satisfies RunResult
   })
+
+/** Effect's own tracer, in place when the application provides none. */
+const builtInTracer = Effect.runSync(Effect.tracer)
 
 const messageOf = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
