@@ -64,7 +64,7 @@ const main = async (): Promise<void> => {
   await step(
     "e",
     () =>
-      Concurrent.concurrent(["ours.stream", "ours.run", "pi.runAgentLoop", "ai.streamText"], {
+      Concurrent.concurrent(["ours.stream", "pi.runAgentLoop", "ai.streamText"], {
         ...concurrentSize,
         quick
       })

@@ -57,36 +57,70 @@ export const fakeModel = (spec: Harness.Spec): Model.Service => {
   let turn = 0
   const gate = spec.gate
   return Model.make({
+    // the push fast path (Model.respond) when the suggested patch is applied; ignored otherwise
+    ...({
+      respond: (_request: Model.Request, onEvent: (event: Model.Event) => Effect.Effect<void>) =>
+        Effect.suspend(() => {
+          const t = turn++
+          const events = turnEvents(spec, t)
+          const push = Effect.as(
+            Effect.forEach(events, (event) => event._tag === "Finish" ? Effect.void : onEvent(event), {
+              discard: true
+            }),
+            (events[events.length - 1] as Extract<Model.Event, { _tag: "Finish" }>).message
+          )
+          if (gate === undefined || gate.turn !== t) return push
+          return Effect.zipRight(
+            Effect.promise(() => {
+              gate.waiting++
+              return gate.promise
+            }),
+            push
+          )
+        })
+    } as {}),
     stream: () =>
       Stream.suspend(() => {
         const t = turn++
         const events = Stream.fromIterable(turnEvents(spec, t))
         if (gate === undefined || gate.turn !== t) return events
-        return Stream.concat(
-          Stream.drain(Stream.fromEffect(Effect.promise(() => {
+        return Stream.unwrap(Effect.as(
+          Effect.promise(() => {
             gate.waiting++
             return gate.promise
-          }))),
+          }),
           events
-        )
+        ))
       })
   })
 }
 
-/**
- * The `echo` tool (and its sleeping variant for the parallel-batch workload).
- *
- * @since 0.1.0
- * @category Constructors
- */
-export const echoTool = (spec: Harness.Spec) =>
+const makeTool = (sleepMs: number | undefined) =>
   Tool.make({
     name: "echo",
     description: "Returns its input",
     parameters: Schema.Struct({ text: Schema.String }),
-    execute: ({ text }) =>
-      spec.tool === "sleep" ? Effect.as(Effect.sleep(spec.sleepMs ?? 50), text) : Effect.succeed(text)
+    execute: ({ text }) => sleepMs === undefined ? Effect.succeed(text) : Effect.as(Effect.sleep(sleepMs), text)
   })
+
+const tools = new Map<number | undefined, ReturnType<typeof makeTool>>()
+
+/**
+ * The `echo` tool (and its sleeping variant for the parallel-batch workload), built once per variant
+ * as an application would (building it derives its JSON Schema).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const echoTool = (spec: Harness.Spec) => {
+  const sleepMs = spec.tool === "sleep" ? spec.sleepMs ?? 50 : undefined
+  let tool = tools.get(sleepMs)
+  if (tool === undefined) {
+    tool = makeTool(sleepMs)
+    tools.set(sleepMs, tool)
+  }
+  return tool
+}
 
 /**
  * The history prefix of a spec in effect-agent's message shape.
