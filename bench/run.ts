@@ -2,10 +2,12 @@
  * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
  * process (workload e in one child process per runtime), prints one JSON line per workload and writes
  * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (and then does not rewrite
- * `BENCHMARKS.md`); `--quick` shrinks the sizes to check that the harness works.
+ * `BENCHMARKS.md`); `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
+ * rebuilds `BENCHMARKS.md` from saved JSON lines.
  *
  * @since 0.1.0
  */
+import * as Fs from "node:fs/promises"
 import * as Harness from "./Harness.js"
 import * as Report from "./Report.js"
 import * as AiSdk from "./runtimes/AiSdk.js"
@@ -40,6 +42,14 @@ const main = async (): Promise<void> => {
     const runtime = runtimes.find((r) => r.name === args[childOf + 1])
     if (runtime === undefined) throw new Error(`no runtime ${args[childOf + 1]}`)
     console.log(JSON.stringify(await Concurrent.child(runtime, concurrentSize)))
+    return
+  }
+  const reportFrom = args.indexOf("--report-from")
+  if (reportFrom >= 0) {
+    // rebuilds BENCHMARKS.md from saved JSON lines (e.g. several partial runs' stdout)
+    const text = await Fs.readFile(args[reportFrom + 1]!, "utf8")
+    const saved = text.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+    await Report.write("BENCHMARKS.md", saved, new Date((await Fs.stat(args[reportFrom + 1]!)).mtime))
     return
   }
   const started = new Date()
