@@ -1,0 +1,277 @@
+/**
+ * The shared parts of the benchmarks: the scripted workload every runtime sees (the same turns, text
+ * deltas and `echo` calls), the runtime adapter shape, and the timing, heap and statistics helpers.
+ * Every runtime is driven through its public API; only the fake model and the tool differ in shape.
+ *
+ * @since 0.1.0
+ */
+import { performance } from "node:perf_hooks"
+
+/**
+ * One scripted run: `turns` turns with `deltas` text deltas and `calls` tool calls each, then a final
+ * text answer (so `turns + 1` model requests).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Spec {
+  readonly turns: number
+  readonly calls: number
+  readonly deltas: number
+  /** The tool every call invokes: `echo` returns its input, `sleep` waits `sleepMs` first. */
+  readonly tool: "echo" | "sleep"
+  readonly sleepMs?: number | undefined
+  /** Messages already in the history when the run starts (valid, paired). */
+  readonly history?: number | undefined
+  /** Installs an identity context projection (`transformContext` / `prepareStep`). */
+  readonly projection?: boolean | undefined
+  /** Every run waits on this before its `gateTurn`-th request (0-based), to hold many runs idle at once. */
+  readonly gate?: Gate | undefined
+}
+
+/**
+ * A promise many runs wait on, with a count of the runs that reached it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Gate {
+  readonly turn: number
+  readonly promise: Promise<void>
+  waiting: number
+}
+
+/**
+ * Makes a closed gate and the function that opens it.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeGate = (turn: number): { readonly gate: Gate; readonly open: () => void } => {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { gate: { turn, promise, waiting: 0 }, open }
+}
+
+/**
+ * A runtime under test: runs one scripted run to the end and returns the messages it produced.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Runtime {
+  readonly name: string
+  /** A runtime whose runs take seconds at these sizes: repeated `slowRepeat` times to keep the suite short. */
+  readonly slow?: boolean | undefined
+  readonly run: (spec: Spec) => Promise<ReadonlyArray<unknown>>
+}
+
+/**
+ * The text of the `index`-th delta of a turn.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const deltaText = (index: number): string => `word${index} `
+
+/**
+ * The id of a tool call, unique in a run.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const callId = (turn: number, index: number): string => `call_${turn}_${index}`
+
+/**
+ * The arguments of a tool call, as the JSON the model streams.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const callJson = (turn: number, index: number): string => `{"text":"echo ${turn}.${index}"}`
+
+/**
+ * The prefix of a history: `count` messages as user / assistant-with-one-call / tool-result triples,
+ * in the plain message shape all three runtimes share (pi-ai's `arguments` is added by its adapter).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const historyTriples = (count: number): ReadonlyArray<{
+  readonly kind: "user" | "call" | "result"
+  readonly id: string
+  readonly text: string
+}> => {
+  const out: Array<{ kind: "user" | "call" | "result"; id: string; text: string }> = []
+  // whole triples, then user messages to fill up (a call without its result would break pairing)
+  for (let i = 0; out.length + 3 <= count; i++) {
+    out.push({ kind: "user", id: `h${i}`, text: `question ${i}` })
+    out.push({ kind: "call", id: `h${i}`, text: `thinking about ${i}` })
+    out.push({ kind: "result", id: `h${i}`, text: `answer ${i}` })
+  }
+  while (out.length < count) out.push({ kind: "user", id: `u${out.length}`, text: `note ${out.length}` })
+  return out
+}
+
+// -----------------------------------------------------------------------------
+// Measurement
+// -----------------------------------------------------------------------------
+
+/**
+ * Median, min and max of samples.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Stats {
+  readonly median: number
+  readonly min: number
+  readonly max: number
+  readonly n: number
+}
+
+/**
+ * The statistics of samples.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const stats = (samples: ReadonlyArray<number>): Stats => {
+  const sorted = samples.slice().sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  const median = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+  return { median, min: sorted[0]!, max: sorted[sorted.length - 1]!, n: sorted.length }
+}
+
+/**
+ * Maps every figure of stats (for units and per-unit figures).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const mapStats = (s: Stats, f: (x: number) => number): Stats => ({
+  median: f(s.median),
+  min: f(s.min),
+  max: f(s.max),
+  n: s.n
+})
+
+/**
+ * Rounds for output.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const round = (x: number, digits = 2): number => {
+  const p = 10 ** digits
+  return Math.round(x * p) / p
+}
+
+/**
+ * Rounds every figure of stats.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const roundStats = (s: Stats, digits = 2): Stats => mapStats(s, (x) => round(x, digits))
+
+/**
+ * Times `f` `repeat` times after `warmup` untimed calls; samples in milliseconds.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const time = async (
+  f: () => Promise<unknown>,
+  options: { readonly warmup: number; readonly repeat: number }
+): Promise<Array<number>> => {
+  for (let i = 0; i < options.warmup; i++) await f()
+  const samples: Array<number> = []
+  for (let i = 0; i < options.repeat; i++) {
+    const start = performance.now()
+    await f()
+    samples.push(performance.now() - start)
+  }
+  return samples
+}
+
+/**
+ * Forces a full garbage collection (the process must run with `--expose-gc`), twice so weak
+ * references and finalizers settle.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const gc = async (): Promise<void> => {
+  const collect = (globalThis as { gc?: () => void }).gc
+  if (collect === undefined) throw new Error("run with node --expose-gc (npm run bench does)")
+  collect()
+  await new Promise((resolve) => setImmediate(resolve))
+  collect()
+}
+
+/**
+ * The heap in use after a forced collection, in bytes.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const heapAfterGc = async (): Promise<number> => {
+  await gc()
+  return process.memoryUsage().heapUsed
+}
+
+/**
+ * How many times a slow runtime's samples are repeated (the AI SDK's runs cost O(turns²)).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const slowRepeat = 3
+
+/**
+ * Times several functions round-robin (one sample of each in turn, so load on the machine spreads
+ * evenly over them), after `warmup` rounds; functions marked slow stop after `slowRepeat` samples.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const timeEach = async (
+  fs: ReadonlyArray<
+    { readonly name: string; readonly slow?: boolean | undefined; readonly run: () => Promise<unknown> }
+  >,
+  options: { readonly warmup: number; readonly repeat: number }
+): Promise<Record<string, Array<number>>> => {
+  for (let i = 0; i < options.warmup; i++) {
+    for (const f of fs) if (f.slow !== true || i === 0) await f.run()
+  }
+  const samples: Record<string, Array<number>> = {}
+  for (const f of fs) samples[f.name] = []
+  for (let i = 0; i < options.repeat; i++) {
+    for (const f of fs) {
+      if (f.slow === true && i >= Math.min(slowRepeat, options.repeat)) continue
+      const start = performance.now()
+      await f.run()
+      samples[f.name]!.push(performance.now() - start)
+    }
+  }
+  return samples
+}
+
+/**
+ * How many times the samples are repeated (at least 7, after a warm-up).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const repeat = 7
+
+/**
+ * Reports progress on stderr (stdout carries only the JSON lines).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const progress = (line: string): void => {
+  process.stderr.write(`  ${line}\n`)
+}

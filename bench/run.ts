@@ -1,0 +1,99 @@
+/**
+ * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
+ * process (workload e in one child process per runtime), prints one JSON line per workload and writes
+ * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (and then does not rewrite
+ * `BENCHMARKS.md`); `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
+ * rebuilds `BENCHMARKS.md` from saved JSON lines.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs/promises"
+import * as Harness from "./Harness.js"
+import * as Report from "./Report.js"
+import * as AiSdk from "./runtimes/AiSdk.js"
+import * as Ours from "./runtimes/Ours.js"
+import * as Pi from "./runtimes/Pi.js"
+import * as Abort from "./workloads/Abort.js"
+import * as Concurrent from "./workloads/Concurrent.js"
+import * as History from "./workloads/History.js"
+import * as Memory from "./workloads/Memory.js"
+import * as Overhead from "./workloads/Overhead.js"
+import * as Parallel from "./workloads/Parallel.js"
+
+const args = process.argv.slice(2)
+const quick = args.includes("--quick")
+const selected = args.filter((a) => /^[a-g]$/.test(a))
+const want = (w: string) => selected.length === 0 || selected.includes(w)
+
+const runtimes: ReadonlyArray<Harness.Runtime> = [
+  Ours.stream(),
+  Ours.run(),
+  Pi.runLoop,
+  Pi.loop,
+  AiSdk.stream,
+  AiSdk.generate
+]
+const timing = quick ? { warmup: 1, repeat: 3 } : { warmup: 2, repeat: Harness.repeat }
+// 10,000 concurrent AI SDK runs take several minutes and GBs: `--e-runtimes ours.stream,pi.runAgentLoop` skips it
+const eRuntimesAt = args.indexOf("--e-runtimes")
+const eRuntimes = eRuntimesAt >= 0
+  ? args[eRuntimesAt + 1]!.split(",")
+  : ["ours.stream", "pi.runAgentLoop", "ai.streamText"]
+const concurrentSize = { runs: quick ? 200 : 10_000, turns: 10 }
+
+const main = async (): Promise<void> => {
+  const childOf = args.indexOf("--child-e")
+  if (childOf >= 0) {
+    const runtime = runtimes.find((r) => r.name === args[childOf + 1])
+    if (runtime === undefined) throw new Error(`no runtime ${args[childOf + 1]}`)
+    console.log(JSON.stringify(await Concurrent.child(runtime, concurrentSize)))
+    return
+  }
+  const reportFrom = args.indexOf("--report-from")
+  if (reportFrom >= 0) {
+    // rebuilds BENCHMARKS.md from saved JSON lines (e.g. several partial runs' stdout)
+    const text = await Fs.readFile(args[reportFrom + 1]!, "utf8")
+    const saved = text.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+    await Report.write("BENCHMARKS.md", saved, new Date((await Fs.stat(args[reportFrom + 1]!)).mtime))
+    return
+  }
+  const started = new Date()
+  const results: Array<Overhead.Result> = []
+  const step = async (workload: string, f: () => Promise<Overhead.Result>) => {
+    if (!want(workload)) return
+    Harness.progress(`workload ${workload}`)
+    const result = await f()
+    results.push(result)
+    console.log(JSON.stringify(result))
+  }
+  await step("a", () => Overhead.perTurn(runtimes, { turns: quick ? 20 : 1000, deltas: 5, ...timing }))
+  await step("b", () => Overhead.perCall(runtimes, { turns: quick ? 5 : 200, deltas: 5, ...timing }))
+  await step("c", () => Memory.retained(runtimes, { turns: quick ? 20 : 200, deltas: 5, ...timing }))
+  await step("d", () =>
+    History.turnCost(runtimes, {
+      lengths: quick ? [10, 100] : [10, 1000, 4000],
+      turns: quick ? 5 : 50,
+      deltas: 5,
+      ...timing
+    }))
+  await step(
+    "e",
+    () =>
+      Concurrent.concurrent(eRuntimes, {
+        ...concurrentSize,
+        quick
+      })
+  )
+  await step("f", () =>
+    Parallel.sleepingBatch(
+      [Ours.stream(), Ours.stream(10), Ours.run(10), Pi.runLoop, Pi.loop, AiSdk.stream, AiSdk.generate],
+      { sleepMs: 50, calls: 10, ...timing }
+    ))
+  await step("g", () => Abort.latency({ graceMs: 250, ...timing }))
+  if (selected.length === 0 && !quick) await Report.write("BENCHMARKS.md", results, started)
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})

@@ -1,0 +1,174 @@
+/**
+ * effect-agent under test: `Loop.stream` drained by a no-op consumer and `Loop.run` (no consumer),
+ * over a fake zero-latency model built with `Model.make({ respond })` (events pushed as a streaming
+ * provider does) and an in-memory session.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Loop from "../../src/Loop.js"
+import * as Message from "../../src/Message.js"
+import * as Model from "../../src/Model.js"
+import * as Session from "../../src/services/Session.js"
+import * as Tool from "../../src/Tool.js"
+import * as Harness from "../Harness.js"
+
+const usage: Message.Usage = { input: 10, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 20 }
+
+/**
+ * The events of the `turn`-th response (0-based): text deltas, then each call streamed as start,
+ * arguments delta and end, then `Finish` with the message; the last turn answers with text only.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const turnEvents = (spec: Harness.Spec, turn: number): Array<Model.Event> => {
+  const events: Array<Model.Event> = []
+  let text = ""
+  for (let i = 0; i < spec.deltas; i++) {
+    const delta = Harness.deltaText(i)
+    text += delta
+    events.push({ _tag: "TextDelta", index: 0, delta })
+  }
+  const content: Array<Message.TextContent | Message.ToolCall> = [Message.text(text)]
+  if (turn < spec.turns) {
+    for (let i = 0; i < spec.calls; i++) {
+      const id = Harness.callId(turn, i)
+      const json = Harness.callJson(turn, i)
+      const call = Message.toolCall(id, "echo", JSON.parse(json))
+      content.push(call)
+      events.push({ _tag: "ToolCallStart", index: i + 1, id, name: "echo" })
+      events.push({ _tag: "ToolCallDelta", index: i + 1, delta: json })
+      events.push({ _tag: "ToolCallEnd", index: i + 1, toolCall: call })
+    }
+  }
+  events.push({ _tag: "Finish", message: Message.assistant(content, { usage }) })
+  return events
+}
+
+/**
+ * A fake model answering with `turnEvents`, turn after turn, at zero latency.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const fakeModel = (spec: Harness.Spec): Model.Service => {
+  let turn = 0
+  const gate = spec.gate
+  // pushes each turn's events as a streaming provider does (Model.respond); stream and complete derive
+  return Model.make({
+    respond: (_request, onEvent) =>
+      Effect.suspend(() => {
+        const t = turn++
+        const events = turnEvents(spec, t)
+        const push = Effect.as(
+          Effect.forEach(events, (event) => event._tag === "Finish" ? Effect.void : onEvent(event), {
+            discard: true
+          }),
+          (events[events.length - 1] as Extract<Model.Event, { _tag: "Finish" }>).message
+        )
+        if (gate === undefined || gate.turn !== t) return push
+        return Effect.zipRight(
+          Effect.promise(() => {
+            gate.waiting++
+            return gate.promise
+          }),
+          push
+        )
+      })
+  })
+}
+
+const makeTool = (sleepMs: number | undefined) =>
+  Tool.make({
+    name: "echo",
+    description: "Returns its input",
+    parameters: Schema.Struct({ text: Schema.String }),
+    execute: ({ text }) => sleepMs === undefined ? Effect.succeed(text) : Effect.as(Effect.sleep(sleepMs), text)
+  })
+
+const tools = new Map<number | undefined, ReturnType<typeof makeTool>>()
+
+/**
+ * The `echo` tool (and its sleeping variant for the parallel-batch workload), built once per variant
+ * as an application would (building it derives its JSON Schema).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const echoTool = (spec: Harness.Spec) => {
+  const sleepMs = spec.tool === "sleep" ? spec.sleepMs ?? 50 : undefined
+  let tool = tools.get(sleepMs)
+  if (tool === undefined) {
+    tool = makeTool(sleepMs)
+    tools.set(sleepMs, tool)
+  }
+  return tool
+}
+
+/**
+ * The history prefix of a spec in effect-agent's message shape.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const initialHistory = (count: number): Array<Message.Message> =>
+  Harness.historyTriples(count).map((m) =>
+    m.kind === "user"
+      ? Message.user(m.text)
+      : m.kind === "call"
+      ? Message.assistant([Message.text(m.text), Message.toolCall(m.id, "echo", { text: m.text })])
+      : Message.toolResult({ toolCallId: m.id, toolName: "echo", content: m.text })
+  )
+
+const identity = (messages: ReadonlyArray<Message.Message>) => Effect.succeed(messages)
+
+const options = (spec: Harness.Spec, concurrency: number | undefined) => ({
+  input: "go",
+  tools: [echoTool(spec)],
+  maxTurns: spec.turns + 1,
+  concurrency,
+  transformContext: spec.projection === true ? identity : undefined
+})
+
+const provide = (spec: Harness.Spec) => {
+  const session = Session.makeMemory(spec.history === undefined ? [] : initialHistory(spec.history))
+  const model = fakeModel(spec)
+  return {
+    session,
+    provide: <A, E>(effect: Effect.Effect<A, E, Model.Model | Session.Session>) =>
+      effect.pipe(Effect.provideService(Model.Model, model), Effect.provideService(Session.Session, session))
+  }
+}
+
+/**
+ * `Loop.stream`, every event consumed by a no-op consumer (`Stream.runDrain`).
+ *
+ * @since 0.1.0
+ * @category Runtimes
+ */
+export const stream = (concurrency?: number): Harness.Runtime => ({
+  name: concurrency === undefined ? "ours.stream" : `ours.stream(concurrency ${concurrency})`,
+  run: (spec) => {
+    const { provide: p, session } = provide(spec)
+    return Effect.runPromise(
+      p(Effect.zipRight(Stream.runDrain(Loop.stream(options(spec, concurrency))), session.messages))
+    )
+  }
+})
+
+/**
+ * `Loop.run`, no event consumer.
+ *
+ * @since 0.1.0
+ * @category Runtimes
+ */
+export const run = (concurrency?: number): Harness.Runtime => ({
+  name: concurrency === undefined ? "ours.run" : `ours.run(concurrency ${concurrency})`,
+  run: (spec) => {
+    const { provide: p, session } = provide(spec)
+    return Effect.runPromise(p(Effect.zipRight(Loop.run(options(spec, concurrency)), session.messages)))
+  }
+})

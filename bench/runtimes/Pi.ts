@@ -1,0 +1,195 @@
+/**
+ * pi-agent-core under test, through its public API: `runAgentLoop` with a no-op event sink and
+ * `agentLoop` with its event stream drained, both over a custom stream function that pushes the same
+ * scripted events into a pi-ai `AssistantMessageEventStream`.
+ *
+ * @since 0.1.0
+ */
+import type { AgentContext, AgentLoopConfig, AgentMessage, AgentTool, StreamFn } from "@mariozechner/pi-agent-core"
+import { agentLoop, runAgentLoop } from "@mariozechner/pi-agent-core"
+import type {
+  AssistantMessage,
+  AssistantMessageEventStream,
+  Message,
+  Model,
+  ToolCall,
+  Usage
+} from "@mariozechner/pi-ai"
+import { createAssistantMessageEventStream, Type } from "@mariozechner/pi-ai"
+import * as Harness from "../Harness.js"
+
+const model: Model<"openai-completions"> = {
+  id: "fake",
+  name: "fake",
+  api: "openai-completions",
+  provider: "fake",
+  baseUrl: "http://127.0.0.1:9",
+  reasoning: false,
+  input: ["text"],
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+  contextWindow: 1_000_000,
+  maxTokens: 1000
+}
+
+const usage = (): Usage => ({
+  input: 10,
+  output: 10,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 20,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 }
+})
+
+const parameters = Type.Object({ text: Type.String() })
+
+const echoTool = (spec: Harness.Spec): AgentTool<typeof parameters> => ({
+  name: "echo",
+  label: "echo",
+  description: "Returns its input",
+  parameters,
+  execute: async (_id, params) => {
+    if (spec.tool === "sleep") await new Promise((resolve) => setTimeout(resolve, spec.sleepMs ?? 50))
+    return { content: [{ type: "text", text: params.text }], details: undefined }
+  }
+})
+
+const pushTurn = (stream: AssistantMessageEventStream, spec: Harness.Spec, turn: number) => {
+  const partial: AssistantMessage = {
+    role: "assistant",
+    content: [],
+    api: model.api,
+    provider: model.provider,
+    model: model.id,
+    usage: usage(),
+    stopReason: "stop",
+    timestamp: Date.now()
+  }
+  stream.push({ type: "start", partial })
+  const text = { type: "text" as const, text: "" }
+  partial.content.push(text)
+  stream.push({ type: "text_start", contentIndex: 0, partial })
+  for (let i = 0; i < spec.deltas; i++) {
+    const delta = Harness.deltaText(i)
+    text.text += delta
+    stream.push({ type: "text_delta", contentIndex: 0, delta, partial })
+  }
+  stream.push({ type: "text_end", contentIndex: 0, content: text.text, partial })
+  if (turn < spec.turns) {
+    for (let i = 0; i < spec.calls; i++) {
+      const json = Harness.callJson(turn, i)
+      const call: ToolCall = { type: "toolCall", id: Harness.callId(turn, i), name: "echo", arguments: {} }
+      partial.content.push(call)
+      stream.push({ type: "toolcall_start", contentIndex: i + 1, partial })
+      stream.push({ type: "toolcall_delta", contentIndex: i + 1, delta: json, partial })
+      call.arguments = JSON.parse(json)
+      stream.push({ type: "toolcall_end", contentIndex: i + 1, toolCall: call, partial })
+    }
+    partial.stopReason = "toolUse"
+  }
+  stream.push({ type: "done", reason: partial.stopReason === "toolUse" ? "toolUse" : "stop", message: partial })
+}
+
+const streamFn = (spec: Harness.Spec): StreamFn => {
+  let turn = 0
+  const gate = spec.gate
+  return () => {
+    const t = turn++
+    const stream = createAssistantMessageEventStream()
+    if (gate !== undefined && gate.turn === t) {
+      gate.waiting++
+      return gate.promise.then(() => {
+        pushTurn(stream, spec, t)
+        return stream
+      })
+    }
+    pushTurn(stream, spec, t)
+    return stream
+  }
+}
+
+/**
+ * The history prefix of a spec in pi-ai's message shape.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const initialHistory = (count: number): Array<Message> =>
+  Harness.historyTriples(count).map((m): Message =>
+    m.kind === "user"
+      ? { role: "user", content: m.text, timestamp: Date.now() }
+      : m.kind === "call"
+      ? {
+        role: "assistant",
+        content: [{ type: "text", text: m.text }, {
+          type: "toolCall",
+          id: m.id,
+          name: "echo",
+          arguments: { text: m.text }
+        }],
+        api: model.api,
+        provider: model.provider,
+        model: model.id,
+        usage: usage(),
+        stopReason: "toolUse",
+        timestamp: Date.now()
+      }
+      : {
+        role: "toolResult",
+        toolCallId: m.id,
+        toolName: "echo",
+        content: [{ type: "text", text: m.text }],
+        isError: false,
+        timestamp: Date.now()
+      }
+  )
+
+const setup = (spec: Harness.Spec) => {
+  const context: AgentContext = {
+    systemPrompt: "",
+    messages: spec.history === undefined ? [] : initialHistory(spec.history),
+    tools: [echoTool(spec)]
+  }
+  const config: AgentLoopConfig = {
+    model,
+    convertToLlm: (messages) => messages as Array<Message>,
+    ...(spec.projection === true
+      ? { transformContext: (messages: Array<AgentMessage>) => Promise.resolve(messages) }
+      : {})
+  }
+  const prompt: Message = { role: "user", content: "go", timestamp: Date.now() }
+  return { context, config, prompt, stream: streamFn(spec) }
+}
+
+const noop = () => {}
+
+/**
+ * `runAgentLoop` with a no-op event sink.
+ *
+ * @since 0.1.0
+ * @category Runtimes
+ */
+export const runLoop: Harness.Runtime = {
+  name: "pi.runAgentLoop",
+  run: (spec) => {
+    const { config, context, prompt, stream } = setup(spec)
+    return runAgentLoop([prompt], context, config, noop, undefined, stream)
+  }
+}
+
+/**
+ * `agentLoop`, its event stream drained.
+ *
+ * @since 0.1.0
+ * @category Runtimes
+ */
+export const loop: Harness.Runtime = {
+  name: "pi.agentLoop",
+  run: async (spec) => {
+    const { config, context, prompt, stream } = setup(spec)
+    const events = agentLoop([prompt], context, config, undefined, stream)
+    for await (const _ of events) {
+      // a no-op subscriber
+    }
+    return events.result()
+  }
+}

@@ -1,0 +1,52 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import type * as Harness from "../bench/Harness.js"
+import * as AiSdk from "../bench/runtimes/AiSdk.js"
+import { floor } from "../bench/runtimes/Floor.js"
+import * as Ours from "../bench/runtimes/Ours.js"
+import * as Pi from "../bench/runtimes/Pi.js"
+import * as Abort from "../bench/workloads/Abort.js"
+import * as Overhead from "../bench/workloads/Overhead.js"
+
+const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
+
+describe("bench harness", () => {
+  it.live("every runtime runs the same script: three turns of two echo calls, then an answer", () =>
+    Effect.gen(function*() {
+      for (const runtime of [Ours.stream(), Ours.run(), Pi.runLoop, Pi.loop]) {
+        const messages = (yield* Effect.promise(() => runtime.run(spec))) as ReadonlyArray<{ role: string }>
+        assert.deepStrictEqual(
+          messages.map((m) => m.role),
+          ["user", ...Array(3).fill(["assistant", "toolResult", "toolResult"]).flat(), "assistant"],
+          runtime.name
+        )
+      }
+      for (const runtime of [AiSdk.stream, AiSdk.generate]) {
+        // the AI SDK leaves the prompt out and groups a turn's results into one `tool` message
+        const messages = (yield* Effect.promise(() => runtime.run(spec))) as ReadonlyArray<{ role: string }>
+        assert.deepStrictEqual(messages.map((m) => m.role), [
+          ...Array(3).fill(["assistant", "tool"]).flat(),
+          "assistant"
+        ])
+      }
+      assert.strictEqual((yield* Effect.promise(() => floor.run(spec))).length, 3 * 3 + 1)
+    }))
+
+  it.live("the overhead workload reports each runtime and our ratio to each peer", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() =>
+        Overhead.perTurn([Ours.run(), Pi.runLoop], { turns: 3, deltas: 2, warmup: 0, repeat: 1 })
+      )
+      assert.deepStrictEqual(Object.keys(result.runtimes), ["floor (ms per run)", "ours.run", "pi.runAgentLoop"])
+      assert.deepStrictEqual(Object.keys(result.ratios), ["ours.run / pi.runAgentLoop"])
+    }))
+
+  it.live("aborting a run whose tool ignores SIGTERM ends it after the grace period with a valid history", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() => Abort.latency({ graceMs: 100, warmup: 0, repeat: 1 }))
+      const row = result.runtimes["ours.run (Fiber.interrupt)"] as { median: number; historyValidAndAborted: boolean }
+      assert.isTrue(row.historyValidAndAborted)
+      assert.isAtLeast(row.median, 100)
+      assert.isBelow(row.median, 2000)
+    }))
+})
