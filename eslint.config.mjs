@@ -2,7 +2,7 @@ import * as effectEslint from "@effect/eslint-plugin"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "coverage/**", ".tmp/**"] },
+  { ignores: ["node_modules/**", "coverage/**", ".tmp/**", ".bench/**"] },
   ...tseslint.configs.recommended,
   ...effectEslint.configs.dprint,
   {

@@ -45,7 +45,8 @@ export const render = (results: ReadonlyArray<Result>, date: Date): string => {
   const out = [
     start,
     "",
-    `Run on ${date.toISOString()} with \`npm run bench\` (\`node --expose-gc --import tsx bench/run.ts\`): ` +
+    `Run on ${date.toISOString()} with \`npm run bench\` (bundled with esbuild, as an application ships it, ` +
+    `then \`node --expose-gc .bench/run.mjs\`): ` +
     `${Os.cpus().length} cores (${Os.cpus()[0]?.model ?? "unknown CPU"}), ` +
     `${Math.round(Os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${Os.platform()} ${Os.release()}.`,
     "Figures are medians of 7 runs after a warm-up, with (min – max).",
