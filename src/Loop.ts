@@ -479,39 +479,42 @@ const runLoop = (
         return true
       })
 
-    const respond = Effect.gen(function*() {
-      if (compactionOptions !== undefined && contextTokens > compactionOptions.maxContextTokens) {
-        yield* compact("budget")
-      }
-      return yield* respondOnce.pipe(
-        Effect.catchTag("ModelContextOverflow", (error) =>
-          streaming === undefined || !streaming.isEmpty
-            ? Effect.fail(error)
-            : Effect.flatMap(compact("overflow"), (compacted) => compacted ? respondOnce : Effect.fail(error)))
-      )
+    // the per-turn path is written with suspend/flatMap rather than Effect.gen: a generator costs
+    // several microseconds a turn, a large share of the runtime's own cost
+    const overflowRetry = (error: Errors.ModelContextOverflow) =>
+      streaming === undefined || !streaming.isEmpty
+        ? Effect.fail(error)
+        : Effect.flatMap(compact("overflow"), (compacted) => compacted ? respondOnce : Effect.fail(error))
+
+    const respond = Effect.suspend(() => {
+      const answer = Effect.catchTag(respondOnce, "ModelContextOverflow", overflowRetry)
+      return compactionOptions !== undefined && contextTokens > compactionOptions.maxContextTokens
+        ? Effect.zipRight(compact("budget"), answer)
+        : answer
     })
 
-    const respondOnce = Effect.gen(function*() {
+    const respondOnce = Effect.suspend(() => {
       const began = now()
-      let context: ReadonlyArray<Message.Message> = Compaction.project(history, compaction)
-      if (options.transformContext !== undefined) {
-        const projected = yield* options.transformContext(context)
+      const context = Compaction.project(history, compaction)
+      if (options.transformContext === undefined) return request(context, began)
+      return Effect.flatMap(options.transformContext(context), (projected) =>
         // the projection of a valid history is valid by construction: only a changed one needs the O(n) check
-        if (projected !== context) yield* Message.validateHistory(projected)
-        context = projected
-      }
-      const request: Model.Request = { messages: context, tools: definitions, systemPrompt: options.systemPrompt }
-      const assembler = new Model.Assembler()
-      streaming = assembler
-      let started = false
-      const message = yield* model.respond(
-        request,
-        emit === undefined
-          ? (event) => {
+        projected === context
+          ? request(context, began)
+          : Effect.zipRight(Message.validateHistory(projected), request(projected, began)))
+    })
+
+    const request = (messages: ReadonlyArray<Message.Message>, began: number) =>
+      Effect.suspend(() => {
+        const assembler = new Model.Assembler()
+        streaming = assembler
+        let started = false
+        const onEvent = emit === undefined
+          ? (event: Model.Delta) => {
             assembler.push(event)
             return Effect.void
           }
-          : (event) => {
+          : (event: Model.Delta) => {
             assembler.push(event)
             if (started) return emit({ _tag: "MessageUpdate", turn, event })
             started = true
@@ -520,16 +523,20 @@ const runLoop = (
               emit({ _tag: "MessageUpdate", turn, event })
             )
           }
-      )
-      modelCalls.push({ turn, millis: now() - began, purpose: "turn", usage: message.usage })
-      return yield* Effect.uninterruptible(Effect.suspend(() => {
-        streaming = undefined
-        if (!started && emit !== undefined) {
-          return Effect.zipRight(emit({ _tag: "MessageStart", turn, role: "assistant" }), append(message, true))
-        }
-        return append(message, true)
-      })).pipe(Effect.as(message))
-    })
+        return Effect.flatMap(
+          model.respond({ messages, tools: definitions, systemPrompt: options.systemPrompt }, onEvent),
+          (message) => {
+            modelCalls.push({ turn, millis: now() - began, purpose: "turn", usage: message.usage })
+            return Effect.uninterruptible(Effect.suspend(() => {
+              streaming = undefined
+              if (!started && emit !== undefined) {
+                return Effect.zipRight(emit({ _tag: "MessageStart", turn, role: "assistant" }), append(message, true))
+              }
+              return append(message, true)
+            })).pipe(Effect.as(message))
+          }
+        )
+      })
 
     // -------------------------------------------------------------------------
     // one batch of tool calls
@@ -559,7 +566,7 @@ const runLoop = (
       Message.toolResult({ toolCallId: call.id, toolName: call.name, content: text, isError: true, details })
 
     const executeBatch = (message: Message.AssistantMessage) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const entries = open
         let terminal: Option.Option<unknown> = Option.none()
         const skip = (entry: CallEntry) =>
@@ -569,16 +576,14 @@ const runLoop = (
             false
           )
 
-        // prepare in call order: lookup, decode, permission, key
+        // prepare in call order: lookup, decode, permission, key; each step is synchronous unless it
+        // needs an effect (a result to record, a permission to ask, a key to resolve)
         const prepared: Array<Prepared> = []
-        for (const entry of entries) {
+        const prepareOne = (entry: CallEntry): Effect.Effect<void> | undefined => {
           const call = entry.call
-          if (Option.isSome(terminal)) {
-            yield* skip(entry)
-            continue
-          }
+          if (Option.isSome(terminal)) return skip(entry)
           if (message.stopReason === "length") {
-            yield* finish(
+            return finish(
               entry,
               errorResult(
                 call,
@@ -586,35 +591,46 @@ const runLoop = (
               ),
               false
             )
-            continue
           }
           const tool = tools.get(call.name)
           if (tool === undefined) {
             const error = new Errors.ToolNotFound({ toolName: call.name, available: toolNames })
-            yield* finish(entry, errorResult(call, error.message), false)
-            continue
+            return finish(entry, errorResult(call, error.message), false)
           }
           const decoded = Tool.decodeInput(tool, call.input)
-          if (decoded._tag === "Left") {
-            yield* finish(entry, errorResult(call, decoded.left.message), false)
-            continue
-          }
+          if (decoded._tag === "Left") return finish(entry, errorResult(call, decoded.left.message), false)
           const input = decoded.right
-          if (Option.isSome(permissions)) {
-            const decision = yield* permissions.value.check({ toolCallId: call.id, toolName: call.name, input })
-            if (decision._tag === "Deny") {
+          const keyed = (): Effect.Effect<void> | undefined => {
+            if (tool.key === undefined) {
+              prepared.push({ entry, tool, input, key: undefined })
+              return undefined
+            }
+            // the tools' requirements are part of the run's public type (RunRequirements)
+            return Effect.map(tool.key(input) as Effect.Effect<string | undefined>, (key) => {
+              prepared.push({ entry, tool, input, key })
+            })
+          }
+          if (Option.isNone(permissions)) return keyed()
+          return Effect.flatMap(
+            permissions.value.check({ toolCallId: call.id, toolName: call.name, input }),
+            (decision) => {
+              if (decision._tag === "Allow") return keyed() ?? Effect.void
               const error = new Errors.ToolPermissionDenied({
                 toolName: call.name,
                 toolCallId: call.id,
                 reason: decision.reason
               })
               terminal = Option.some(error)
-              yield* finish(entry, errorResult(call, error.message), false)
-              continue
+              return finish(entry, errorResult(call, error.message), false)
             }
+          )
+        }
+        const prepareFrom = (index: number): Effect.Effect<void> => {
+          for (let i = index; i < entries.length; i++) {
+            const step = prepareOne(entries[i]!)
+            if (step !== undefined) return Effect.flatMap(step, () => prepareFrom(i + 1))
           }
-          const key = tool.key === undefined ? undefined : yield* tool.key(input)
-          prepared.push({ entry, tool, input, key })
+          return Effect.void
         }
 
         const execute = (p: Prepared): Effect.Effect<void> =>
@@ -684,7 +700,6 @@ const runLoop = (
           })
 
         // consecutive parallel calls form a group; an exclusive call is a group of its own
-        let group: Array<Prepared> = []
         const runGroup = (calls: Array<Prepared>) => {
           if (calls.length === 1) return execute(calls[0]!)
           const chains = new Map<string | Prepared, Array<Prepared>>()
@@ -702,17 +717,25 @@ const runLoop = (
             concurrency
           )
         }
-        for (const p of prepared) {
-          if (p.tool.execution === "exclusive") {
-            if (group.length > 0) yield* runGroup(group)
-            group = []
-            yield* execute(p)
-          } else {
-            group.push(p)
+        const runPrepared = Effect.suspend(() => {
+          const steps: Array<Effect.Effect<void>> = []
+          let group: Array<Prepared> = []
+          for (const p of prepared) {
+            if (p.tool.execution === "exclusive") {
+              if (group.length > 0) steps.push(runGroup(group))
+              group = []
+              steps.push(execute(p))
+            } else {
+              group.push(p)
+            }
           }
-        }
-        if (group.length > 0) yield* runGroup(group)
-        return terminal
+          if (group.length > 0) steps.push(runGroup(group))
+          return steps.length === 1 ? steps[0]! : Effect.forEach(steps, (step) => step, { discard: true })
+        })
+        return prepareFrom(0).pipe(
+          Effect.zipRight(runPrepared),
+          Effect.map(() => terminal)
+        )
       })
 
     // -------------------------------------------------------------------------
@@ -721,21 +744,32 @@ const runLoop = (
 
     // one turn: the pending input, one response, its tool batch; the terminal error of the batch, if any
     const runTurn = (pending: ReadonlyArray<Message.Message>) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         turnOpen = true
         turnResults = []
-        yield* emitEvent({ _tag: "TurnStart", turn })
-        for (const message of pending) yield* append(message)
-        const message = yield* span(respond, "Loop.model", { turn })
-        let terminal: Option.Option<unknown> = Option.none()
-        if (open.length > 0) {
-          terminal = yield* executeBatch(message)
-          yield* closeOpenCalls("Operation aborted", "Skipped: run aborted")
-        }
-        yield* session.sync
-        turnOpen = false
-        yield* emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults })
-        return { message, terminal }
+        const inputs = pending.length === 0
+          ? Effect.void
+          : Effect.forEach(pending, (message) => append(message), { discard: true })
+        const start = emit === undefined ? inputs : Effect.zipRight(emit({ _tag: "TurnStart", turn }), inputs)
+        return Effect.flatMap(Effect.zipRight(start, span(respond, "Loop.model", { turn })), (message) => {
+          const batch = open.length === 0
+            ? Effect.succeed(Option.none<unknown>())
+            : Effect.flatMap(
+              executeBatch(message),
+              (terminal) => Effect.as(closeOpenCalls("Operation aborted", "Skipped: run aborted"), terminal)
+            )
+          return Effect.flatMap(batch, (terminal) =>
+            Effect.zipRight(
+              session.sync,
+              Effect.suspend(() => {
+                turnOpen = false
+                return Effect.as(
+                  emitEvent({ _tag: "TurnEnd", turn, message, toolResults: turnResults }),
+                  { message, terminal }
+                )
+              })
+            ))
+        })
       }).pipe((effect) => span(effect, "Loop.turn", { turn }))
 
     const body = Effect.gen(function*() {
