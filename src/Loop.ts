@@ -205,7 +205,9 @@ export const stream = <const Tools extends ReadonlyArray<Tool.Any> = readonly []
       capacity: options.eventBuffer ?? defaultEventBuffer,
       strategy: "suspend"
     })
-    const fiber = yield* runLoop(options, (event) => mailbox.offer(event)).pipe(
+    // offered without an effect while the buffer has room; waits for the consumer only when it is full
+    const emit = (event: Event.AgentEvent) => mailbox.unsafeOffer(event) ? Effect.void : mailbox.offer(event)
+    const fiber = yield* runLoop(options, emit).pipe(
       Effect.withSpan("Loop.stream"),
       Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
       Effect.forkScoped
@@ -402,21 +404,7 @@ const runLoop = (
     // the pairing state never disagree
     const append = (message: Message.Message, started = false) =>
       Effect.uninterruptible(Effect.suspend(() => {
-        history.push(message)
-        newMessages.push(message)
-        if (compactionOptions !== undefined) {
-          // the provider's count of a response is exact; everything after it is estimated
-          contextTokens = message.role === "assistant" && message.usage !== undefined && message.usage.totalTokens > 0
-            ? message.usage.totalTokens
-            : contextTokens + Compaction.estimateTokens(message)
-        }
-        if (message.role === "assistant") {
-          lastAssistant = message
-          if (message.usage !== undefined) usage = Message.addUsage(usage, message.usage)
-          open = Message.toolCalls(message).map((call) => ({ call, status: "pending" }))
-        } else if (message.role === "toolResult") {
-          turnResults.push(message)
-        }
+        record(message)
         const stored = session.append(message)
         if (emit === undefined) return stored
         return Effect.zipRight(
@@ -425,9 +413,37 @@ const runLoop = (
         )
       }))
 
+    // the in-memory side of an append
+    const record = (message: Message.Message) => {
+      history.push(message)
+      newMessages.push(message)
+      if (compactionOptions !== undefined) {
+        // the provider's count of a response is exact; everything after it is estimated
+        contextTokens = message.role === "assistant" && message.usage !== undefined && message.usage.totalTokens > 0
+          ? message.usage.totalTokens
+          : contextTokens + Compaction.estimateTokens(message)
+      }
+      if (message.role === "assistant") {
+        lastAssistant = message
+        if (message.usage !== undefined) usage = Message.addUsage(usage, message.usage)
+        open = Message.toolCalls(message).map((call) => ({ call, status: "pending" }))
+      } else if (message.role === "toolResult") {
+        turnResults.push(message)
+      }
+    }
+
     const closeOpenCalls = (reasonRunning: string, reasonPending: string) =>
       Effect.suspend(() => {
         const entries = open
+        if (emit === undefined && entries.every((entry) => entry.status === "done")) {
+          // the usual end of a batch: every result in one step, in call order
+          return Effect.uninterruptible(Effect.suspend(() => {
+            const results = entries.map((entry) => entry.result!)
+            for (const result of results) record(result)
+            open = []
+            return session.append(...results)
+          }))
+        }
         return Effect.forEach(entries, (entry) => {
           if (entry.status === "done") return append(entry.result!)
           const result = Message.toolResult({
