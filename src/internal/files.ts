@@ -27,6 +27,26 @@ export const resolve = (context: Tool.Context, input: string) =>
         }))
   )
 
+/**
+ * Resolves a path argument that must name an existing file: its absolute path, the path as the model is
+ * shown it, and its stat. A missing file gets the "did you mean" failure, a directory `directoryHint`.
+ */
+export const existingFile = (context: Tool.Context, input: string, directoryHint: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const workspace = yield* Workspace.Workspace
+    const absolute = yield* resolve(context, input)
+    const shown = workspace.relative(absolute)
+    const info = yield* Effect.option(fs.stat(absolute))
+    if (info._tag === "None") return yield* Effect.flip(notFound(input))
+    if (info.value.type === "Directory") {
+      return yield* new Errors.ToolExecutionFailed({
+        description: `${shown} is a directory, not a file${directoryHint}.`
+      })
+    }
+    return { absolute, shown, info: info.value }
+  })
+
 /** The write key of a file tool: the resolved absolute path (none for a path the call will refuse). */
 export const pathKey = ({ path }: { readonly path: string }) =>
   Effect.flatMap(Workspace.Workspace, (workspace) => Effect.orElseSucceed(workspace.resolve(path), () => undefined))

@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
 import * as Files from "../internal/files.js"
-import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
 
 /**
@@ -41,14 +40,7 @@ export const editFile = Tool.make({
   key: Files.pathKey,
   execute: Effect.fn("EditFile.execute")(function*({ newText, oldText, path }, context) {
     const fs = yield* FileSystem.FileSystem
-    const workspace = yield* Workspace.Workspace
-    const absolute = yield* Files.resolve(context, path)
-    const shown = workspace.relative(absolute)
-    const info = yield* Effect.option(fs.stat(absolute))
-    if (info._tag === "None") return yield* Effect.flip(Files.notFound(path))
-    if (info.value.type === "Directory") {
-      return yield* new Errors.ToolExecutionFailed({ description: `${shown} is a directory, not a file.` })
-    }
+    const { absolute, shown } = yield* Files.existingFile(context, path, "")
     if (oldText === "") {
       return yield* new Errors.ToolExecutionFailed({
         description: "oldText is empty; give the exact text to replace (use write_file to write a whole file)."

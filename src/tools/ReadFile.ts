@@ -11,7 +11,6 @@ import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
 import * as Files from "../internal/files.js"
 import * as Message from "../Message.js"
-import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
 
 /**
@@ -69,17 +68,12 @@ export const make = (
     parameters: Parameters,
     execute: Effect.fn("ReadFile.execute")(function*({ limit, offset, path }, context) {
       const fs = yield* FileSystem.FileSystem
-      const workspace = yield* Workspace.Workspace
-      const absolute = yield* Files.resolve(context, path)
-      const shown = workspace.relative(absolute)
-      const info = yield* Effect.option(fs.stat(absolute))
-      if (info._tag === "None") return yield* Effect.flip(Files.notFound(path))
-      if (info.value.type === "Directory") {
-        return yield* new Errors.ToolExecutionFailed({
-          description: `${shown} is a directory, not a file; use list_files to see what it contains.`
-        })
-      }
-      const size = Number(info.value.size)
+      const { absolute, info, shown } = yield* Files.existingFile(
+        context,
+        path,
+        "; use list_files to see what it contains"
+      )
+      const size = Number(info.size)
       const mimeType = imageTypes[shown.slice(shown.lastIndexOf(".") + 1).toLowerCase()]
       if (mimeType !== undefined) {
         if (size > maxImageBytes) {
