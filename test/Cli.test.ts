@@ -8,9 +8,12 @@ import * as ProviderServer from "./utils/providerServer.js"
 
 const root = NodePath.resolve(__dirname, "..")
 
-/** Runs the command in a child process and collects its output. */
-const runCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
+/**
+ * Runs the command in a child process and collects its output; `interruptWhen` sends SIGINT once stderr
+ * contains that text.
+ */
+const runCli = (args: ReadonlyArray<string>, env: Record<string, string>, interruptWhen?: string) =>
+  Effect.async<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resume) => {
     const child = ChildProcess.spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
       cwd: root,
       env: { ...process.env, ...env },
@@ -18,11 +21,23 @@ const runCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
     })
     let stdout = ""
     let stderr = ""
+    let interrupted = false
     child.stdout.on("data", (chunk) => (stdout += chunk))
-    child.stderr.on("data", (chunk) => (stderr += chunk))
-    child.on("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk
+      if (interruptWhen !== undefined && !interrupted && stderr.includes(interruptWhen)) {
+        interrupted = true
+        child.kill("SIGINT")
+      }
+    })
+    child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+const tempDir = Effect.acquireRelease(
+  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
+  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+)
 
 describe("the effect-agent command", () => {
   it.scopedLive("runs a two-turn conversation against an OpenAI-compatible server and stores the session", () =>
@@ -37,10 +52,7 @@ describe("the effect-agent command", () => {
           frames: ProviderServer.openAiFrames(ProviderServer.fixtureLines("openai-compatible/issue-15789-step-2.jsonl"))
         }
       ])
-      const dir = yield* Effect.acquireRelease(
-        Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
-        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-      )
+      const dir = yield* tempDir
       const session = NodePath.join(dir, "chat.jsonl")
       const { code, stderr, stdout } = yield* runCli(
         [
@@ -87,5 +99,61 @@ describe("the effect-agent command", () => {
         "toolResult",
         "assistant"
       ])
+    }))
+
+  it.scopedLive("Ctrl-C while a command runs aborts the run and leaves a valid session file", () =>
+    Effect.gen(function*() {
+      const call = {
+        id: "chatcmpl-1",
+        object: "chat.completion.chunk",
+        model: "gpt-test",
+        choices: [{
+          index: 0,
+          delta: {
+            role: "assistant",
+            tool_calls: [{
+              index: 0,
+              id: "call_sleep",
+              type: "function",
+              function: { name: "bash", arguments: JSON.stringify({ command: "sleep 30" }) }
+            }]
+          },
+          finish_reason: "tool_calls"
+        }]
+      }
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames([JSON.stringify(call)]) }
+      ])
+      const dir = yield* tempDir
+      const session = NodePath.join(dir, "chat.jsonl")
+      const { code, stderr } = yield* runCli(
+        [
+          "--provider",
+          "openai",
+          "--base-url",
+          `${server.url}/v1`,
+          "--workspace",
+          dir,
+          "--session",
+          session,
+          "--yes",
+          "wait"
+        ],
+        { OPENAI_API_KEY: "sk-test" },
+        "→ bash"
+      )
+      assert.include(stderr, "[aborted: 1 turns")
+      assert.strictEqual(code, 130, stderr)
+      const entries = (yield* Effect.promise(() => Fs.readFile(session, "utf8"))).trim().split("\n").map((l) =>
+        JSON.parse(l)
+      )
+      assert.deepStrictEqual(entries.map((e) => e.role ?? e.type), ["session", "user", "assistant", "toolResult"])
+      assert.strictEqual(entries[3].message.toolCallId, "call_sleep")
+      assert.isTrue(entries[3].message.isError)
+      assert.strictEqual(entries[3].message.content[0].text, "Operation aborted")
+      // the lock was released: the file can be opened again
+      yield* Effect.promise(() =>
+        Fs.access(`${session}.lock`).then(() => assert.fail("lock left behind"), () => undefined)
+      )
     }))
 })

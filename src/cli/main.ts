@@ -11,8 +11,11 @@ import * as Options from "@effect/cli/Options"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
@@ -111,11 +114,13 @@ const agent = Command.make(
     Effect.gen(function*() {
       // whether the current line of stdout holds streamed text
       let midLine = false
+      const abort = new AbortController()
       const run = Loop.stream({
         input: options.prompt.join(" "),
         tools: Tools.all,
         systemPrompt,
-        maxTurns: options.maxTurns
+        maxTurns: options.maxTurns,
+        signal: abort.signal
       }).pipe(
         Stream.runForEach((event) => {
           switch (event._tag) {
@@ -152,17 +157,31 @@ const agent = Command.make(
         onNone: () => Session.layerMemory(),
         onSome: (path) => Session.layerJsonl(path)
       })
-      yield* run.pipe(
+      const consumer = yield* run.pipe(
         Effect.provide(Layer.mergeAll(
           modelLayer(options.provider, options),
           session,
           Workspace.layer(options.workspace),
           options.yes ? Permissions.layerAllowAll : askOnTerminal
-        ))
+        )),
+        Effect.forkDaemon
+      )
+      // Ctrl-C interrupts this fiber: abort the run instead, so its last events (the aborted results, the
+      // run's end) are still shown and the session is closed cleanly, then wait for it
+      yield* Fiber.join(consumer).pipe(
+        Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => abort.abort()), Fiber.await(consumer)))
       )
     })
 )
 
 const cli = Command.run(agent, { name: "effect-agent", version: "0.1.0" })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)
+cli(process.argv).pipe(
+  Effect.provide(NodeContext.layer),
+  (program) =>
+    NodeRuntime.runMain(program, {
+      // a run ended by Ctrl-C exits with the shell's usual 130, after the session was closed cleanly
+      teardown: (exit, onExit) =>
+        onExit(Exit.isSuccess(exit) ? 0 : Exit.isInterrupted(exit) && Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
+    })
+)
