@@ -446,8 +446,9 @@ export const interruptedResultText = "Operation aborted: the session ended befor
 
 /**
  * Repairs a history so it passes `validateHistory`: a call without a result gets an error result right
- * after its batch; an assistant message whose stream was cut off is marked `aborted`; results without a
- * call, and duplicate results, are dropped. Returns the repaired history and what was changed.
+ * after its batch; results without a call, and duplicate results, are dropped. Returns the repaired
+ * history and what was changed. (A response cut off mid-write is the session store's to detect:
+ * `Session.openJsonl` marks it `aborted`.)
  *
  * @since 0.1.0
  * @category Combinators
