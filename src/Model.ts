@@ -10,7 +10,6 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import * as Message from "./Message.js"
@@ -283,14 +282,7 @@ export const streamFromRespond = (
  */
 export const completeFromStream = (
   stream: Stream.Stream<Event, Errors.ModelError>
-): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
-  Effect.flatMap(
-    Stream.runLast(Stream.filter(stream, (event) => event._tag === "Finish")),
-    Option.match({
-      onNone: () => Effect.fail(missingFinish),
-      onSome: (event) => Effect.succeed(event.message)
-    })
-  )
+): Effect.Effect<Message.AssistantMessage, Errors.ModelError> => respondFromStream(stream, () => Effect.void)
 
 /**
  * Assembles the message a stream has produced so far, for a stream that was cut off (aborted, or

@@ -34,6 +34,21 @@ const runCli = (args: ReadonlyArray<string>, env: Record<string, string>, interr
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
+/** The options that point the command at a fake OpenAI-compatible server, a workspace and a session file. */
+const againstServer = (server: ProviderServer.ProviderServer, dir: string, session: string) => [
+  "--provider",
+  "openai",
+  "--model",
+  "gpt-test",
+  "--base-url",
+  `${server.url}/v1`,
+  "--workspace",
+  dir,
+  "--session",
+  session,
+  "--yes"
+]
+
 const tempDir = Effect.acquireRelease(
   Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
@@ -55,23 +70,7 @@ describe("the effect-agent command", () => {
       const dir = yield* tempDir
       const session = NodePath.join(dir, "chat.jsonl")
       const { code, stderr, stdout } = yield* runCli(
-        [
-          "--provider",
-          "openai",
-          "--model",
-          "gpt-test",
-          "--base-url",
-          `${server.url}/v1`,
-          "--workspace",
-          dir,
-          "--session",
-          session,
-          "--yes",
-          "What",
-          "is",
-          "the",
-          "weather?"
-        ],
+        [...againstServer(server, dir, session), "What", "is", "the", "weather?"],
         { OPENAI_API_KEY: "sk-test" }
       )
       assert.strictEqual(code, 0, stderr)
@@ -127,18 +126,7 @@ describe("the effect-agent command", () => {
       const dir = yield* tempDir
       const session = NodePath.join(dir, "chat.jsonl")
       const { code, stderr } = yield* runCli(
-        [
-          "--provider",
-          "openai",
-          "--base-url",
-          `${server.url}/v1`,
-          "--workspace",
-          dir,
-          "--session",
-          session,
-          "--yes",
-          "wait"
-        ],
+        [...againstServer(server, dir, session), "wait"],
         { OPENAI_API_KEY: "sk-test" },
         "→ bash"
       )
