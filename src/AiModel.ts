@@ -11,6 +11,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as AiTool from "@effect/ai/Tool"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -191,13 +192,10 @@ const finishReasons: Record<string, Message.StopReason> = {
   error: "error"
 }
 
-type Block =
-  | { type: "text"; text: string }
-  | { type: "thinking"; thinking: string }
-  | { type: "toolCall"; id: string; name: string; json: string; input?: unknown }
-
+/** Turns stream parts into deltas for the assembler, and the finish part and model into `Finish`. */
 class StreamState {
-  private readonly blocks: Array<Block> = []
+  private readonly assembler = new Model.Assembler()
+  /** The content index of each text, reasoning and tool call part, by its kind and id. */
   private readonly ids = new Map<string, number>()
   private finish: Response.FinishPart | undefined
   private model: string | undefined
@@ -212,44 +210,35 @@ class StreamState {
       case "reasoning-start":
         this.open(part.type === "text-start" ? "text" : "thinking", part.id)
         return Effect.succeed([])
-      case "text-delta": {
-        const index = this.open("text", part.id)
-        const block = this.blocks[index] as { text: string }
-        block.text += part.delta
-        return Effect.succeed(part.delta === "" ? [] : [{ _tag: "TextDelta", index, delta: part.delta }])
-      }
-      case "reasoning-delta": {
-        const index = this.open("thinking", part.id)
-        const block = this.blocks[index] as { thinking: string }
-        block.thinking += part.delta
-        return Effect.succeed(part.delta === "" ? [] : [{ _tag: "ThinkingDelta", index, delta: part.delta }])
-      }
+      case "text-delta":
+        return Effect.succeed(this.emit({ _tag: "TextDelta", index: this.open("text", part.id), delta: part.delta }))
+      case "reasoning-delta":
+        return Effect.succeed(
+          this.emit({ _tag: "ThinkingDelta", index: this.open("thinking", part.id), delta: part.delta })
+        )
       case "tool-params-start": {
-        const index = this.blocks.length
-        this.blocks.push({ type: "toolCall", id: part.id, name: part.name, json: "" })
+        const index = this.assembler.size
         this.ids.set(`tool:${part.id}`, index)
-        return Effect.succeed([{ _tag: "ToolCallStart", index, id: part.id, name: part.name }])
+        return Effect.succeed(this.emit({ _tag: "ToolCallStart", index, id: part.id, name: part.name }))
       }
       case "tool-params-delta": {
         const index = this.ids.get(`tool:${part.id}`)
-        const block = index === undefined ? undefined : this.blocks[index]
-        if (index === undefined || block?.type !== "toolCall") return Effect.succeed([])
-        block.json += part.delta
-        return Effect.succeed([{ _tag: "ToolCallDelta", index, delta: part.delta }])
+        if (index === undefined || this.assembler.kindAt(index) !== "toolCall" || part.delta === "") {
+          return Effect.succeed([])
+        }
+        return Effect.succeed(this.emit({ _tag: "ToolCallDelta", index, delta: part.delta }))
       }
       case "tool-call": {
         if (part.providerExecuted === true) return Effect.succeed([])
         const events: Array<Model.Event> = []
         let index = this.ids.get(`tool:${part.id}`)
         if (index === undefined) {
-          index = this.blocks.length
-          this.blocks.push({ type: "toolCall", id: part.id, name: part.name, json: "" })
+          index = this.assembler.size
           this.ids.set(`tool:${part.id}`, index)
-          events.push({ _tag: "ToolCallStart", index, id: part.id, name: part.name })
+          events.push(...this.emit({ _tag: "ToolCallStart", index, id: part.id, name: part.name }))
         }
         const toolCall: Message.ToolCall = { type: "toolCall", id: part.id, name: part.name, input: part.params }
-        this.blocks[index] = { type: "toolCall", id: part.id, name: part.name, json: "", input: part.params }
-        events.push({ _tag: "ToolCallEnd", index, toolCall })
+        events.push(...this.emit({ _tag: "ToolCallEnd", index, toolCall }))
         return Effect.succeed(events)
       }
       case "finish":
@@ -274,58 +263,50 @@ class StreamState {
         })
       )
     }
-    const content = this.blocks.map((block): Message.AssistantMessage["content"][number] =>
-      block.type === "toolCall"
-        ? {
-          type: "toolCall",
-          id: block.id,
-          name: block.name,
-          input: "input" in block ? block.input : parse(block.json)
-        }
-        : block.type === "text"
-        ? { type: "text", text: block.text }
-        : { type: "thinking", thinking: block.thinking }
-    )
-    const input = finish.usage.inputTokens ?? 0
-    const cacheRead = finish.usage.cachedInputTokens ?? 0
-    const output = finish.usage.outputTokens ?? 0
-    const stopReason = finishReasons[finish.reason] ?? "stop"
-    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
-      role: "assistant",
-      content,
-      stopReason,
-      provider: this.provider,
-      usage: {
-        input: Math.max(0, input - cacheRead),
-        output,
-        cacheRead,
-        cacheWrite: 0,
-        totalTokens: input + output
-      },
-      timestamp: Date.now()
-    }
-    if (this.model !== undefined) message.model = this.model
-    if (stopReason === "error") message.errorMessage = `the model stopped: ${finish.reason}`
-    return Stream.make<Array<Model.Event>>({ _tag: "Finish", message })
+    return Stream.fromIterableEffect(Effect.map(Clock.currentTimeMillis, (timestamp) => {
+      const out = this.assembler.endAll()
+      const input = finish.usage.inputTokens ?? 0
+      const cacheRead = finish.usage.cachedInputTokens ?? 0
+      const output = finish.usage.outputTokens ?? 0
+      const stopReason = finishReasons[finish.reason] ?? "stop"
+      const message = this.assembler.finish({
+        stopReason,
+        timestamp,
+        provider: this.provider,
+        model: this.model,
+        usage: {
+          input: Math.max(0, input - cacheRead),
+          output,
+          cacheRead,
+          cacheWrite: 0,
+          totalTokens: input + output
+        },
+        errorMessage: stopReason === "error" ? `the model stopped: ${finish.reason}` : undefined
+      })
+      out.push({ _tag: "Finish", message })
+      return out
+    }))
+  }
+
+  private emit(event: Model.Event): Array<Model.Event> {
+    this.assembler.push(event)
+    return (event._tag === "TextDelta" || event._tag === "ThinkingDelta") && event.delta === "" ? [] : [event]
   }
 
   private open(type: "text" | "thinking", id: string): number {
     const key = `${type}:${id}`
     const known = this.ids.get(key)
     if (known !== undefined) return known
-    const index = this.blocks.length
-    this.blocks.push(type === "text" ? { type, text: "" } : { type, thinking: "" })
+    const index = this.assembler.size
+    this.assembler.push(
+      type === "text" ? { _tag: "TextDelta", index, delta: "" } : {
+        _tag: "ThinkingDelta",
+        index,
+        delta: ""
+      }
+    )
     this.ids.set(key, index)
     return index
-  }
-}
-
-const parse = (json: string): unknown => {
-  if (json.trim() === "") return {}
-  try {
-    return JSON.parse(json)
-  } catch {
-    return json
   }
 }
 

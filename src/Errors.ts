@@ -1,7 +1,9 @@
 /**
- * Every error of effect-agent, as `Schema.TaggedError` (serializable: they appear in events and logs).
+ * The errors of effect-agent, as `Schema.TaggedError` (serializable: they appear in events and logs).
  * The unions say what a failure means for a run: `Recoverable` errors are fed back to the model as
- * `isError` tool results; `Terminal` errors end the run in the error channel.
+ * `isError` tool results; `Terminal` errors end the run in the error channel. Three errors live beside
+ * the service that raises them: `SessionCorrupt` and `SessionLocked` in `services/Session.ts`,
+ * `PathOutsideWorkspace` in `services/Workspace.ts`.
  *
  * @since 0.1.0
  */
@@ -127,11 +129,13 @@ export class ModelAuthenticationFailed extends Schema.TaggedError<ModelAuthentic
   "effect-agent/ModelAuthenticationFailed"
 )("ModelAuthenticationFailed", {
   provider: Schema.String,
+  /** The URL requested, when the failure came from an HTTP exchange. */
+  url: Schema.optional(Schema.String),
   status: Schema.optional(Schema.Number),
   description: Schema.String
 }) {
   override get message(): string {
-    return `${this.provider}: authentication failed${statusText(this.status)}: ${this.description}`
+    return `${this.provider}: authentication failed${origin(this.status, this.url)}: ${this.description}`
   }
 }
 
@@ -144,12 +148,14 @@ export class ModelAuthenticationFailed extends Schema.TaggedError<ModelAuthentic
 export class ModelRateLimited
   extends Schema.TaggedError<ModelRateLimited>("effect-agent/ModelRateLimited")("ModelRateLimited", {
     provider: Schema.String,
+    /** The URL requested, when the failure came from an HTTP exchange. */
+    url: Schema.optional(Schema.String),
     retryAfterMillis: Schema.optional(Schema.Number),
     description: Schema.String
   })
 {
   override get message(): string {
-    return `${this.provider}: rate limited: ${this.description}`
+    return `${this.provider}: rate limited${origin(429, this.url)}: ${this.description}`
   }
 }
 
@@ -162,12 +168,14 @@ export class ModelRateLimited
 export class ModelUnavailable
   extends Schema.TaggedError<ModelUnavailable>("effect-agent/ModelUnavailable")("ModelUnavailable", {
     provider: Schema.String,
+    /** The URL requested, when the failure came from an HTTP exchange. */
+    url: Schema.optional(Schema.String),
     status: Schema.optional(Schema.Number),
     description: Schema.String
   })
 {
   override get message(): string {
-    return `${this.provider}: unavailable${statusText(this.status)}: ${this.description}`
+    return `${this.provider}: unavailable${origin(this.status, this.url)}: ${this.description}`
   }
 }
 
@@ -180,6 +188,8 @@ export class ModelUnavailable
 export class ModelContextOverflow
   extends Schema.TaggedError<ModelContextOverflow>("effect-agent/ModelContextOverflow")("ModelContextOverflow", {
     provider: Schema.String,
+    /** The URL requested, when the failure came from an HTTP exchange. */
+    url: Schema.optional(Schema.String),
     description: Schema.String
   })
 {
@@ -197,11 +207,13 @@ export class ModelContextOverflow
 export class ModelResponseInvalid
   extends Schema.TaggedError<ModelResponseInvalid>("effect-agent/ModelResponseInvalid")("ModelResponseInvalid", {
     provider: Schema.String,
+    /** The URL requested, when the failure came from an HTTP exchange. */
+    url: Schema.optional(Schema.String),
     description: Schema.String
   })
 {
   override get message(): string {
-    return `${this.provider}: invalid response: ${this.description}`
+    return `${this.provider}: invalid response${origin(undefined, this.url)}: ${this.description}`
   }
 }
 
@@ -214,12 +226,14 @@ export class ModelResponseInvalid
 export class ModelRequestFailed
   extends Schema.TaggedError<ModelRequestFailed>("effect-agent/ModelRequestFailed")("ModelRequestFailed", {
     provider: Schema.String,
+    /** The URL requested, when the failure came from an HTTP exchange. */
+    url: Schema.optional(Schema.String),
     status: Schema.optional(Schema.Number),
     description: Schema.String
   })
 {
   override get message(): string {
-    return `${this.provider}: request failed${statusText(this.status)}: ${this.description}`
+    return `${this.provider}: request failed${origin(this.status, this.url)}: ${this.description}`
   }
 }
 
@@ -249,6 +263,24 @@ export type ModelError =
   | ModelContextOverflow
   | ModelResponseInvalid
   | ModelRequestFailed
+
+/**
+ * A model's configuration cannot work: a base URL that is not an http(s) URL, or no API key for a
+ * provider's hosted API. Raised when the model is built, before any request.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class ModelConfigInvalid
+  extends Schema.TaggedError<ModelConfigInvalid>("effect-agent/ModelConfigInvalid")("ModelConfigInvalid", {
+    provider: Schema.String,
+    description: Schema.String
+  })
+{
+  override get message(): string {
+    return `${this.provider}: ${this.description}`
+  }
+}
 
 /**
  * The session store could not read or write the history.
@@ -312,7 +344,30 @@ export const isRecoverable = (error: unknown): error is Recoverable =>
   typeof error === "object" && error !== null && "_tag" in error &&
   (error._tag === "ToolNotFound" || error._tag === "ToolInputInvalid" || error._tag === "ToolExecutionFailed")
 
-const statusText = (status: number | undefined) => status === undefined ? "" : ` (HTTP ${status})`
+/** Where a failure came from: ` (HTTP 404 Not Found from http://…)`. */
+const origin = (status: number | undefined, url: string | undefined): string => {
+  const http = status === undefined ? "" : `HTTP ${status}${statusReasons[status] ? ` ${statusReasons[status]}` : ""}`
+  if (url === undefined) return http === "" ? "" : ` (${http})`
+  return http === "" ? ` (${url})` : ` (${http} from ${url})`
+}
+
+const statusReasons: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  402: "Payment Required",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  413: "Payload Too Large",
+  422: "Unprocessable Entity",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+  529: "Overloaded"
+}
 
 const safeJson = (value: unknown): string => {
   try {

@@ -83,7 +83,10 @@ export class Model extends Context.Tag("effect-agent/Model")<Model, Service>() {
 // -----------------------------------------------------------------------------
 
 /**
- * Builds a Model from any of `stream`, `complete` or `respond`, deriving the ones not given.
+ * Builds a Model from any of `stream`, `complete` or `respond`, deriving the ones not given. A tool
+ * call whose id the request's history already has (or that is empty, or repeated within the answer)
+ * gets a fresh id (`c1` → `c1_2`), the same in the deltas and the final message, so that whatever a
+ * model answers, the history stays valid.
  *
  * @since 0.1.0
  * @category Constructors
@@ -105,7 +108,9 @@ export const make = (
       readonly stream?: Service["stream"] | undefined
       readonly complete?: Service["complete"] | undefined
     }
-): Service => {
+): Service => uniqueToolCallIds(derive(options))
+
+const derive = (options: Parameters<typeof make>[0]): Service => {
   if (options.respond !== undefined) {
     const respond = options.respond
     return {
@@ -285,22 +290,80 @@ export const completeFromStream = (
 ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> => respondFromStream(stream, () => Effect.void)
 
 /**
- * Assembles the message a stream has produced so far, for a stream that was cut off (aborted, or
- * failed after deltas). Feed it every event; `partial` builds the message with the given stop reason.
- * Tool calls whose arguments are incomplete keep the prefix that parses, or `{}`.
+ * What ends a response besides its content: why it stopped, its usage, which model answered, and
+ * when. A provider hands it to `Assembler.finish`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Finish {
+  readonly stopReason: Message.StopReason
+  readonly timestamp: number
+  readonly provider?: string | undefined
+  readonly model?: string | undefined
+  readonly usage?: Message.Usage | undefined
+  readonly errorMessage?: string | undefined
+}
+
+/**
+ * Decodes a tool call's argument text, the one way every model does it: no text is `{}`; text that
+ * parses is its value; text that does not (cut off by the output limit, an abort or a failure) is
+ * kept as is, a string, which marks the call as cut off. The tool's decoding then rejects it with
+ * `ToolInputInvalid`, so the model sees the text it sent.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const parseToolArguments = (json: string): unknown => {
+  if (json.trim() === "") return {}
+  try {
+    return JSON.parse(json)
+  } catch {
+    return json
+  }
+}
+
+/**
+ * Whether a tool call's arguments were cut off (its input is the unparsed text, see
+ * `parseToolArguments`).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const isCutOff = (toolCall: Message.ToolCall): boolean => typeof toolCall.input === "string"
+
+/**
+ * Builds assistant messages from deltas: every provider, the @effect/ai adapter and the loop (for a
+ * stream that was cut off) use it, so a message is assembled one way. Feed it the deltas in order;
+ * `finish` builds the complete message from a `Finish` record, `partial` what arrived so far. Tool
+ * arguments are decoded with `parseToolArguments`.
  *
  * @since 0.1.0
  * @category Combinators
  */
 export class Assembler {
-  private readonly blocks: Array<
-    | { type: "text"; text: string }
-    | { type: "thinking"; thinking: string }
-    | { type: "toolCall"; id: string; name: string; json: string; input?: unknown }
-  > = []
+  private readonly blocks: Array<Block | undefined> = []
   /** Whether any content arrived yet. */
   get isEmpty(): boolean {
     return this.blocks.length === 0
+  }
+  /** The index after the last block: where a new block goes. */
+  get size(): number {
+    return this.blocks.length
+  }
+  /** The kind of the block at `index`. */
+  kindAt(index: number): "text" | "thinking" | "toolCall" | undefined {
+    return this.blocks[index]?.type
+  }
+  /** The signature of the thinking block at `index`, if any. */
+  signatureAt(index: number): string | undefined {
+    const block = this.blocks[index]
+    return block?.type === "thinking" ? block.signature : undefined
+  }
+  /** The argument text received so far for the tool call at `index`. */
+  argumentsAt(index: number): string | undefined {
+    const block = this.blocks[index]
+    return block?.type === "toolCall" ? block.json : undefined
   }
   push(event: Event): void {
     switch (event._tag) {
@@ -313,45 +376,210 @@ export class Assembler {
       case "ThinkingDelta": {
         const block = this.blocks[event.index]
         if (block?.type === "thinking") block.thinking += event.delta
-        else this.blocks[event.index] = { type: "thinking", thinking: event.delta }
+        else this.blocks[event.index] = { type: "thinking", thinking: event.delta, signature: undefined }
         break
       }
       case "ToolCallStart":
-        this.blocks[event.index] = { type: "toolCall", id: event.id, name: event.name, json: "" }
+        this.blocks[event.index] = { type: "toolCall", id: event.id, name: event.name, json: "", ended: undefined }
         break
       case "ToolCallDelta": {
         const block = this.blocks[event.index]
         if (block?.type === "toolCall") block.json += event.delta
         break
       }
-      case "ToolCallEnd":
-        this.blocks[event.index] = {
-          type: "toolCall",
-          id: event.toolCall.id,
-          name: event.toolCall.name,
-          json: "",
-          input: event.toolCall.input
-        }
+      case "ToolCallEnd": {
+        const call = event.toolCall
+        this.blocks[event.index] = { type: "toolCall", id: call.id, name: call.name, json: "", ended: call }
         break
+      }
       case "Finish":
         break
     }
   }
-  partial(stopReason: Message.StopReason, errorMessage?: string): Message.AssistantMessage {
+  /** Appends to the signature of the thinking block at `index` (creating the block if needed). */
+  sign(index: number, signature: string): void {
+    const block = this.blocks[index]
+    if (block?.type === "thinking") block.signature = (block.signature ?? "") + signature
+    else this.blocks[index] = { type: "thinking", thinking: "", signature }
+  }
+  /** Puts a redacted thinking block, kept verbatim as its signature, at `index`. */
+  redacted(index: number, data: string): void {
+    this.blocks[index] = { type: "thinking", thinking: "", signature: data, redacted: true }
+  }
+  /** Sets the name of the tool call at `index` (servers that send it after the start). */
+  rename(index: number, name: string): void {
+    const block = this.blocks[index]
+    if (block?.type === "toolCall") block.name = name
+  }
+  /** The input to use for the tool call at `index` when no argument text arrives. */
+  initialInput(index: number, input: unknown): void {
+    const block = this.blocks[index]
+    if (block?.type === "toolCall") block.initial = input
+  }
+  /**
+   * Ends the tool call at `index`: returns its `ToolCallEnd` event (its arguments decoded), or
+   * nothing when there is no open call there.
+   */
+  end(index: number): Extract<Event, { readonly _tag: "ToolCallEnd" }> | undefined {
+    const block = this.blocks[index]
+    if (block?.type !== "toolCall" || block.ended !== undefined) return undefined
+    const event = { _tag: "ToolCallEnd", index, toolCall: toolCallOf(block) } as const
+    this.push(event)
+    return event
+  }
+  /** Ends every tool call not ended yet, in order; returns their `ToolCallEnd` events. */
+  endAll(): Array<Event> {
+    const events: Array<Event> = []
+    for (let index = 0; index < this.blocks.length; index++) {
+      const event = this.end(index)
+      if (event !== undefined) events.push(event)
+    }
+    return events
+  }
+  /** The complete message. */
+  finish(finish: Finish): Message.AssistantMessage {
+    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
+      role: "assistant",
+      content: this.content(),
+      stopReason: finish.stopReason,
+      timestamp: finish.timestamp
+    }
+    if (finish.provider !== undefined) message.provider = finish.provider
+    if (finish.model !== undefined) message.model = finish.model
+    if (finish.usage !== undefined) message.usage = finish.usage
+    if (finish.errorMessage !== undefined) message.errorMessage = finish.errorMessage
+    return message
+  }
+  /** The message so far, for a response that was cut off, with the given stop reason. */
+  partial(stopReason: Message.StopReason, errorMessage?: string, timestamp?: number): Message.AssistantMessage {
+    const message = Message.assistant(this.content(), { stopReason })
+    const stamped = timestamp === undefined ? message : { ...message, timestamp }
+    return errorMessage === undefined ? stamped : { ...stamped, errorMessage }
+  }
+  private content(): Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> {
     const content: Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> = []
     for (const block of this.blocks) {
       if (block === undefined) continue
-      if (block.type === "toolCall") {
-        content.push(
-          Message.toolCall(block.id, block.name, "input" in block ? block.input : parsePartialJson(block.json))
-        )
-      } else {
-        content.push(block.type === "text" ? Message.text(block.text) : { type: "thinking", thinking: block.thinking })
+      switch (block.type) {
+        case "text":
+          content.push(Message.text(block.text))
+          break
+        case "thinking": {
+          const thinking: { -readonly [K in keyof Message.ThinkingContent]: Message.ThinkingContent[K] } = {
+            type: "thinking",
+            thinking: block.thinking
+          }
+          if (block.signature !== undefined && block.signature !== "") thinking.thinkingSignature = block.signature
+          if (block.redacted === true) thinking.redacted = true
+          content.push(thinking)
+          break
+        }
+        case "toolCall":
+          content.push(block.ended ?? toolCallOf(block))
+          break
       }
     }
-    const message = Message.assistant(content, { stopReason })
-    return errorMessage === undefined ? message : { ...message, errorMessage }
+    return content
   }
+}
+
+type Block =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; signature: string | undefined; redacted?: true }
+  | {
+    type: "toolCall"
+    id: string
+    name: string
+    json: string
+    /** The ended call, once `ToolCallEnd` arrived. */
+    ended: Message.ToolCall | undefined
+    initial?: unknown
+  }
+
+const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCall =>
+  Message.toolCall(
+    block.id,
+    block.name,
+    block.json === "" && typeof block.initial === "object" && block.initial !== null
+      ? block.initial
+      : parseToolArguments(block.json)
+  )
+
+// Law: every tool call id appears once in a history. Kept here, for every model.
+const uniqueToolCallIds = (service: Service): Service => ({
+  stream: (request) =>
+    Stream.suspend(() => {
+      const ids = new ToolCallIds(request.messages)
+      return Stream.map(service.stream(request), (event) => ids.event(event))
+    }),
+  complete: (request) =>
+    Effect.map(service.complete(request), (message) => new ToolCallIds(request.messages).message(message)),
+  respond: (request, onEvent) =>
+    Effect.suspend(() => {
+      const ids = new ToolCallIds(request.messages)
+      return Effect.map(
+        service.respond(request, (event) => onEvent(ids.event(event) as Delta)),
+        (message) => ids.message(message)
+      )
+    })
+})
+
+/** The ids of one answer, by content index; the history's ids are collected at the first tool call. */
+class ToolCallIds {
+  private used: Set<string> | undefined
+  private readonly assigned = new Map<number, string>()
+  constructor(readonly history: ReadonlyArray<Message.Message>) {}
+  event(event: Event): Event {
+    switch (event._tag) {
+      case "ToolCallStart": {
+        const id = this.assign(event.index, event.id)
+        return id === event.id ? event : { ...event, id }
+      }
+      case "ToolCallEnd": {
+        const id = this.assign(event.index, event.toolCall.id)
+        return id === event.toolCall.id ? event : { ...event, toolCall: { ...event.toolCall, id } }
+      }
+      case "Finish": {
+        const message = this.message(event.message)
+        return message === event.message ? event : { _tag: "Finish", message }
+      }
+      default:
+        return event
+    }
+  }
+  message(message: Message.AssistantMessage): Message.AssistantMessage {
+    let content: Array<Message.AssistantMessage["content"][number]> | undefined
+    message.content.forEach((block, index) => {
+      if (block.type !== "toolCall") return
+      const id = this.assign(index, block.id)
+      if (id !== block.id) (content ??= message.content.slice())[index] = { ...block, id }
+    })
+    return content === undefined ? message : { ...message, content }
+  }
+  private assign(index: number, id: string): string {
+    const known = this.assigned.get(index)
+    if (known !== undefined) return known
+    const used = this.used ??= historyIds(this.history)
+    let fresh = id
+    if (fresh === "" || used.has(fresh)) {
+      const base = id === "" ? "call" : id
+      let n = id === "" ? 1 : 2
+      while (used.has(`${base}_${n}`)) n++
+      fresh = `${base}_${n}`
+    }
+    used.add(fresh)
+    this.assigned.set(index, fresh)
+    return fresh
+  }
+}
+
+const historyIds = (messages: ReadonlyArray<Message.Message>): Set<string> => {
+  const ids = new Set<string>()
+  for (const message of messages) {
+    if (message.role !== "assistant") continue
+    for (const block of message.content) if (block.type === "toolCall") ids.add(block.id)
+  }
+  return ids
 }
 
 const missingFinish = new Errors.ModelResponseInvalid({
@@ -368,12 +596,3 @@ const replay = (message: Message.AssistantMessage, onEvent: (event: Delta) => Ef
 const isMessage = (
   answer: Message.AssistantMessage | Stream.Stream<Event, Errors.ModelError>
 ): answer is Message.AssistantMessage => "role" in answer && answer.role === "assistant"
-
-const parsePartialJson = (json: string): unknown => {
-  if (json.trim() === "") return {}
-  try {
-    return JSON.parse(json)
-  } catch {
-    return {}
-  }
-}

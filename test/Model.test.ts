@@ -1,10 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "../src/Errors.js"
+import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
 
 const message = Message.assistant([
   Message.text("hello"),
@@ -68,7 +74,7 @@ describe("Model.make", () => {
 })
 
 describe("Model.Assembler", () => {
-  it("rebuilds a cut-off message from its deltas, keeping the parsable part of tool arguments", () => {
+  it("rebuilds a cut-off message from its deltas; unfinished tool arguments are kept as text, marked cut off", () => {
     const assembler = new Model.Assembler()
     assembler.push({ _tag: "TextDelta", index: 0, delta: "Let me " })
     assembler.push({ _tag: "TextDelta", index: 0, delta: "see" })
@@ -79,6 +85,99 @@ describe("Model.Assembler", () => {
     const partial = assembler.partial("aborted")
     assert.strictEqual(partial.stopReason, "aborted")
     assert.strictEqual(Message.textOf(partial), "Let me see")
-    assert.deepStrictEqual(Message.toolCalls(partial).map((c) => [c.id, c.input]), [["a", {}], ["b", {}]])
+    assert.deepStrictEqual(Message.toolCalls(partial).map((c) => [c.id, c.input]), [["a", `{"path": "src/`], [
+      "b",
+      {}
+    ]])
+    assert.deepStrictEqual(Message.toolCalls(partial).map(Model.isCutOff), [true, false])
   })
+
+  it("finishes a message from deltas and a finish record, ending the open tool calls", () => {
+    const assembler = new Model.Assembler()
+    assembler.push({ _tag: "ThinkingDelta", index: 0, delta: "hm" })
+    assembler.sign(0, "sig-")
+    assembler.sign(0, "1")
+    assembler.push({ _tag: "ToolCallStart", index: 1, id: "a", name: "read_file" })
+    assembler.push({ _tag: "ToolCallDelta", index: 1, delta: `{"path":` })
+    assembler.push({ _tag: "ToolCallDelta", index: 1, delta: `"x"}` })
+    assembler.push({ _tag: "ToolCallStart", index: 2, id: "b", name: "list_files" })
+    assembler.initialInput(2, { dir: "." })
+    const ends = assembler.endAll()
+    assert.deepStrictEqual(ends, [
+      { _tag: "ToolCallEnd", index: 1, toolCall: Message.toolCall("a", "read_file", { path: "x" }) },
+      { _tag: "ToolCallEnd", index: 2, toolCall: Message.toolCall("b", "list_files", { dir: "." }) }
+    ])
+    assert.deepStrictEqual(assembler.endAll(), [])
+    const message = assembler.finish({ stopReason: "toolUse", timestamp: 42, provider: "p", model: "m" })
+    assert.deepStrictEqual(message, {
+      role: "assistant",
+      content: [
+        { type: "thinking", thinking: "hm", thinkingSignature: "sig-1" },
+        Message.toolCall("a", "read_file", { path: "x" }),
+        Message.toolCall("b", "list_files", { dir: "." })
+      ],
+      stopReason: "toolUse",
+      timestamp: 42,
+      provider: "p",
+      model: "m"
+    })
+  })
+
+  it("parses tool arguments one way: empty is {}, JSON is its value, anything else is kept as text", () => {
+    assert.deepStrictEqual(Model.parseToolArguments(" "), {})
+    assert.deepStrictEqual(Model.parseToolArguments(`{"a":[1]}`), { a: [1] })
+    assert.strictEqual(Model.parseToolArguments(`{"a":[1`), `{"a":[1`)
+  })
+})
+
+describe("Model.make tool call ids", () => {
+  it.effect("a custom model repeating c1 on two turns gets a fresh id, and the history validates", () =>
+    Effect.gen(function*() {
+      const echo = Tool.make({
+        name: "echo",
+        description: "echoes",
+        parameters: Schema.Struct({ text: Schema.String }),
+        execute: ({ text }) => Effect.succeed(text)
+      })
+      let turn = 0
+      // a custom model (not the scripted helper) that always calls with the same id
+      const model = Model.make({
+        complete: () =>
+          Effect.sync(() =>
+            ++turn <= 2
+              ? Message.assistant([Message.toolCall("c1", "echo", { text: `t${turn}` })])
+              : Message.assistant("done")
+          )
+      })
+      const history = yield* Effect.gen(function*() {
+        yield* Loop.run({ input: "go", tools: [echo] })
+        return yield* Effect.flatMap(Session.Session, (session) => session.messages)
+      }).pipe(Effect.provide(Layer.merge(Layer.succeed(Model.Model, model), Session.layerMemory())))
+      const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
+      assert.deepStrictEqual(calls.map((c) => c.id), ["c1", "c1_2"])
+      const results = history.flatMap((m) => m.role === "toolResult" ? [m.toolCallId] : [])
+      assert.deepStrictEqual(results, ["c1", "c1_2"])
+      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+    }))
+
+  it.effect("ids stay the same in the deltas, the ended calls and the final message, for each primitive", () =>
+    Effect.gen(function*() {
+      const answer = Message.assistant([Message.toolCall("c1", "echo", {}), Message.toolCall("c1", "echo", {})])
+      const history: Model.Request = {
+        messages: [
+          Message.user("hi"),
+          Message.assistant([Message.toolCall("c1", "echo", {})]),
+          Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "ok" }),
+          Message.user("again")
+        ],
+        tools: []
+      }
+      for (const model of [Model.make({ complete: () => Effect.succeed(answer) }), Model.scripted([answer])]) {
+        const events = Chunk.toReadonlyArray(yield* Stream.runCollect(model.stream(history)))
+        const starts = events.flatMap((e) => e._tag === "ToolCallStart" ? [e.id] : [])
+        const ends = events.flatMap((e) => e._tag === "ToolCallEnd" ? [e.toolCall.id] : [])
+        const final = events.flatMap((e) => e._tag === "Finish" ? Message.toolCalls(e.message).map((c) => c.id) : [])
+        assert.deepStrictEqual([starts, ends, final], [["c1_2", "c1_3"], ["c1_2", "c1_3"], ["c1_2", "c1_3"]])
+      }
+    }))
 })

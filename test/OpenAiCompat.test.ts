@@ -8,7 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Provider from "../src/internal/Provider.js"
+import * as Provider from "../src/internal/provider.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -538,5 +538,185 @@ describe("OpenAiCompat failures", () => {
       // the server sees the client close the connection before the reply ended
       yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))
       assert.isTrue(seen.every((event) => event._tag !== "Finish"))
+    }).pipe(Effect.scoped))
+})
+
+describe("OpenAiCompat hostile servers", () => {
+  const quick = { maxRetries: 1, initialDelay: "10 millis", jitter: false } as const
+
+  it.live("headers then silence fails with ModelUnavailable after the idle timeout, retried once before any delta", () =>
+    Effect.gen(function*() {
+      const silent = { _tag: "Sse" as const, frames: [], after: "hang" as const }
+      const server = yield* ProviderServer.make([silent, silent])
+      const error = yield* Effect.flip(
+        Effect.provide(completeHi, provider(server, { idleTimeout: "200 millis", retry: quick }))
+      )
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.include(error.message, "no data for 200ms")
+      assert.include(error.message, `${server.url}/v1/chat/completions`)
+      assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.live("a server that never sends its headers times out the same way", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ _tag: "Stall" }])
+      const error = yield* Effect.flip(
+        Effect.provide(completeHi, provider(server, { idleTimeout: "200 millis", retry: { maxRetries: 0 } }))
+      )
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("silence after the first deltas fails typed without a retry", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Sse", frames: ProviderServer.openAiFrames(lines.slice(0, 6), false), after: "hang" }
+      ])
+      const seen: Array<Model.Delta> = []
+      const error = yield* Effect.flatMap(Model.Model, (model) =>
+        model.respond(
+          { messages: [Message.user("hi")], tools: [] },
+          (event) => Effect.sync(() => seen.push(event))
+        )).pipe(
+          Effect.provide(provider(server, { idleTimeout: "200 millis", retry: quick })),
+          Effect.flip
+        )
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.isAbove(seen.length, 0)
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("a line with no end fails with ModelResponseInvalid at the cap, and reading stops there", () =>
+    Effect.gen(function*() {
+      const total = 256 * 1024 * 1024
+      const server = yield* ProviderServer.make([{ _tag: "Flood", bytes: total }])
+      const error = yield* Effect.flip(
+        Effect.provide(completeHi, provider(server, { maxEventBytes: 64 * 1024, retry: quick }))
+      )
+      assert.strictEqual(error._tag, "ModelResponseInvalid")
+      assert.include(error.message, "longer than 65536 bytes")
+      // the client closed the connection soon after the cap: what the server could write is bounded by
+      // the socket buffers, not by the 256 MiB it offered
+      yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("5 seconds"))
+      assert.isBelow(server.requests[0]!.sent(), 16 * 1024 * 1024)
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an HTML page behind HTTP 200 is reported with its content type and first bytes", () =>
+    Effect.gen(function*() {
+      const page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
+      const server = yield* ProviderServer.make([
+        { _tag: "Status", status: 200, headers: { "content-type": "text/html; charset=utf-8" }, body: page }
+      ])
+      const error = yield* Effect.flip(Effect.provide(completeHi, provider(server, { retry: quick })))
+      assert.strictEqual(error._tag, "ModelResponseInvalid")
+      assert.include(error.message, "text/html; charset=utf-8")
+      assert.include(error.message, "<!DOCTYPE html><html><head><title>Sign in")
+      assert.include(error.message, `${server.url}/v1/chat/completions`)
+      assert.strictEqual(server.requests.length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("a JSON error behind HTTP 200 is classified as the error it is", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        { _tag: "Status", status: 200, body: JSON.stringify({ error: { message: "model not loaded", code: 404 } }) }
+      ])
+      const error = yield* Effect.flip(Effect.provide(completeHi, provider(server, { retry: { maxRetries: 0 } })))
+      assert.strictEqual(error._tag, "ModelRequestFailed")
+      assert.include(error.message, "model not loaded")
+    }).pipe(Effect.scoped))
+})
+
+describe("OpenAiCompat errors for people", () => {
+  it.live("nothing listening on a loopback URL: ECONNREFUSED with the URL and a hint, after one retry", () =>
+    Effect.gen(function*() {
+      const url = yield* ProviderServer.refusingUrl
+      const retries: Array<OpenAiCompat.RetryInfo> = []
+      const layer = OpenAiCompat.layer({
+        model: "m",
+        baseUrl: `${url}/v1`,
+        retry: { initialDelay: "10 millis", onRetry: (retry) => Effect.sync(() => retries.push(retry)) }
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const error = yield* Effect.flip(Effect.provide(completeHi, layer))
+      assert.strictEqual(error._tag, "ModelRequestFailed")
+      assert.include(error.message, `ECONNREFUSED ${url.slice("http://".length)}`)
+      assert.include(error.message, `${url}/v1/chat/completions`)
+      assert.include(error.message, "is the server running?")
+      // the default budget is 4 retries; a refused loopback connection gets one
+      assert.deepStrictEqual(retries.map((retry) => retry.attempt), [1])
+    }))
+
+  it.live("an HTTP 404 names the status and the URL it came from", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ _tag: "Status", status: 404, body: "File Not Found" }])
+      const error = yield* Effect.flip(Effect.provide(completeHi, provider(server)))
+      assert.strictEqual(error._tag, "ModelRequestFailed")
+      assert.include(error.message, `HTTP 404 Not Found from ${server.url}/v1/chat/completions`)
+      assert.include(error.message, "File Not Found")
+      assert.include(error.message, "check the base URL")
+    }).pipe(Effect.scoped))
+
+  it.effect("each retry is reported to onRetry with its attempt, delay and cause", () =>
+    Effect.gen(function*() {
+      const failing = { _tag: "Status" as const, status: 500, body: "tools param requires --jinja flag" }
+      const server = yield* ProviderServer.make([failing, failing, fixture("issue-15789-step-2.jsonl")])
+      const retries: Array<string> = []
+      const { exit } = yield* ProviderServer.driveClock(
+        Effect.provide(
+          completeHi,
+          provider(server, {
+            retry: {
+              initialDelay: "1 second",
+              jitter: false,
+              onRetry: ({ attempt, delayMillis, error }) =>
+                Effect.sync(() => retries.push(`${attempt} ${delayMillis} ${error.message}`))
+            }
+          })
+        ),
+        () => server.requests.length
+      )
+      assert.isTrue(Exit.isSuccess(exit))
+      const url = `${server.url}/v1/chat/completions`
+      assert.deepStrictEqual(retries, [
+        `1 1000 openai-compatible: unavailable (HTTP 500 Internal Server Error from ${url}): tools param requires --jinja flag`,
+        `2 2000 openai-compatible: unavailable (HTTP 500 Internal Server Error from ${url}): tools param requires --jinja flag`
+      ])
+    }).pipe(Effect.scoped))
+
+  it.effect("a base URL without http:// is rejected before any request", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Effect.provide(completeHi, provider({ url: "127.0.0.1:8080", requests: [] }))
+      )
+      assert.strictEqual(error._tag, "ModelConfigInvalid")
+      assert.include(error.message, `invalid base URL "127.0.0.1:8080/v1"`)
+      assert.include(error.message, "http://")
+    }))
+
+  it.effect("no API key for OpenAI's own URL is rejected before any request, naming the variable", () =>
+    Effect.gen(function*() {
+      const layer = OpenAiCompat.layerConfig({ model: "gpt-test" }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+      )
+      const error = yield* Effect.flip(Effect.provide(completeHi, layer))
+      assert.strictEqual(error._tag, "ModelConfigInvalid")
+      assert.include(error.message, "set OPENAI_API_KEY")
+      assert.include(error.message, "https://api.openai.com/v1")
+    }))
+
+  it.live("layerConfig's baseUrl wins over OPENAI_BASE_URL, and a local server needs no key", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
+      const layer = OpenAiCompat.layerConfig({ model: "gpt-test", baseUrl: `${server.url}/v1` }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["OPENAI_BASE_URL", "http://127.0.0.1:1/v1"]])
+        )))
+      )
+      const message = yield* Effect.provide(completeHi, layer)
+      assert.strictEqual(Message.textOf(message), "POST_TOOL")
+      assert.isUndefined(server.requests[0]!.headers.authorization)
     }).pipe(Effect.scoped))
 })

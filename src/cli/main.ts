@@ -20,7 +20,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as readline from "node:readline/promises"
-import * as Provider from "../internal/Provider.js"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -76,15 +75,12 @@ const modelLayer = (
   options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
 ) => {
   if (name === "demo") return demoModel
-  const env = name === "openai"
-    ? { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", defaultBaseUrl: "https://api.openai.com/v1" }
-    : { apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL", defaultBaseUrl: "https://api.anthropic.com" }
-  return Layer.unwrapEffect(Effect.map(Provider.fromConfig(env), (config) => {
-    const baseUrl = Option.getOrElse(options.baseUrl, () => config.baseUrl)
-    return name === "openai"
-      ? OpenAiCompat.layer({ ...config, baseUrl, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
-      : Anthropic.layer({ ...config, baseUrl, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })
-  })).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  const baseUrl = Option.getOrUndefined(options.baseUrl)
+  return (name === "openai"
+    ? OpenAiCompat.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
+    : Anthropic.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })).pipe(
+      Layer.provide(NodeHttpClient.layerUndici)
+    )
 }
 
 /** Asks on the terminal before a call that writes or runs something. */

@@ -6,15 +6,15 @@
  *
  * @since 0.1.0
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import * as Clock from "effect/Clock"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
+import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../Errors.js"
-import * as Provider from "../internal/Provider.js"
+import * as Provider from "../internal/provider.js"
 import type * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import type * as Tool from "../Tool.js"
@@ -30,17 +30,11 @@ import type * as Tool from "../Tool.js"
  * @since 0.1.0
  * @category Models
  */
-export interface Options {
-  readonly model: string
-  readonly apiKey?: Redacted.Redacted | undefined
-  readonly baseUrl?: string | undefined
+export interface Options extends Provider.Options {
   /** `max_tokens` (default 4096, plus the thinking budget when thinking is on). */
   readonly maxTokens?: number | undefined
   readonly temperature?: number | undefined
   readonly thinkingBudget?: number | undefined
-  readonly retry?: Provider.RetryOptions | undefined
-  readonly pricing?: Provider.Pricing | undefined
-  readonly headers?: Readonly<Record<string, string>> | undefined
   /**
    * Mark the prompt for Anthropic's prompt caching: a breakpoint after the system prompt (or the
    * tools) and one on the last user message, so each turn reuses the previous turn's prefix.
@@ -57,6 +51,14 @@ export interface Options {
  * @category Models
  */
 export type RetryOptions = Provider.RetryOptions
+
+/**
+ * What `RetryOptions.onRetry` receives: the attempt, its delay and the failure.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type RetryInfo = Provider.RetryInfo
 
 /**
  * A price table, per million tokens.
@@ -86,34 +88,45 @@ export const providerName = "anthropic"
 // Constructors
 // -----------------------------------------------------------------------------
 
+const constructors = Provider.constructors<Options>({
+  module: "Anthropic",
+  provider: () => providerName,
+  defaultBaseUrl,
+  env: { apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL" },
+  build: ({ baseUrl, client, options, provider }) => {
+    const url = `${baseUrl}/v1/messages`
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "anthropic-version": options.version ?? "2023-06-01",
+      ...options.headers
+    }
+    const apiKey = Provider.secret(options.apiKey)
+    if (apiKey !== undefined) headers["x-api-key"] = apiKey
+    return Model.make({
+      stream: (request) =>
+        Provider.streamEvents({
+          provider,
+          client,
+          url,
+          headers,
+          body: requestBody(options, request),
+          options,
+          parse: (events) => parseStream(options.pricing, events)
+        })
+    })
+  }
+})
+
 /**
- * Builds the Model service over the `HttpClient` in context.
+ * Builds the Model service over the `HttpClient` in context. Fails with `ModelConfigInvalid` for a
+ * base URL that is not http(s), or without an API key for Anthropic's own URL.
  *
  * @since 0.1.0
  * @category Constructors
  */
-export const make = Effect.fn("Anthropic.make")(function*(options: Options) {
-  const client = yield* HttpClient.HttpClient
-  const url = `${Provider.trimSlash(options.baseUrl ?? defaultBaseUrl)}/v1/messages`
-  const headers: Record<string, string> = {
-    "content-type": "application/json",
-    "anthropic-version": options.version ?? "2023-06-01",
-    ...options.headers
-  }
-  if (options.apiKey !== undefined) headers["x-api-key"] = Redacted.value(options.apiKey)
-  return Model.make({
-    stream: (request) =>
-      Provider.streamEvents({
-        provider: providerName,
-        client,
-        url,
-        headers,
-        body: requestBody(options, request),
-        retry: options.retry,
-        parse: (events) => parseStream(options.pricing, events)
-      })
-  })
-})
+export const make: (
+  options: Options
+) => Effect.Effect<Model.Service, Errors.ModelConfigInvalid, HttpClient.HttpClient> = constructors.make
 
 /**
  * The provider as a `Model` layer.
@@ -121,26 +134,20 @@ export const make = Effect.fn("Anthropic.make")(function*(options: Options) {
  * @since 0.1.0
  * @category Layers
  */
-export const layer = (options: Options): Layer.Layer<Model.Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model.Model, make(options))
+export const layer: (options: Options) => Layer.Layer<Model.Model, Errors.ModelConfigInvalid, HttpClient.HttpClient> =
+  constructors.layer
 
 /**
  * The provider as a `Model` layer reading `ANTHROPIC_API_KEY` (redacted, optional) and
- * `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`).
+ * `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`); a `baseUrl` given here wins over both.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const layerConfig = (
-  options: Omit<Options, "apiKey" | "baseUrl">
-): Layer.Layer<Model.Model, ConfigError.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(
-    Model.Model,
-    Effect.flatMap(
-      Provider.fromConfig({ apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL", defaultBaseUrl }),
-      (config) => make({ ...options, ...config })
-    )
-  )
+export const layerConfig: (
+  options: Omit<Options, "apiKey" | "baseUrl"> & { readonly baseUrl?: string | undefined }
+) => Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =
+  constructors.layerConfig
 
 // -----------------------------------------------------------------------------
 // Combinators
@@ -297,7 +304,7 @@ const imageBlock = (block: Message.ImageContent) => ({
 
 const toolInput = (input: unknown): unknown => {
   if (typeof input === "string") {
-    const decoded = Provider.decodeArguments(input)
+    const decoded = Model.parseToolArguments(input)
     return typeof decoded === "object" && decoded !== null ? decoded : {}
   }
   return typeof input === "object" && input !== null ? input : {}
@@ -309,12 +316,6 @@ const toWireTool = (tool: Tool.Definition) => ({
   input_schema: { type: "object", ...tool.parameters }
 })
 
-type Block =
-  | { type: "text"; text: string }
-  | { type: "thinking"; thinking: string; signature: string }
-  | { type: "redacted"; data: string }
-  | { type: "toolCall"; id: string; name: string; json: string; initial: unknown }
-
 const stopReasons: Record<string, Message.StopReason> = {
   end_turn: "stop",
   stop_sequence: "stop",
@@ -325,8 +326,10 @@ const stopReasons: Record<string, Message.StopReason> = {
   refusal: "error"
 }
 
+/** Turns events into deltas for the assembler, and the stop reason, usage and model into `Finish`. */
 class StreamState {
-  private readonly blocks: Array<Block> = []
+  private readonly assembler = new Model.Assembler()
+  /** The content index of each block, by its wire index. */
   private readonly indices = new Map<number, number>()
   private started = false
   private done = false
@@ -349,6 +352,7 @@ class StreamState {
       if (type === "error") {
         return Effect.fail(Provider.classify({ provider: providerName, status: undefined, body: event.data }))
       }
+      if (type === "message_stop") return this.finish()
       return Effect.succeed(this.event(type, data))
     })
   }
@@ -378,10 +382,9 @@ class StreamState {
       case "content_block_delta":
         return this.blockDelta(data.index, data.delta)
       case "content_block_stop": {
-        const index = this.indices.get(data.index)
-        const block = index === undefined ? undefined : this.blocks[index]
-        if (index === undefined || block?.type !== "toolCall") return []
-        return [{ _tag: "ToolCallEnd", index, toolCall: toolCallOf(block) }]
+        const index = typeof data.index === "number" ? this.indices.get(data.index) : undefined
+        const end = index === undefined ? undefined : this.assembler.end(index)
+        return end === undefined ? [] : [end]
       }
       case "message_delta": {
         if (typeof data.delta?.stop_reason === "string") this.stopReason = data.delta.stop_reason
@@ -389,8 +392,6 @@ class StreamState {
         this.usage(data.usage)
         return []
       }
-      case "message_stop":
-        return this.finish()
       default:
         // ping, and event types this version does not know
         return []
@@ -399,30 +400,37 @@ class StreamState {
 
   private blockStart(wireIndex: unknown, block: any): Array<Model.Event> {
     if (typeof wireIndex !== "number" || typeof block !== "object" || block === null) return []
-    const index = this.blocks.length
+    const index = this.assembler.size
     switch (block.type) {
       case "text": {
-        const text = typeof block.text === "string" ? block.text : ""
-        this.add(wireIndex, { type: "text", text })
-        return text === "" ? [] : [{ _tag: "TextDelta", index, delta: text }]
+        this.indices.set(wireIndex, index)
+        const event: Model.Event = { _tag: "TextDelta", index, delta: typeof block.text === "string" ? block.text : "" }
+        this.assembler.push(event)
+        return event.delta === "" ? [] : [event]
       }
       case "thinking": {
+        this.indices.set(wireIndex, index)
         const thinking = typeof block.thinking === "string" ? block.thinking : ""
-        this.add(wireIndex, {
-          type: "thinking",
-          thinking,
-          signature: typeof block.signature === "string" ? block.signature : ""
-        })
-        return thinking === "" ? [] : [{ _tag: "ThinkingDelta", index, delta: thinking }]
+        const event: Model.Event = { _tag: "ThinkingDelta", index, delta: thinking }
+        this.assembler.push(event)
+        if (typeof block.signature === "string") this.assembler.sign(index, block.signature)
+        return thinking === "" ? [] : [event]
       }
       case "redacted_thinking":
-        this.add(wireIndex, { type: "redacted", data: typeof block.data === "string" ? block.data : "" })
+        this.indices.set(wireIndex, index)
+        this.assembler.redacted(index, typeof block.data === "string" ? block.data : "")
         return []
       case "tool_use": {
-        const id = String(block.id ?? `toolu_${index}`)
-        const name = String(block.name ?? "")
-        this.add(wireIndex, { type: "toolCall", id, name, json: "", initial: block.input })
-        return [{ _tag: "ToolCallStart", index, id, name }]
+        this.indices.set(wireIndex, index)
+        const event: Model.Event = {
+          _tag: "ToolCallStart",
+          index,
+          id: typeof block.id === "string" ? block.id : "",
+          name: String(block.name ?? "")
+        }
+        this.assembler.push(event)
+        this.assembler.initialInput(index, block.input)
+        return [event]
       }
       default:
         // server tools, fallback markers and other blocks this runtime does not model
@@ -432,32 +440,30 @@ class StreamState {
 
   private blockDelta(wireIndex: unknown, delta: any): Array<Model.Event> {
     const index = typeof wireIndex === "number" ? this.indices.get(wireIndex) : undefined
-    const block = index === undefined ? undefined : this.blocks[index]
-    if (index === undefined || block === undefined || typeof delta !== "object" || delta === null) return []
+    if (index === undefined || typeof delta !== "object" || delta === null) return []
+    const kind = this.assembler.kindAt(index)
+    let event: Model.Event | undefined
     switch (delta.type) {
       case "text_delta":
-        if (block.type !== "text" || typeof delta.text !== "string") return []
-        block.text += delta.text
-        return [{ _tag: "TextDelta", index, delta: delta.text }]
+        if (kind === "text" && typeof delta.text === "string") event = { _tag: "TextDelta", index, delta: delta.text }
+        break
       case "thinking_delta":
-        if (block.type !== "thinking" || typeof delta.thinking !== "string") return []
-        block.thinking += delta.thinking
-        return [{ _tag: "ThinkingDelta", index, delta: delta.thinking }]
+        if (kind === "thinking" && typeof delta.thinking === "string") {
+          event = { _tag: "ThinkingDelta", index, delta: delta.thinking }
+        }
+        break
       case "signature_delta":
-        if (block.type === "thinking" && typeof delta.signature === "string") block.signature += delta.signature
-        return []
+        if (kind === "thinking" && typeof delta.signature === "string") this.assembler.sign(index, delta.signature)
+        break
       case "input_json_delta":
-        if (block.type !== "toolCall" || typeof delta.partial_json !== "string" || delta.partial_json === "") return []
-        block.json += delta.partial_json
-        return [{ _tag: "ToolCallDelta", index, delta: delta.partial_json }]
-      default:
-        return []
+        if (kind === "toolCall" && typeof delta.partial_json === "string" && delta.partial_json !== "") {
+          event = { _tag: "ToolCallDelta", index, delta: delta.partial_json }
+        }
+        break
     }
-  }
-
-  private add(wireIndex: number, block: Block) {
-    this.indices.set(wireIndex, this.blocks.length)
-    this.blocks.push(block)
+    if (event === undefined) return []
+    this.assembler.push(event)
+    return [event]
   }
 
   private usage(raw: any) {
@@ -469,48 +475,27 @@ class StreamState {
     if (typeof raw.cache_creation_input_tokens === "number") this.tokens.cacheWrite = raw.cache_creation_input_tokens
   }
 
-  private finish(): Array<Model.Event> {
+  private finish(): Effect.Effect<Array<Model.Event>> {
     this.done = true
-    const content = this.blocks.map((block): Message.AssistantMessage["content"][number] => {
-      switch (block.type) {
-        case "text":
-          return { type: "text", text: block.text }
-        case "thinking":
-          return block.signature === ""
-            ? { type: "thinking", thinking: block.thinking }
-            : { type: "thinking", thinking: block.thinking, thinkingSignature: block.signature }
-        case "redacted":
-          return { type: "thinking", thinking: "", thinkingSignature: block.data, redacted: true }
-        case "toolCall":
-          return toolCallOf(block)
-      }
-    })
-    const reason = this.stopReason ?? "end_turn"
-    const stopReason = stopReasons[reason] ?? "stop"
-    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
-      role: "assistant",
-      content,
-      stopReason,
-      provider: providerName,
-      timestamp: Date.now()
-    }
-    if (this.model !== undefined) message.model = this.model
-    if (this.hasUsage) message.usage = Provider.usage(this.tokens, this.pricing)
-    if (stopReason === "error") {
+    return Effect.map(Clock.currentTimeMillis, (timestamp) => {
+      const out = this.assembler.endAll()
+      const reason = this.stopReason ?? "end_turn"
+      const stopReason = stopReasons[reason] ?? "stop"
       const explanation = (this.stopDetails as any)?.explanation
-      message.errorMessage = typeof explanation === "string"
-        ? `the model stopped: ${reason}: ${explanation}`
-        : `the model stopped: ${reason}`
-    }
-    return [{ _tag: "Finish", message }]
+      const message = this.assembler.finish({
+        stopReason,
+        timestamp,
+        provider: providerName,
+        model: this.model,
+        usage: this.hasUsage ? Provider.usage(this.tokens, this.pricing) : undefined,
+        errorMessage: stopReason !== "error"
+          ? undefined
+          : typeof explanation === "string"
+          ? `the model stopped: ${reason}: ${explanation}`
+          : `the model stopped: ${reason}`
+      })
+      out.push({ _tag: "Finish", message })
+      return out
+    })
   }
 }
-
-const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCall => ({
-  type: "toolCall",
-  id: block.id,
-  name: block.name,
-  input: block.json === "" && typeof block.initial === "object" && block.initial !== null
-    ? block.initial
-    : Provider.decodeArguments(block.json)
-})

@@ -6,15 +6,15 @@
  *
  * @since 0.1.0
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import * as Clock from "effect/Clock"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
+import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../Errors.js"
-import * as Provider from "../internal/Provider.js"
+import * as Provider from "../internal/provider.js"
 import type * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import type * as Tool from "../Tool.js"
@@ -30,17 +30,11 @@ import type * as Tool from "../Tool.js"
  * @since 0.1.0
  * @category Models
  */
-export interface Options {
-  readonly model: string
-  readonly apiKey?: Redacted.Redacted | undefined
-  readonly baseUrl?: string | undefined
+export interface Options extends Provider.Options {
   readonly maxTokens?: number | undefined
   /** The request field for `maxTokens` (default `max_tokens`; OpenAI's reasoning models want `max_completion_tokens`). */
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
   readonly temperature?: number | undefined
-  readonly retry?: Provider.RetryOptions | undefined
-  readonly pricing?: Provider.Pricing | undefined
-  readonly headers?: Readonly<Record<string, string>> | undefined
   /** The name used in errors and in the messages' `provider` (default `openai-compatible`). */
   readonly provider?: string | undefined
   /** Ask for usage in the stream with `stream_options.include_usage` (default true). */
@@ -56,6 +50,14 @@ export interface Options {
  * @category Models
  */
 export type RetryOptions = Provider.RetryOptions
+
+/**
+ * What `RetryOptions.onRetry` receives: the attempt, its delay and the failure.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type RetryInfo = Provider.RetryInfo
 
 /**
  * A price table, per million tokens.
@@ -87,31 +89,41 @@ export const reasoningFields = ["reasoning_content", "reasoning", "reasoning_tex
 // Constructors
 // -----------------------------------------------------------------------------
 
+const constructors = Provider.constructors<Options>({
+  module: "OpenAiCompat",
+  provider: (options) => options.provider ?? "openai-compatible",
+  defaultBaseUrl,
+  env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
+  build: ({ baseUrl, client, options, provider }) => {
+    const url = `${baseUrl}/chat/completions`
+    const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
+    const apiKey = Provider.secret(options.apiKey)
+    if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`
+    return Model.make({
+      stream: (request) =>
+        Provider.streamEvents({
+          provider,
+          client,
+          url,
+          headers,
+          body: requestBody(options, request),
+          options,
+          parse: (events) => parseStream(provider, options.pricing, events)
+        })
+    })
+  }
+})
+
 /**
- * Builds the Model service over the `HttpClient` in context.
+ * Builds the Model service over the `HttpClient` in context. Fails with `ModelConfigInvalid` for a
+ * base URL that is not http(s), or without an API key for OpenAI's own URL.
  *
  * @since 0.1.0
  * @category Constructors
  */
-export const make = Effect.fn("OpenAiCompat.make")(function*(options: Options) {
-  const client = yield* HttpClient.HttpClient
-  const provider = options.provider ?? "openai-compatible"
-  const url = `${Provider.trimSlash(options.baseUrl ?? defaultBaseUrl)}/chat/completions`
-  const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
-  if (options.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(options.apiKey)}`
-  return Model.make({
-    stream: (request) =>
-      Provider.streamEvents({
-        provider,
-        client,
-        url,
-        headers,
-        body: requestBody(options, request),
-        retry: options.retry,
-        parse: (events) => parseStream(provider, options.pricing, events, toolCallIds(request.messages))
-      })
-  })
-})
+export const make: (
+  options: Options
+) => Effect.Effect<Model.Service, Errors.ModelConfigInvalid, HttpClient.HttpClient> = constructors.make
 
 /**
  * The provider as a `Model` layer.
@@ -119,26 +131,20 @@ export const make = Effect.fn("OpenAiCompat.make")(function*(options: Options) {
  * @since 0.1.0
  * @category Layers
  */
-export const layer = (options: Options): Layer.Layer<Model.Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model.Model, make(options))
+export const layer: (options: Options) => Layer.Layer<Model.Model, Errors.ModelConfigInvalid, HttpClient.HttpClient> =
+  constructors.layer
 
 /**
  * The provider as a `Model` layer reading `OPENAI_API_KEY` (redacted, optional) and `OPENAI_BASE_URL`
- * (default `https://api.openai.com/v1`).
+ * (default `https://api.openai.com/v1`); a `baseUrl` given here wins over both.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const layerConfig = (
-  options: Omit<Options, "apiKey" | "baseUrl">
-): Layer.Layer<Model.Model, ConfigError.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(
-    Model.Model,
-    Effect.flatMap(
-      Provider.fromConfig({ apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", defaultBaseUrl }),
-      (config) => make({ ...options, ...config })
-    )
-  )
+export const layerConfig: (
+  options: Omit<Options, "apiKey" | "baseUrl"> & { readonly baseUrl?: string | undefined }
+) => Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =
+  constructors.layerConfig
 
 // -----------------------------------------------------------------------------
 // Combinators
@@ -245,9 +251,7 @@ export const toWireMessages = (
 }
 
 /**
- * Parses a Chat Completions event stream into model events, ending in `Finish`. A tool call without
- * an id, or with an id already in `usedIds` (some servers repeat ids across turns), gets a fresh one,
- * as the history needs each id once.
+ * Parses a Chat Completions event stream into model events, ending in `Finish`.
  *
  * @since 0.1.0
  * @category Combinators
@@ -255,11 +259,10 @@ export const toWireMessages = (
 export const parseStream = (
   provider: string,
   pricing: Pricing | undefined,
-  events: Stream.Stream<EventSourceMessage, Errors.ModelError>,
-  usedIds: ReadonlySet<string> = new Set()
+  events: Stream.Stream<EventSourceMessage, Errors.ModelError>
 ): Stream.Stream<Model.Event, Errors.ModelError> =>
   Stream.suspend(() => {
-    const state = new StreamState(provider, pricing, usedIds)
+    const state = new StreamState(provider, pricing)
     return events.pipe(
       Stream.mapConcatEffect((event) => state.push(event)),
       Stream.concat(Stream.suspend(() => state.end()))
@@ -280,11 +283,6 @@ const imagePart = (block: Message.ImageContent) => ({
   image_url: { url: `data:${block.mimeType};base64,${block.data}` }
 })
 
-type Block =
-  | { type: "text"; text: string }
-  | { type: "thinking"; thinking: string; field: string | undefined }
-  | { type: "toolCall"; id: string; wireId: string | undefined; name: string; json: string }
-
 const stopReasons: Record<string, Message.StopReason> = {
   stop: "stop",
   end_turn: "stop",
@@ -295,22 +293,22 @@ const stopReasons: Record<string, Message.StopReason> = {
   content_filter: "error"
 }
 
+/** Turns chunks into deltas for the assembler, and the finish reason, usage and model into `Finish`. */
 class StreamState {
-  private readonly blocks: Array<Block> = []
+  private readonly assembler = new Model.Assembler()
+  /** The content index of each call, by the call's wire index. */
   private readonly calls = new Map<number, number>()
+  /** The id each call had on the wire, by content index. */
+  private readonly wireIds = new Map<number, string | undefined>()
   private finishReason: string | undefined
   private rawUsage: any
   private model: string | undefined
   private done = false
-  constructor(
-    readonly provider: string,
-    readonly pricing: Pricing | undefined,
-    readonly usedIds: ReadonlySet<string>
-  ) {}
+  constructor(readonly provider: string, readonly pricing: Pricing | undefined) {}
 
   push(event: EventSourceMessage): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
     if (this.done) return Effect.succeed([])
-    if (event.data.trim() === "[DONE]") return Effect.succeed(this.finish())
+    if (event.data.trim() === "[DONE]") return this.finish()
     return Effect.flatMap(Provider.parseJson(this.provider, event.data), (chunk) => {
       if (typeof chunk !== "object" || chunk === null) {
         return Effect.fail(
@@ -328,13 +326,18 @@ class StreamState {
 
   end(): Stream.Stream<Model.Event, Errors.ModelError> {
     if (this.done) return Stream.empty
-    if (this.finishReason !== undefined) return Stream.fromIterable(this.finish())
+    if (this.finishReason !== undefined) return Stream.fromIterableEffect(this.finish())
     return Stream.fail(
       new Errors.ModelRequestFailed({
         provider: this.provider,
         description: "the response stream ended before the response was finished"
       })
     )
+  }
+
+  private emit(out: Array<Model.Event>, event: Model.Event) {
+    this.assembler.push(event)
+    out.push(event)
   }
 
   private chunk(chunk: any): Array<Model.Event> {
@@ -347,53 +350,27 @@ class StreamState {
     const delta = isObject(choice.delta) ? choice.delta : {}
     for (const field of reasoningFields) {
       const value = delta[field]
-      if (typeof value === "string" && value !== "") out.push(this.thinking(value, field))
+      if (typeof value === "string" && value !== "") this.thinking(out, value, field)
     }
     if (typeof delta.content === "string") {
-      if (delta.content !== "") out.push(this.text(delta.content))
+      if (delta.content !== "") this.text(out, delta.content)
     } else if (Array.isArray(delta.content)) {
       // Mistral: content parts, thinking nested as text parts
       for (const part of delta.content) {
         if (part?.type === "text" && typeof part.text === "string" && part.text !== "") {
-          out.push(this.text(part.text))
+          this.text(out, part.text)
         } else if (part?.type === "thinking") {
           const parts = Array.isArray(part.thinking) ? part.thinking : [part.thinking]
           for (const inner of parts) {
             const text = typeof inner === "string" ? inner : inner?.text
-            if (typeof text === "string" && text !== "") out.push(this.thinking(text, undefined))
+            if (typeof text === "string" && text !== "") this.thinking(out, text, undefined)
           }
         }
       }
     }
     if (Array.isArray(delta.tool_calls)) {
       delta.tool_calls.forEach((call: any, position: number) => {
-        if (!isObject(call)) return
-        const key = typeof call.index === "number" ? call.index : position
-        const name = typeof call.function?.name === "string" ? call.function.name : undefined
-        const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined
-        let index = this.calls.get(key)
-        let block = index === undefined ? undefined : this.blocks[index]
-        // a new id at a known index is a new call (servers that send every call at index 0)
-        if (block?.type === "toolCall" && id !== undefined && block.wireId !== id && block.json !== "") {
-          index = undefined
-          block = undefined
-        }
-        if (index === undefined || block?.type !== "toolCall") {
-          index = this.blocks.length
-          const fresh = id === undefined || this.usedIds.has(id) ||
-            this.blocks.some((b) => b.type === "toolCall" && b.id === id)
-          block = { type: "toolCall", id: fresh ? freshId(id) : id, wireId: id, name: name ?? "", json: "" }
-          this.blocks.push(block)
-          this.calls.set(key, index)
-          out.push({ _tag: "ToolCallStart", index, id: block.id, name: block.name })
-        } else if (name !== undefined && block.name === "") {
-          block.name = name
-        }
-        const args = call.function?.arguments
-        if (typeof args === "string" && args !== "") {
-          block.json += args
-          out.push({ _tag: "ToolCallDelta", index, delta: args })
-        }
+        if (isObject(call)) this.toolCall(out, call, position)
       })
     }
     if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
@@ -402,71 +379,62 @@ class StreamState {
     return out
   }
 
-  private text(delta: string): Model.Event {
-    const last = this.blocks.length - 1
-    const block = this.blocks[last]
-    if (block?.type === "text") {
-      block.text += delta
-      return { _tag: "TextDelta", index: last, delta }
+  private toolCall(out: Array<Model.Event>, call: Record<string, any>, position: number) {
+    const key = typeof call.index === "number" ? call.index : position
+    const name = typeof call.function?.name === "string" ? call.function.name : undefined
+    const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined
+    let index = this.calls.get(key)
+    // a new id at a known index is a new call (servers that send every call at index 0)
+    if (
+      index !== undefined && id !== undefined && this.wireIds.get(index) !== id &&
+      this.assembler.argumentsAt(index) !== ""
+    ) {
+      index = undefined
     }
-    this.blocks.push({ type: "text", text: delta })
-    return { _tag: "TextDelta", index: last + 1, delta }
+    if (index === undefined || this.assembler.kindAt(index) !== "toolCall") {
+      // an empty id gets a fresh one in Model.make, with the repeated ones
+      index = this.assembler.size
+      this.calls.set(key, index)
+      this.wireIds.set(index, id)
+      this.emit(out, { _tag: "ToolCallStart", index, id: id ?? "", name: name ?? "" })
+    } else if (name !== undefined) {
+      this.assembler.rename(index, name)
+    }
+    const args = call.function?.arguments
+    if (typeof args === "string" && args !== "") this.emit(out, { _tag: "ToolCallDelta", index, delta: args })
   }
 
-  private thinking(delta: string, field: string | undefined): Model.Event {
-    const last = this.blocks.length - 1
-    const block = this.blocks[last]
-    if (block?.type === "thinking" && block.field === field) {
-      block.thinking += delta
-      return { _tag: "ThinkingDelta", index: last, delta }
-    }
-    this.blocks.push({ type: "thinking", thinking: delta, field })
-    return { _tag: "ThinkingDelta", index: last + 1, delta }
+  private text(out: Array<Model.Event>, delta: string) {
+    const last = this.assembler.size - 1
+    const index = this.assembler.kindAt(last) === "text" ? last : last + 1
+    this.emit(out, { _tag: "TextDelta", index, delta })
   }
 
-  private finish(): Array<Model.Event> {
+  private thinking(out: Array<Model.Event>, delta: string, field: string | undefined) {
+    const last = this.assembler.size - 1
+    const same = this.assembler.kindAt(last) === "thinking" && this.assembler.signatureAt(last) === field
+    const index = same ? last : last + 1
+    this.emit(out, { _tag: "ThinkingDelta", index, delta })
+    if (!same && field !== undefined) this.assembler.sign(index, field)
+  }
+
+  private finish(): Effect.Effect<Array<Model.Event>> {
     this.done = true
-    const out: Array<Model.Event> = []
-    const content: Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> = []
-    this.blocks.forEach((block, index) => {
-      switch (block.type) {
-        case "text":
-          content.push({ type: "text", text: block.text })
-          break
-        case "thinking":
-          content.push(
-            block.field === undefined
-              ? { type: "thinking", thinking: block.thinking }
-              : { type: "thinking", thinking: block.thinking, thinkingSignature: block.field }
-          )
-          break
-        case "toolCall": {
-          const toolCall: Message.ToolCall = {
-            type: "toolCall",
-            id: block.id,
-            name: block.name,
-            input: Provider.decodeArguments(block.json)
-          }
-          content.push(toolCall)
-          out.push({ _tag: "ToolCallEnd", index, toolCall })
-          break
-        }
-      }
+    return Effect.map(Clock.currentTimeMillis, (timestamp) => {
+      const out = this.assembler.endAll()
+      const reason = this.finishReason ?? "stop"
+      const stopReason = stopReasons[reason] ?? "stop"
+      const message = this.assembler.finish({
+        stopReason,
+        timestamp,
+        provider: this.provider,
+        model: this.model,
+        usage: this.rawUsage === undefined ? undefined : usageOf(this.rawUsage, this.pricing),
+        errorMessage: stopReason === "error" ? `the provider stopped the response: ${reason}` : undefined
+      })
+      out.push({ _tag: "Finish", message })
+      return out
     })
-    const reason = this.finishReason ?? "stop"
-    const stopReason = stopReasons[reason] ?? "stop"
-    const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
-      role: "assistant",
-      content,
-      stopReason,
-      provider: this.provider,
-      timestamp: Date.now()
-    }
-    if (this.model !== undefined) message.model = this.model
-    if (this.rawUsage !== undefined) message.usage = usageOf(this.rawUsage, this.pricing)
-    if (stopReason === "error") message.errorMessage = `the provider stopped the response: ${reason}`
-    out.push({ _tag: "Finish", message })
-    return out
   }
 }
 
@@ -478,17 +446,6 @@ const usageOf = (raw: any, pricing: Pricing | undefined): Message.Usage => {
     pricing
   )
 }
-
-const toolCallIds = (messages: ReadonlyArray<Message.Message>): ReadonlySet<string> => {
-  const ids = new Set<string>()
-  for (const message of messages) {
-    if (message.role !== "assistant") continue
-    for (const block of message.content) if (block.type === "toolCall") ids.add(block.id)
-  }
-  return ids
-}
-
-const freshId = (id: string | undefined): string => `${id ?? "call"}_${crypto.randomUUID().slice(0, 8)}`
 
 const numberOr = (value: unknown, fallback: number): number => typeof value === "number" ? value : fallback
 

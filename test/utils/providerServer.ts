@@ -48,6 +48,15 @@ export type Reply =
     readonly chunkSize?: number
   }
   | {
+    /** Accepts the request and never answers, not even the headers. */
+    readonly _tag: "Stall"
+  }
+  | {
+    /** Answers 200 with an event stream whose first line never ends: `data: xxx…`, until `bytes` or a close. */
+    readonly _tag: "Flood"
+    readonly bytes: number
+  }
+  | {
     readonly _tag: "Status"
     readonly status: number
     readonly body: string
@@ -61,6 +70,8 @@ export interface Recorded {
   readonly body: any
   /** Resolves when the client closed the connection before the reply was complete. */
   readonly closedEarly: Promise<void>
+  /** The bytes of the reply's body written so far. */
+  readonly sent: () => number
 }
 
 /** A running fake provider. */
@@ -68,6 +79,15 @@ export interface ProviderServer {
   readonly url: string
   readonly requests: Array<Recorded>
 }
+
+/** A URL on 127.0.0.1 where nothing listens (a port just freed). */
+export const refusingUrl = Effect.async<string>((resume) => {
+  const server = http.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as AddressInfo
+    server.close(() => resume(Effect.succeed(`http://127.0.0.1:${port}`)))
+  })
+})
 
 /** Starts the server for the scope; past the end of the replies it answers 500. */
 export const make = (replies: ReadonlyArray<Reply>) =>
@@ -85,16 +105,33 @@ export const make = (replies: ReadonlyArray<Reply>) =>
             if (!res.writableFinished) notifyClosed()
           })
           const text = Buffer.concat(chunks).toString("utf8")
+          let sent = 0
           requests.push({
             url: req.url ?? "",
             headers: req.headers,
             body: text === "" ? undefined : JSON.parse(text),
-            closedEarly
+            closedEarly,
+            sent: () => sent
           })
           const reply = replies[next++]
           if (reply === undefined) {
             res.writeHead(500, { "content-type": "application/json" })
             res.end(JSON.stringify({ error: { message: "no reply scripted" } }))
+            return
+          }
+          if (reply._tag === "Stall") return
+          if (reply._tag === "Flood") {
+            res.writeHead(200, { "content-type": "text/event-stream" })
+            const piece = Buffer.alloc(64 * 1024, "x")
+            const flood = () => {
+              while (sent < reply.bytes && !res.destroyed) {
+                sent += piece.length
+                if (!res.write(piece)) return res.once("drain", flood)
+              }
+              if (!res.destroyed) res.end()
+            }
+            res.write("data: ")
+            flood()
             return
           }
           if (reply._tag === "Status") {
@@ -113,6 +150,7 @@ export const make = (replies: ReadonlyArray<Reply>) =>
           }
           const writeFrom = (offset: number) => {
             if (offset >= bytes.length) return finish()
+            sent += Math.min(size, bytes.length - offset)
             res.write(bytes.subarray(offset, offset + size), () => {
               if (size >= bytes.length) writeFrom(offset + size)
               else setTimeout(() => writeFrom(offset + size), 1)

@@ -1,0 +1,566 @@
+/**
+ * What the HTTP providers share: their constructors (`make`, `layer`, `layerConfig`, with the base
+ * URL and API key checked before any request), sending a streamed request over `HttpClient` with an
+ * idle timeout, parsing its server-sent events with a cap on one event, classifying failures into
+ * the model errors (naming the URL, the cause and what to do), the retry schedule (only before the
+ * first event reached the consumer), and usage with its cost.
+ *
+ * @internal
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import { createParser, type EventSourceMessage } from "eventsource-parser"
+import * as Errors from "../Errors.js"
+import type * as Message from "../Message.js"
+import * as Model from "../Model.js"
+
+// -----------------------------------------------------------------------------
+// Options
+// -----------------------------------------------------------------------------
+
+/** One retry about to happen: which one, after how long, and the failure that caused it. */
+export interface RetryInfo {
+  /** 1 for the first retry. */
+  readonly attempt: number
+  readonly delayMillis: number
+  readonly error: Errors.ModelError
+}
+
+/** How failed requests are retried (only while no event was emitted yet). */
+export interface RetryOptions {
+  /** Retries after the first attempt (default 4; 0 disables retries). */
+  readonly maxRetries?: number | undefined
+  /** The first backoff delay, doubled on each retry (default 500 millis). */
+  readonly initialDelay?: Duration.DurationInput | undefined
+  /** The longest backoff delay (default 30 seconds); a longer `retry-after` is still honoured. */
+  readonly maxDelay?: Duration.DurationInput | undefined
+  /**
+   * No retry starts after this much time since the first failure (default 2 minutes); a `retry-after`
+   * longer than this fails at once, with the wait in `ModelRateLimited.retryAfterMillis`.
+   */
+  readonly maxElapsed?: Duration.DurationInput | undefined
+  /** Randomize each delay (default true). */
+  readonly jitter?: boolean | undefined
+  /**
+   * Called before each retry's wait, with the attempt, the delay and the failure, so a user can be
+   * told (`retrying in 1 s: …`) and stop a request that cannot succeed.
+   */
+  readonly onRetry?: ((retry: RetryInfo) => Effect.Effect<void>) | undefined
+}
+
+/** Prices in currency units per million tokens. */
+export interface Pricing {
+  readonly input: number
+  readonly output: number
+  readonly cacheRead?: number | undefined
+  readonly cacheWrite?: number | undefined
+}
+
+/** The options every HTTP provider takes. */
+export interface Options {
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted | undefined
+  readonly baseUrl?: string | undefined
+  readonly retry?: RetryOptions | undefined
+  readonly pricing?: Pricing | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * The longest wait for the response's headers or for its next bytes (default 5 minutes); a
+   * silent server then fails with `ModelUnavailable`, retried like other transient failures.
+   */
+  readonly idleTimeout?: Duration.DurationInput | undefined
+  /**
+   * The most bytes one server-sent event may take, a line without its end included (default 16 MiB);
+   * a longer one fails with `ModelResponseInvalid`, so memory stays bounded.
+   */
+  readonly maxEventBytes?: number | undefined
+}
+
+/** The default idle timeout. */
+export const defaultIdleTimeout = Duration.minutes(5)
+
+/** The default cap on one event. */
+export const defaultMaxEventBytes = 16 * 1024 * 1024
+
+// -----------------------------------------------------------------------------
+// Constructors
+// -----------------------------------------------------------------------------
+
+/** What a provider module tells the shared constructors about itself. */
+export interface Definition<O extends Options> {
+  /** The module name, for the tracing span of `make`. */
+  readonly module: string
+  /** The provider name in errors and messages, from the options. */
+  readonly provider: (options: O) => string
+  readonly defaultBaseUrl: string
+  /** The environment variables `layerConfig` reads. */
+  readonly env: { readonly apiKey: string; readonly baseUrl: string }
+  /** Builds the model once the base URL (without its trailing slash) is known valid. */
+  readonly build: (context: {
+    readonly client: HttpClient.HttpClient
+    readonly baseUrl: string
+    readonly provider: string
+    readonly options: O
+  }) => Model.Service
+}
+
+/** The options of `layerConfig`: the key comes from the environment, the base URL may be given. */
+export type ConfigOptions<O extends Options> = Omit<O, "apiKey" | "baseUrl"> & {
+  /** Overrides the base URL variable and the default. */
+  readonly baseUrl?: string | undefined
+}
+
+/** A provider's `make`, `layer` and `layerConfig`. */
+export const constructors = <O extends Options>(definition: Definition<O>) => {
+  const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
+    const client = yield* HttpClient.HttpClient
+    const provider = definition.provider(options)
+    const baseUrl = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
+      return yield* new Errors.ModelConfigInvalid({
+        provider,
+        description: `no API key for ${baseUrl}: set ${definition.env.apiKey}, or a base URL ` +
+          `(${definition.env.baseUrl}) of a server that needs none`
+      })
+    }
+    return definition.build({ client, baseUrl, provider, options })
+  })
+  const layer = (options: O): Layer.Layer<Model.Model, Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+    Layer.effect(Model.Model, make(options))
+  const layerConfig = (
+    options: ConfigOptions<O>
+  ): Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+    Layer.effect(
+      Model.Model,
+      Effect.gen(function*() {
+        const apiKey = yield* Config.option(Config.redacted(definition.env.apiKey))
+        const baseUrl = options.baseUrl ??
+          (yield* Config.withDefault(Config.string(definition.env.baseUrl), definition.defaultBaseUrl))
+        return yield* make({ ...options, apiKey: Option.getOrUndefined(apiKey), baseUrl } as unknown as O)
+      })
+    )
+  return { make, layer, layerConfig } as const
+}
+
+/** The authorization header value of a key, or nothing. */
+export const secret = (apiKey: Redacted.Redacted | undefined): string | undefined =>
+  apiKey === undefined ? undefined : Redacted.value(apiKey)
+
+// -----------------------------------------------------------------------------
+// Streaming a request
+// -----------------------------------------------------------------------------
+
+/**
+ * Sends a streaming POST and returns its server-sent events, already parsed; `parse` turns them into
+ * model events. Failures before the first model event reached the consumer are retried with the
+ * schedule; after that they are returned typed.
+ */
+export const streamEvents = (options: {
+  readonly provider: string
+  readonly client: HttpClient.HttpClient
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: unknown
+  readonly options: Options
+  readonly parse: (events: Stream.Stream<EventSourceMessage, Errors.ModelError>) => Stream.Stream<
+    Model.Event,
+    Errors.ModelError
+  >
+}): Stream.Stream<Model.Event, Errors.ModelError> =>
+  Stream.suspend(() => {
+    const { provider, url } = options
+    const idle = Duration.decode(options.options.idleTimeout ?? defaultIdleTimeout)
+    const silent = () =>
+      new Errors.ModelUnavailable({
+        provider,
+        url,
+        description: `no data for ${Duration.format(idle)} (the idle timeout; raise idleTimeout for a slow server)`
+      })
+    let emitted = false
+    let refused = 0
+    const attempt = Stream.unwrapScoped(Effect.gen(function*() {
+      const client = HttpClient.withScope(options.client)
+      const request = HttpClientRequest.post(url).pipe(
+        HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
+        HttpClientRequest.bodyUnsafeJson(options.body)
+      )
+      const response = yield* client.execute(request).pipe(
+        Effect.mapError((error) => transportError(provider, url, error)),
+        withIdleTimeout(idle, silent)
+      )
+      const bytes = idleStream(
+        Stream.mapError(response.stream, (error) => transportError(provider, url, error)),
+        idle,
+        silent
+      )
+      if (response.status < 200 || response.status >= 300) {
+        const body = yield* Effect.orElseSucceed(readText(bytes, 64 * 1024), () => "")
+        const now = yield* Clock.currentTimeMillis
+        return yield* Effect.fail(classify({
+          provider,
+          url,
+          status: response.status,
+          body,
+          retryAfterMillis: retryAfterMillis(response.headers, now)
+        }))
+      }
+      const contentType = response.headers["content-type"]
+      if (contentType !== undefined && !/^text\/event-stream\b/i.test(contentType.trim())) {
+        return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
+      }
+      // the response ends with `Finish`, even from a server that keeps the connection open after it
+      return options.parse(sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, bytes))
+        .pipe(Stream.takeUntil((event) => event._tag === "Finish"))
+    }))
+    return attempt.pipe(
+      Stream.tap(() => Effect.sync(() => (emitted = true))),
+      Stream.retry(retrySchedule(options.options.retry, (error) => {
+        if (emitted || !isRetryable(error)) return false
+        // a refused connection to this machine means no server: one retry, not the whole budget
+        if (refusedLoopback.has(error)) return ++refused <= 1
+        return true
+      }))
+    )
+  })
+
+/** Parses a JSON event payload, failing with `ModelResponseInvalid`. */
+export const parseJson = (provider: string, data: string): Effect.Effect<any, Errors.ModelError> =>
+  Effect.try({
+    try: () => JSON.parse(data),
+    catch: () =>
+      new Errors.ModelResponseInvalid({ provider, description: `malformed JSON chunk: ${preview(data, 200)}` })
+  })
+
+/** A usage record, with the cost when a price table is given. */
+export const usage = (
+  tokens: { readonly input: number; readonly output: number; readonly cacheRead: number; readonly cacheWrite: number },
+  pricing: Pricing | undefined
+): Message.Usage => {
+  const base = { ...tokens, totalTokens: tokens.input + tokens.output + tokens.cacheRead + tokens.cacheWrite }
+  if (pricing === undefined) return base
+  const input = (tokens.input * pricing.input) / 1_000_000
+  const output = (tokens.output * pricing.output) / 1_000_000
+  const cacheRead = (tokens.cacheRead * (pricing.cacheRead ?? pricing.input)) / 1_000_000
+  const cacheWrite = (tokens.cacheWrite * (pricing.cacheWrite ?? pricing.input)) / 1_000_000
+  return { ...base, cost: { input, output, cacheRead, cacheWrite, total: input + output + cacheRead + cacheWrite } }
+}
+
+// -----------------------------------------------------------------------------
+// Failures
+// -----------------------------------------------------------------------------
+
+/** The errors worth another attempt. Transport failures (no status) count, as nothing was received. */
+export const isRetryable = (error: Errors.ModelError): boolean =>
+  error._tag === "ModelRateLimited" || error._tag === "ModelUnavailable" ||
+  (error._tag === "ModelRequestFailed" && error.status === undefined)
+
+/**
+ * The retry schedule: exponential backoff with jitter, capped per delay, in count and in total time;
+ * a rate limit's `retry-after` is a lower bound on the delay. `canRetry` is consulted at each failure
+ * (the stream says there whether output already began); `onRetry` hears of each retry.
+ */
+export const retrySchedule = (
+  options: RetryOptions | undefined,
+  canRetry: (error: Errors.ModelError) => boolean
+): Schedule.Schedule<unknown, Errors.ModelError> => {
+  const maxDelay = Duration.decode(options?.maxDelay ?? Duration.seconds(30))
+  const maxElapsed = Duration.decode(options?.maxElapsed ?? Duration.minutes(2))
+  const backoff = Schedule.exponential(options?.initialDelay ?? Duration.millis(500))
+  const schedule = Schedule.identity<Errors.ModelError>().pipe(
+    Schedule.intersect(options?.jitter === false ? backoff : Schedule.jittered(backoff)),
+    Schedule.modifyDelay(([error], delay) => {
+      const capped = Duration.min(delay, maxDelay)
+      return error._tag === "ModelRateLimited" && error.retryAfterMillis !== undefined
+        ? Duration.max(capped, Duration.millis(error.retryAfterMillis))
+        : capped
+    }),
+    Schedule.intersect(Schedule.recurs(options?.maxRetries ?? 4)),
+    Schedule.upTo(maxElapsed),
+    // a server asking to wait longer than the whole budget is not waited for
+    Schedule.whileInput((error) =>
+      canRetry(error) &&
+      !(error._tag === "ModelRateLimited" && (error.retryAfterMillis ?? 0) > Duration.toMillis(maxElapsed))
+    )
+  )
+  const onRetry = options?.onRetry
+  if (onRetry === undefined) return schedule
+  let attempt = 0
+  let last: Errors.ModelError | undefined
+  return schedule.pipe(
+    Schedule.tapInput((error: Errors.ModelError) => Effect.sync(() => (last = error))),
+    // runs only for a decision to continue, with the final delay
+    Schedule.modifyDelayEffect((_, delay) =>
+      Effect.as(onRetry({ attempt: ++attempt, delayMillis: Duration.toMillis(delay), error: last! }), delay)
+    )
+  )
+}
+
+/** Parses `retry-after-ms`, or `retry-after` as seconds or an HTTP date, into millis. */
+export const retryAfterMillis = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
+  const ms = headers["retry-after-ms"]
+  if (ms !== undefined && Number.isFinite(Number(ms))) return Math.max(0, Number(ms))
+  const value = headers["retry-after"]
+  if (value === undefined || value.trim() === "") return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000)
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+/** Classifies an error answer (HTTP status and body) or an error event (status undefined). */
+export const classify = (options: {
+  readonly provider: string
+  readonly url?: string | undefined
+  readonly status: number | undefined
+  readonly body: string
+  readonly retryAfterMillis?: number | undefined
+}): Errors.ModelError => {
+  const { code, description: text, type } = describeBody(options.body)
+  const { provider, url } = options
+  const status = options.status ?? (code !== undefined && code >= 400 && code < 600 ? code : undefined)
+  if (
+    status === 401 || status === 403 || type === "authentication_error" || type === "permission_error" ||
+    type === "invalid_api_key"
+  ) {
+    return new Errors.ModelAuthenticationFailed({ provider, url, status, description: `${text} (check the API key)` })
+  }
+  if (status === 429 || type === "rate_limit_error" || type === "rate_limit_exceeded") {
+    return new Errors.ModelRateLimited({ provider, url, retryAfterMillis: options.retryAfterMillis, description: text })
+  }
+  if (type === "context_length_exceeded" || contextOverflowPattern.test(text)) {
+    return new Errors.ModelContextOverflow({ provider, url, description: text })
+  }
+  if (
+    type === "overloaded_error" || type === "api_error" || status === 408 ||
+    (status !== undefined && status >= 500)
+  ) {
+    return new Errors.ModelUnavailable({ provider, url, status, description: text })
+  }
+  const hint = status === 404 || status === 405 ? " (check the base URL and the model name)" : ""
+  return new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}` })
+}
+
+// -----------------------------------------------------------------------------
+// Internal
+// -----------------------------------------------------------------------------
+
+/** Removes the trailing slashes of a base URL. */
+const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/** A base URL must be an absolute http(s) URL; anything else could never be reached. */
+const checkBaseUrl = (provider: string, raw: string): Effect.Effect<string, Errors.ModelConfigInvalid> => {
+  const url = trimSlash(raw.trim())
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(url)
+  } catch {
+    parsed = undefined
+  }
+  return parsed !== undefined && (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host !== ""
+    ? Effect.succeed(url)
+    : Effect.fail(
+      new Errors.ModelConfigInvalid({
+        provider,
+        description: `invalid base URL ${JSON.stringify(raw)}: it must start with http:// or https:// ` +
+          `(for example http://127.0.0.1:8080/v1)`
+      })
+    )
+}
+
+/** The live clock: idle timeouts measure a real socket's silence, whatever clock the run uses. */
+const liveClock = Clock.make()
+
+/** Fails an effect that takes longer than `idle` of real time. */
+const withIdleTimeout =
+  (idle: Duration.Duration, onTimeout: () => Errors.ModelError) =>
+  <A, R>(effect: Effect.Effect<A, Errors.ModelError, R>): Effect.Effect<A, Errors.ModelError, R> =>
+    Effect.timeoutFail(effect, { duration: idle, onTimeout }).pipe(Effect.withClock(liveClock))
+
+/** Fails a byte stream that produces nothing for `idle` (between any two chunks, and before the first). */
+const idleStream = (
+  bytes: Stream.Stream<Uint8Array, Errors.ModelError>,
+  idle: Duration.Duration,
+  onTimeout: () => Errors.ModelError
+): Stream.Stream<Uint8Array, Errors.ModelError> =>
+  Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
+    Stream.repeatEffectChunkOption(
+      Effect.timeoutFail(pull, { duration: idle, onTimeout: () => Option.some(onTimeout()) }).pipe(
+        Effect.withClock(liveClock)
+      )
+    )))
+
+/** Reads at most `limit` bytes of a body as text. */
+const readText = (bytes: Stream.Stream<Uint8Array, Errors.ModelError>, limit: number) =>
+  Effect.suspend(() => {
+    let text = ""
+    let size = 0
+    const decoder = new TextDecoder()
+    return bytes.pipe(
+      Stream.takeWhile(() => size < limit),
+      Stream.runForEach((chunk) =>
+        Effect.sync(() => {
+          size += chunk.length
+          text += decoder.decode(chunk, { stream: true })
+        })
+      ),
+      Effect.map(() => text)
+    )
+  })
+
+/** What came back instead of an event stream: its content type and first bytes (or its error). */
+const notAnEventStream = (
+  provider: string,
+  url: string,
+  response: HttpClientResponse.HttpClientResponse,
+  bytes: Stream.Stream<Uint8Array, Errors.ModelError>
+) =>
+  Effect.map(Effect.orElseSucceed(readText(bytes, 1024), () => ""), (body): Errors.ModelError => {
+    const contentType = response.headers["content-type"] ?? "none"
+    if (/json/i.test(contentType) && hasError(body)) {
+      return classify({ provider, url, status: undefined, body })
+    }
+    return new Errors.ModelResponseInvalid({
+      provider,
+      url,
+      description: `expected an event stream, got ${contentType} (HTTP ${response.status}) starting with ` +
+        `${JSON.stringify(preview(body, 200))} (check the base URL)`
+    })
+  })
+
+/** Splits a byte stream into server-sent events, failing on an event longer than `maxBytes`. */
+const sseEvents = (
+  provider: string,
+  url: string,
+  maxBytes: number,
+  bytes: Stream.Stream<Uint8Array, Errors.ModelError>
+): Stream.Stream<EventSourceMessage, Errors.ModelError> =>
+  Stream.suspend(() => {
+    let pending: Array<EventSourceMessage> = []
+    let failure: Errors.ModelError | undefined
+    const parser = createParser({
+      onEvent: (event) => pending.push(event),
+      onError: (error) => {
+        failure = new Errors.ModelResponseInvalid({
+          provider,
+          url,
+          description: error.type === "max-buffer-size-exceeded"
+            ? `an event of the stream is longer than ${maxBytes} bytes (maxEventBytes)`
+            : `malformed event stream: ${error.message}`
+        })
+      },
+      // the parser counts characters; a character takes one to four bytes
+      maxBufferSize: maxBytes
+    })
+    return bytes.pipe(
+      Stream.decodeText(),
+      Stream.mapConcatEffect((text) => {
+        if (failure === undefined) parser.feed(text)
+        const events = pending
+        pending = []
+        return failure === undefined ? Effect.succeed(events) : Effect.fail(failure)
+      })
+    )
+  })
+
+/** The failures that are a refused connection to this machine (no server is listening). */
+const refusedLoopback = new WeakSet<Errors.ModelError>()
+
+const transportError = (provider: string, url: string, error: HttpClientError.HttpClientError): Errors.ModelError => {
+  if (error._tag === "ResponseError") {
+    return new Errors.ModelRequestFailed({
+      provider,
+      url,
+      description: `the response stream was cut before its end (${causeOf(error.cause) ?? error.reason})`
+    })
+  }
+  const cause = causeOf(error.cause) ?? error.description ?? error.reason
+  const refused = /ECONNREFUSED/.test(cause)
+  const failure = new Errors.ModelRequestFailed({
+    provider,
+    url,
+    description: refused
+      ? `cannot connect: ${cause} (is the server running?)`
+      : /ENOTFOUND|EAI_AGAIN/.test(cause)
+      ? `cannot resolve the host: ${cause} (check the base URL)`
+      : `the request failed: ${cause}`
+  })
+  if (refused && isLoopback(url)) refusedLoopback.add(failure)
+  return failure
+}
+
+/** A readable cause from a network error: its code and address (`ECONNREFUSED 127.0.0.1:8088`) or message. */
+const causeOf = (error: unknown, depth = 0): string | undefined => {
+  if (typeof error !== "object" || error === null || depth > 4) return undefined
+  const e = error as { code?: unknown; address?: unknown; port?: unknown; errors?: unknown; cause?: unknown }
+  if (typeof e.code === "string" && e.code !== "" && !e.code.startsWith("UND_ERR_SOCKET")) {
+    const where = typeof e.address === "string" ? ` ${e.address}${typeof e.port === "number" ? `:${e.port}` : ""}` : ""
+    if (where !== "" || e.code.startsWith("E")) return `${e.code}${where}`
+  }
+  if (Array.isArray(e.errors)) {
+    const inner = e.errors.map((inner) => causeOf(inner, depth + 1)).filter((s) => s !== undefined)
+    if (inner.length > 0) return inner.join(", ")
+  }
+  const nested = causeOf(e.cause, depth + 1)
+  if (nested !== undefined) return nested
+  return error instanceof Error && error.message !== "" ? error.message : undefined
+}
+
+const isLoopback = (url: string): boolean => {
+  try {
+    const host = new URL(url).hostname
+    return host === "localhost" || host === "[::1]" || host === "::1" || /^127\./.test(host)
+  } catch {
+    return false
+  }
+}
+
+const contextOverflowPattern =
+  /context[_ ]length|context window|context size|maximum context|prompt is too long|too many tokens|exceeds? the (?:model's )?(?:context|max)|input is too long|reduce the length|context the overflows|context overflow/i
+
+/** The error's readable text from a provider error body (JSON `error.message`, or the raw text). */
+const describeBody = (body: string): {
+  readonly description: string
+  readonly type: string | undefined
+  readonly code?: number | undefined
+} => {
+  try {
+    const json = JSON.parse(body)
+    const error = json?.error
+    if (typeof error === "object" && error !== null) {
+      const type = typeof error.type === "string" ? error.type : typeof error.code === "string" ? error.code : undefined
+      const description = typeof error.message === "string" ? error.message : JSON.stringify(error)
+      // OpenRouter and others put the upstream HTTP status in a numeric `code` of a mid-stream error
+      const code = typeof error.code === "number" ? error.code : undefined
+      return { description: type === undefined ? description : `${type}: ${description}`, type, code }
+    }
+    if (typeof error === "string") return { description: error, type: undefined }
+    if (typeof json?.message === "string") return { description: json.message, type: undefined }
+  } catch {
+    // not JSON: keep the text
+  }
+  const text = body.trim()
+  return { description: text === "" ? "no details" : preview(text, 500), type: undefined }
+}
+
+const hasError = (body: string): boolean => {
+  try {
+    const json = JSON.parse(body)
+    return typeof json === "object" && json !== null && json.error !== undefined && json.error !== null
+  } catch {
+    return false
+  }
+}
+
+const preview = (text: string, length: number): string => text.length > length ? `${text.slice(0, length)}…` : text
