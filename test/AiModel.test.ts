@@ -9,6 +9,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as TestClock from "effect/TestClock"
 import * as AiModel from "../src/AiModel.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -74,6 +75,8 @@ describe("AiModel.fromLanguageModel", () => {
   it.effect("turns @effect/ai stream parts into model events and the final message", () =>
     Effect.gen(function*() {
       const { layer } = scriptedLanguageModel([Stream.fromIterable(toolCallTurn)])
+      // the timestamp comes from the Clock service, so the TestClock drives it
+      yield* TestClock.setTime(1_234_567)
       const events = yield* Effect.flatMap(Model.Model, (model) =>
         Stream.runCollect(model.stream({ messages: [Message.user("x?")], tools: [Tool.definition(lookup)] }))).pipe(
           Effect.provide(layer)
@@ -88,6 +91,7 @@ describe("AiModel.fromLanguageModel", () => {
       ])
       assert.strictEqual(finish.message.stopReason, "toolUse")
       assert.strictEqual(finish.message.model, "ai-test-model")
+      assert.strictEqual(finish.message.timestamp, 1_234_567)
       assert.deepStrictEqual(finish.message.usage, {
         input: 20,
         output: 7,

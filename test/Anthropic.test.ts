@@ -270,6 +270,45 @@ describe("Anthropic requests", () => {
       assert.strictEqual(server.requests[0]!.headers["x-api-key"], "sk-from-env")
     }).pipe(Effect.scoped))
 
+  it.effect("no API key for Anthropic's own URL is rejected before any request, naming the variable", () =>
+    Effect.gen(function*() {
+      const layer = Anthropic.layerConfig({ model: "claude-test" }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+      )
+      const error = yield* Effect.flip(Effect.provide(completeHi, layer))
+      assert.strictEqual(error._tag, "ModelConfigInvalid")
+      assert.include(error.message, "set ANTHROPIC_API_KEY")
+    }))
+
+  it.live("layerConfig's baseUrl wins over ANTHROPIC_BASE_URL", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
+      const layer = Anthropic.layerConfig({ model: "claude-test", baseUrl: server.url }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["ANTHROPIC_BASE_URL", "http://127.0.0.1:1"]])
+        )))
+      )
+      const message = yield* Effect.provide(completeHi, layer)
+      assert.strictEqual(message.usage?.input, 12)
+      assert.strictEqual(server.requests[0]!.url, "/v1/messages")
+    }).pipe(Effect.scoped))
+
+  it.live("headers then silence fails with ModelUnavailable after the idle timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([{ _tag: "Sse", frames: [], after: "hang" }])
+      const layer = Anthropic.layer({
+        model: "claude-test",
+        baseUrl: server.url,
+        idleTimeout: "200 millis",
+        retry: { maxRetries: 0 }
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const error = yield* Effect.flip(Effect.provide(completeHi, layer))
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.include(error.message, `${server.url}/v1/messages`)
+    }).pipe(Effect.scoped))
+
   it.live("events and UTF-8 characters split across network reads assemble the same message", () =>
     Effect.gen(function*() {
       const file = "anthropic-claude-sonnet-5-reasoning-summarized.jsonl"

@@ -377,6 +377,8 @@ describe("OpenAiCompat failures", () => {
       )
       assert.isTrue(Exit.isSuccess(exit))
       assert.strictEqual(Message.textOf((exit as Exit.Success<Message.AssistantMessage, never>).value), "POST_TOOL")
+      // the message's timestamp is the TestClock's time after the wait
+      assert.strictEqual((exit as Exit.Success<Message.AssistantMessage, never>).value.timestamp, 7000)
       // one sleep, of the server's 7 seconds (not the 10 ms backoff), with one request made before it
       assert.deepStrictEqual(sleeps, [{ delay: 7000, requests: 1 }])
       assert.strictEqual(server.requests.length, 2)

@@ -89,10 +89,10 @@ export interface Options {
 }
 
 /** The default idle timeout. */
-export const defaultIdleTimeout = Duration.minutes(5)
+const defaultIdleTimeout = Duration.minutes(5)
 
 /** The default cap on one event. */
-export const defaultMaxEventBytes = 16 * 1024 * 1024
+const defaultMaxEventBytes = 16 * 1024 * 1024
 
 // -----------------------------------------------------------------------------
 // Constructors
@@ -262,7 +262,7 @@ export const usage = (
 // -----------------------------------------------------------------------------
 
 /** The errors worth another attempt. Transport failures (no status) count, as nothing was received. */
-export const isRetryable = (error: Errors.ModelError): boolean =>
+const isRetryable = (error: Errors.ModelError): boolean =>
   error._tag === "ModelRateLimited" || error._tag === "ModelUnavailable" ||
   (error._tag === "ModelRequestFailed" && error.status === undefined)
 
@@ -271,7 +271,7 @@ export const isRetryable = (error: Errors.ModelError): boolean =>
  * a rate limit's `retry-after` is a lower bound on the delay. `canRetry` is consulted at each failure
  * (the stream says there whether output already began); `onRetry` hears of each retry.
  */
-export const retrySchedule = (
+const retrySchedule = (
   options: RetryOptions | undefined,
   canRetry: (error: Errors.ModelError) => boolean
 ): Schedule.Schedule<unknown, Errors.ModelError> => {

@@ -145,7 +145,7 @@ export const layer: (options: Options) => Layer.Layer<Model.Model, Errors.ModelC
  * @category Layers
  */
 export const layerConfig: (
-  options: Omit<Options, "apiKey" | "baseUrl"> & { readonly baseUrl?: string | undefined }
+  options: Provider.ConfigOptions<Options>
 ) => Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =
   constructors.layerConfig
 
