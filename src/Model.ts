@@ -506,29 +506,59 @@ const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCa
   )
 
 // Law: every tool call id appears once in a history. Kept here, for every model.
-const uniqueToolCallIds = (service: Service): Service => ({
-  stream: (request) =>
-    Stream.suspend(() => {
-      const ids = new ToolCallIds(request.messages)
-      return Stream.map(service.stream(request), (event) => ids.event(event))
-    }),
-  complete: (request) =>
-    Effect.map(service.complete(request), (message) => new ToolCallIds(request.messages).message(message)),
-  respond: (request, onEvent) =>
-    Effect.suspend(() => {
-      const ids = new ToolCallIds(request.messages)
-      return Effect.map(
-        service.respond(request, (event) => onEvent(ids.event(event) as Delta)),
-        (message) => ids.message(message)
-      )
-    })
-})
+const uniqueToolCallIds = (service: Service): Service => {
+  const history = new HistoryIds()
+  return {
+    stream: (request) =>
+      Stream.suspend(() => {
+        const ids = new ToolCallIds(history, request.messages)
+        return Stream.map(service.stream(request), (event) => ids.event(event))
+      }),
+    complete: (request) =>
+      Effect.map(service.complete(request), (message) => new ToolCallIds(history, request.messages).message(message)),
+    respond: (request, onEvent) =>
+      Effect.suspend(() => {
+        const ids = new ToolCallIds(history, request.messages)
+        return Effect.map(
+          service.respond(request, (event) => onEvent(ids.event(event) as Delta)),
+          (message) => ids.message(message)
+        )
+      })
+  }
+}
 
-/** The ids of one answer, by content index; the history's ids are collected at the first tool call. */
+/**
+ * The tool call ids of the last history seen. A run's histories only grow, so when the first and the
+ * last message seen are still in place only the new messages are read: the check stays O(new
+ * messages) per turn instead of O(history).
+ */
+class HistoryIds {
+  private first: Message.Message | undefined
+  private last: Message.Message | undefined
+  private length = 0
+  private ids = new Set<string>()
+  of(messages: ReadonlyArray<Message.Message>): ReadonlySet<string> {
+    const extends_ = this.length > 0 && messages.length >= this.length && messages[0] === this.first &&
+      messages[this.length - 1] === this.last
+    if (!extends_) this.ids = new Set()
+    for (let i = extends_ ? this.length : 0; i < messages.length; i++) {
+      const message = messages[i]!
+      if (message.role !== "assistant") continue
+      for (const block of message.content) if (block.type === "toolCall") this.ids.add(block.id)
+    }
+    this.first = messages[0]
+    this.last = messages[messages.length - 1]
+    this.length = messages.length
+    return this.ids
+  }
+}
+
+/** The ids of one answer, by content index; the history's ids are looked up at the first tool call. */
 class ToolCallIds {
-  private used: Set<string> | undefined
+  private used: ReadonlySet<string> | undefined
   private readonly assigned = new Map<number, string>()
-  constructor(readonly history: ReadonlyArray<Message.Message>) {}
+  private readonly own = new Set<string>()
+  constructor(readonly history: HistoryIds, readonly messages: ReadonlyArray<Message.Message>) {}
   event(event: Event): Event {
     switch (event._tag) {
       case "ToolCallStart": {
@@ -559,27 +589,19 @@ class ToolCallIds {
   private assign(index: number, id: string): string {
     const known = this.assigned.get(index)
     if (known !== undefined) return known
-    const used = this.used ??= historyIds(this.history)
+    const used = this.used ??= this.history.of(this.messages)
+    const taken = (candidate: string) => used.has(candidate) || this.own.has(candidate)
     let fresh = id
-    if (fresh === "" || used.has(fresh)) {
+    if (fresh === "" || taken(fresh)) {
       const base = id === "" ? "call" : id
       let n = id === "" ? 1 : 2
-      while (used.has(`${base}_${n}`)) n++
+      while (taken(`${base}_${n}`)) n++
       fresh = `${base}_${n}`
     }
-    used.add(fresh)
+    this.own.add(fresh)
     this.assigned.set(index, fresh)
     return fresh
   }
-}
-
-const historyIds = (messages: ReadonlyArray<Message.Message>): Set<string> => {
-  const ids = new Set<string>()
-  for (const message of messages) {
-    if (message.role !== "assistant") continue
-    for (const block of message.content) if (block.type === "toolCall") ids.add(block.id)
-  }
-  return ids
 }
 
 const missingFinish = new Errors.ModelResponseInvalid({

@@ -160,6 +160,26 @@ describe("Model.make tool call ids", () => {
       assert.isTrue(Either.isRight(Message.validateHistory(history)))
     }))
 
+  it.effect("the ids checked are those of each request's own history", () =>
+    Effect.gen(function*() {
+      const model = Model.make({
+        complete: () => Effect.succeed(Message.assistant([Message.toolCall("c1", "echo", {})]))
+      })
+      const idOf = (messages: ReadonlyArray<Message.Message>) =>
+        Effect.map(model.complete({ messages, tools: [] }), (message) => Message.toolCalls(message)[0]!.id)
+      const first = [Message.user("a")]
+      assert.strictEqual(yield* idOf(first), "c1")
+      const grown = [
+        ...first,
+        Message.assistant([Message.toolCall("c1", "echo", {})]),
+        Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "ok" })
+      ]
+      assert.strictEqual(yield* idOf(grown), "c1_2")
+      // another conversation on the same model: c1 is free there
+      assert.strictEqual(yield* idOf([Message.user("b")]), "c1")
+      assert.strictEqual(yield* idOf(grown), "c1_2")
+    }))
+
   it.effect("ids stay the same in the deltas, the ended calls and the final message, for each primitive", () =>
     Effect.gen(function*() {
       const answer = Message.assistant([Message.toolCall("c1", "echo", {}), Message.toolCall("c1", "echo", {})])
