@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Errors from "../Errors.js"
 import type * as Message from "../Message.js"
 import type * as Permissions from "../services/Permissions.js"
@@ -254,20 +255,26 @@ export const defectMessage = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
 
 /**
- * Runs tasks that never fail, at most `limit` at once: all but the first in forked fibers, the first in
- * the current one. Interrupting it interrupts the forks and waits for their finalizers. (Cheaper than
- * `Effect.forEach` with `concurrency`, whose bookkeeping costs about twice a fork per task.)
+ * Runs tasks that never fail, at most `limit` at once, each in a fiber of its own started at once (on
+ * the current stack, in call order), so a task that completes without waiting costs no scheduling and
+ * no await; only the tasks still running are awaited. Interrupting it interrupts them and waits for
+ * their finalizers. (Measured: `Effect.fork` then `await` costs two scheduler hops a task, and
+ * `Effect.forEach` with `concurrency` about twice that; see BENCHMARKS.md, workload b.)
  */
 const runConcurrently = <R>(tasks: ReadonlyArray<Effect.Effect<void, never, R>>, limit: number) =>
-  Effect.suspend(() => {
-    const semaphore = tasks.length > limit ? Effect.unsafeMakeSemaphore(limit) : undefined
-    const bounded = semaphore === undefined ? tasks : tasks.map((task) => semaphore.withPermits(1)(task))
-    return Effect.flatMap(
-      Effect.forEach(bounded.slice(1), Effect.fork),
-      (fibers) =>
-        // tasks never fail, and their fiber refs need not flow back: awaiting is cheaper than joining
-        Effect.zipRight(bounded[0]!, Effect.forEach(fibers, (fiber) => fiber.await, { discard: true })).pipe(
-          Effect.onInterrupt(() => Fiber.interruptAll(fibers))
-        )
-    )
-  })
+  // the runtime is taken outside the mask, so the tasks' fibers are interruptible
+  Effect.flatMap(Effect.runtime<R>(), (runtime) =>
+    // no interruption between starting the fibers and arming their interruption
+    Effect.uninterruptibleMask((restore) => {
+      const semaphore = tasks.length > limit ? Effect.unsafeMakeSemaphore(limit) : undefined
+      const running: Array<Fiber.RuntimeFiber<void>> = []
+      for (const task of tasks) {
+        const fiber = Runtime.runFork(runtime)(semaphore === undefined ? task : semaphore.withPermits(1)(task))
+        if (fiber.unsafePoll() === null) running.push(fiber)
+      }
+      if (running.length === 0) return Effect.void
+      return Effect.onInterrupt(
+        restore(Effect.forEach(running, (fiber) => fiber.await, { discard: true })),
+        () => Fiber.interruptAll(running)
+      )
+    }))
