@@ -255,21 +255,25 @@ export const defectMessage = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
 
 /**
- * Runs tasks that never fail, at most `limit` at once, each in a fiber of its own started at once (on
- * the current stack, in call order), so a task that completes without waiting costs no scheduling and
- * no await; only the tasks still running are awaited. Interrupting it interrupts them and waits for
- * their finalizers. (Measured: `Effect.fork` then `await` costs two scheduler hops a task, and
- * `Effect.forEach` with `concurrency` about twice that; see BENCHMARKS.md, workload b.)
+ * Runs tasks that never fail, at most `limit` at once: up to `limit` workers, each taking the next task
+ * in call order until none is left. A worker's fiber starts at once, on the current stack, and the next
+ * worker is started only if tasks remain, so a batch of tools that complete without waiting runs in a
+ * single fiber, with no scheduling; a tool that waits lets the next worker start the next task. Only the
+ * workers still running are awaited; interrupting it interrupts them and waits for their finalizers.
+ * (Measured on workload b: one fiber per call, forked then awaited, cost about twice as much a call.)
  */
 const runConcurrently = <R>(tasks: ReadonlyArray<Effect.Effect<void, never, R>>, limit: number) =>
-  // the runtime is taken outside the mask, so the tasks' fibers are interruptible
+  // the runtime is taken outside the mask, so the workers are interruptible
   Effect.flatMap(Effect.runtime<R>(), (runtime) =>
-    // no interruption between starting the fibers and arming their interruption
+    // no interruption between starting the workers and arming their interruption
     Effect.uninterruptibleMask((restore) => {
-      const semaphore = tasks.length > limit ? Effect.unsafeMakeSemaphore(limit) : undefined
+      let next = 0
+      const worker: Effect.Effect<void, never, R> = Effect.suspend(() =>
+        next < tasks.length ? Effect.zipRight(tasks[next++]!, worker) : Effect.void
+      )
       const running: Array<Fiber.RuntimeFiber<void>> = []
-      for (const task of tasks) {
-        const fiber = Runtime.runFork(runtime)(semaphore === undefined ? task : semaphore.withPermits(1)(task))
+      for (let workers = 0; workers < limit && next < tasks.length; workers++) {
+        const fiber = Runtime.runFork(runtime)(worker)
         if (fiber.unsafePoll() === null) running.push(fiber)
       }
       if (running.length === 0) return Effect.void
