@@ -99,49 +99,4 @@ describe("the effect-agent command", () => {
         "assistant"
       ])
     }))
-
-  it.scopedLive("Ctrl-C while a command runs aborts the run and leaves a valid session file", () =>
-    Effect.gen(function*() {
-      const call = {
-        id: "chatcmpl-1",
-        object: "chat.completion.chunk",
-        model: "gpt-test",
-        choices: [{
-          index: 0,
-          delta: {
-            role: "assistant",
-            tool_calls: [{
-              index: 0,
-              id: "call_sleep",
-              type: "function",
-              function: { name: "bash", arguments: JSON.stringify({ command: "sleep 30" }) }
-            }]
-          },
-          finish_reason: "tool_calls"
-        }]
-      }
-      const server = yield* ProviderServer.make([
-        { _tag: "Sse", frames: ProviderServer.openAiFrames([JSON.stringify(call)]) }
-      ])
-      const dir = yield* tempDir
-      const session = NodePath.join(dir, "chat.jsonl")
-      const { code, stderr } = yield* runCli(
-        [...againstServer(server, dir, session), "wait"],
-        { OPENAI_API_KEY: "sk-test" },
-        "→ bash"
-      )
-      assert.include(stderr, "[aborted: 1 turns")
-      assert.strictEqual(code, 130, stderr)
-      const entries = (yield* Effect.promise(() => Fs.readFile(session, "utf8"))).trim().split("\n").map((l) =>
-        JSON.parse(l)
-      )
-      assert.deepStrictEqual(entries.map((e) => e.role ?? e.type), ["session", "user", "assistant", "toolResult"])
-      assert.strictEqual(entries[3].message.toolCallId, "call_sleep")
-      assert.isTrue(entries[3].message.isError)
-      assert.strictEqual(entries[3].message.content[0].text, "Operation aborted")
-      // the lock was released: the file can be opened again
-      yield* Effect.promise(() =>
-        Fs.access(`${session}.lock`).then(() => assert.fail("lock left behind"), () => undefined)
-      )
-    }))
 })
