@@ -6,7 +6,7 @@
  * leave a session file whose history is valid, with the partial reply or the aborted call recorded.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ChildProcess from "node:child_process"
@@ -18,8 +18,16 @@ import * as Signals from "../src/cli/Signals.js"
 import * as Message from "../src/Message.js"
 import * as Session from "../src/services/Session.js"
 import * as ChatServer from "./utils/chatServer.js"
+import * as Cli from "./utils/cli.js"
 
-const root = NodePath.resolve(__dirname, "..")
+const root = Cli.root
+
+// node itself runs the command bundled (see utils/cli.ts); through npm it runs as the README says
+let main: string
+beforeAll(async () => {
+  main = await Cli.bundle()
+})
+afterAll(() => Cli.removeBundle(main))
 
 /** The words the slow server streams, one every 20 ms (longer than any test waits). */
 const words = Array.from({ length: 1500 }, (_, i) => `word${i} `)
@@ -31,12 +39,7 @@ const answer = (body: any): ChatServer.Reply => {
   return ChatServer.text(words, { delayMillis: 20 })
 }
 
-interface Outcome {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-  readonly stdout: string
-  readonly stderr: string
-}
+type Outcome = Cli.Outcome
 
 /**
  * Starts the command in its own process group (`npm run agent -- …`, or node directly) and sends the
@@ -52,7 +55,7 @@ const trial = (options: {
   Effect.async<Outcome>((resume) => {
     const [command, args] = options.via === "npm"
       ? ["npm", ["run", "agent", "--", ...options.args]]
-      : [process.execPath, ["--import", "tsx", "src/cli/main.ts", ...options.args]]
+      : [process.execPath, [main, ...options.args]]
     const child = ChildProcess.spawn(command, args, {
       cwd: root,
       env: { ...process.env, OPENAI_API_KEY: "sk-test" },

@@ -7,10 +7,15 @@ import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 
-/** What to stream: the chunks' JSON payloads, one every `delayMillis`, then `[DONE]`. */
+/**
+ * What to answer: the chunks' JSON payloads streamed one every `delayMillis`, then `[DONE]`; or, with
+ * `status`, that HTTP status and `body`.
+ */
 export interface Reply {
   readonly chunks: ReadonlyArray<unknown>
   readonly delayMillis?: number | undefined
+  readonly status?: number | undefined
+  readonly body?: string | undefined
 }
 
 /** A running server. */
@@ -30,7 +35,18 @@ export const make = (answer: (body: any) => Reply) =>
         req.on("end", () => {
           const body = JSON.parse(text)
           requests.push(body)
-          const reply = answer(body)
+          const reply = req.url === "/v1/chat/completions"
+            ? answer(body)
+            : {
+              chunks: [],
+              status: 404,
+              body: JSON.stringify({ error: { message: "File Not Found", type: "not_found_error" } })
+            }
+          if (reply.status !== undefined) {
+            res.writeHead(reply.status, { "content-type": "application/json" })
+            res.end(reply.body ?? "")
+            return
+          }
           res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
           res.flushHeaders()
           let index = 0
