@@ -87,7 +87,7 @@ export const explain = (cause: Cause.Cause<unknown>, context: Context): Explaine
     const hint = tag === "UsageError" ? (error as { readonly hint?: string }).hint : hintFor(tag, error, context)
     return {
       lines: [`effect-agent: ${message}`, ...(hint === undefined ? [] : [`  ${hint}`])],
-      code: tag === "UsageError" ? exitCodes.usage : exitCodes.failed
+      code: tag === "UsageError" || tag === "ModelConfigInvalid" ? exitCodes.usage : exitCodes.failed
     }
   }
   const defect = Cause.squash(cause)

@@ -102,11 +102,20 @@ const demoModel = Model.layerScripted([
 ])
 
 /**
- * Reports a provider's retry on stderr. Connect it to the provider's retry hook when the providers
- * offer one: this is the only place that needs to change.
+ * Reports each retry of a model request on stderr, with what came back, so a person can stop a run
+ * that retries an error which will not go away. This is the one place that connects the command to
+ * the providers' retry hook (`retry.onRetry`): `retryOptions` is passed as a variable, not a literal,
+ * so a provider without the hook ignores it and one with the hook type-checks it.
  */
-const reportRetry = (notice: string) => writeErr(`${notice}\n`)
-void reportRetry
+const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: number; readonly error: unknown }) =>
+  Effect.sync(() =>
+    writeErr(
+      `retrying in ${(retry.delayMillis / 1000).toFixed(1)} s (retry ${retry.attempt}): ${
+        Report.explain(Cause.fail(retry.error), report.context).lines[0]?.replace(/^effect-agent: /, "") ?? ""
+      }\n`
+    )
+  )
+const retryOptions = { jitter: true, onRetry: reportRetry }
 
 /** The provider's Model layer, after its settings were checked. */
 const modelLayer = (
@@ -119,8 +128,16 @@ const modelLayer = (
     const settings = yield* Preflight.provider(env, { baseUrl: options.baseUrl, environment: process.env })
     report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
     const layer = name === "openai"
-      ? OpenAiCompat.layer({ ...settings, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
-      : Anthropic.layer({ ...settings, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })
+      ? OpenAiCompat.layer({
+        ...settings,
+        model: Option.getOrElse(options.model, () => "gpt-4.1-mini"),
+        retry: retryOptions
+      })
+      : Anthropic.layer({
+        ...settings,
+        model: Option.getOrElse(options.model, () => "claude-sonnet-4-5"),
+        retry: retryOptions
+      })
     return layer.pipe(Layer.provide(NodeHttpClient.layerUndici))
   })
 
