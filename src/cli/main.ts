@@ -338,6 +338,8 @@ const uninstall = Signals.install({
 main.addObserver((exit) => {
   if (Exit.isSuccess(exit)) return finish(report.aborted ? Report.exitCodes.aborted : Report.exitCodes.ok)
   const explained = Report.explain(exit.cause, report.context)
+  // interrupted before the run started (a signal while starting up)
+  if (explained.code === Report.exitCodes.aborted && !report.aborted) writeErr("[aborted]\n")
   for (const line of explained.lines) writeErr(`${line}\n`)
   if (report.verbose && !Cause.isInterruptedOnly(exit.cause)) writeErr(`${Cause.pretty(exit.cause)}\n`)
   finish(explained.code)
