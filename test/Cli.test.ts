@@ -1,47 +1,32 @@
-import { assert, describe, it } from "@effect/vitest"
+/**
+ * The command in real child processes against real local servers: a conversation stored in a session
+ * file, an answer cut off at the output limit, and every kind of bad input or failed request, each
+ * with its message, its exit code, nothing on stdout and no stack trace.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as NodePath from "node:path"
+import * as ChatServer from "./utils/chatServer.js"
+import * as Cli from "./utils/cli.js"
 import * as ProviderServer from "./utils/providerServer.js"
 
-const root = NodePath.resolve(__dirname, "..")
+let main: string
+beforeAll(async () => {
+  main = await Cli.bundle()
+})
+afterAll(() => Cli.removeBundle(main))
 
-/**
- * Runs the command in a child process and collects its output; `interruptWhen` sends SIGINT once stderr
- * contains that text.
- */
-const runCli = (args: ReadonlyArray<string>, env: Record<string, string>, interruptWhen?: string) =>
-  Effect.async<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resume) => {
-    const child = ChildProcess.spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    let interrupted = false
-    child.stdout.on("data", (chunk) => (stdout += chunk))
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk
-      if (interruptWhen !== undefined && !interrupted && stderr.includes(interruptWhen)) {
-        interrupted = true
-        child.kill("SIGINT")
-      }
-    })
-    child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
-
-/** The options that point the command at a fake OpenAI-compatible server, a workspace and a session file. */
-const againstServer = (server: ProviderServer.ProviderServer, dir: string, session: string) => [
+/** The options that point the command at an OpenAI-compatible server, a workspace and a session file. */
+const againstServer = (url: string, dir: string, session: string) => [
   "--provider",
   "openai",
   "--model",
   "gpt-test",
   "--base-url",
-  `${server.url}/v1`,
+  `${url}/v1`,
   "--workspace",
   dir,
   "--session",
@@ -49,10 +34,30 @@ const againstServer = (server: ProviderServer.ProviderServer, dir: string, sessi
   "--yes"
 ]
 
-const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-)
+/** A port nothing listens on: a server was bound to it and closed. */
+const closedPort = Effect.async<number>((resume) => {
+  const server = Http.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as AddressInfo
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/**
+ * A typed failure: `lines` on stderr (besides the run's `[…]` line and the retry notices), nothing on
+ * stdout, no stack trace.
+ */
+const assertFailure = (outcome: Cli.Outcome, code: number, lines: ReadonlyArray<RegExp>) => {
+  const context = `${outcome.stderr}\n(exit ${outcome.code})`
+  assert.strictEqual(outcome.code, code, context)
+  assert.strictEqual(outcome.stdout, "", "nothing but the answer on stdout")
+  assert.notMatch(outcome.stderr, /^\s+at /m, `no stack trace\n${context}`)
+  const reported = outcome.stderr.split("\n").filter((line) =>
+    line.trim() !== "" && !line.startsWith("[") && !line.startsWith("retrying in ")
+  )
+  assert.strictEqual(reported.length, lines.length, context)
+  lines.forEach((pattern, index) => assert.match(reported[index]!, pattern, context))
+}
 
 describe("the effect-agent command", () => {
   it.scopedLive("runs a two-turn conversation against an OpenAI-compatible server and stores the session", () =>
@@ -67,10 +72,11 @@ describe("the effect-agent command", () => {
           frames: ProviderServer.openAiFrames(ProviderServer.fixtureLines("openai-compatible/issue-15789-step-2.jsonl"))
         }
       ])
-      const dir = yield* tempDir
+      const dir = yield* Cli.tempDir
       const session = NodePath.join(dir, "chat.jsonl")
-      const { code, stderr, stdout } = yield* runCli(
-        [...againstServer(server, dir, session), "What", "is", "the", "weather?"],
+      const { code, stderr, stdout } = yield* Cli.run(
+        main,
+        [...againstServer(server.url, dir, session), "What", "is", "the", "weather?"],
         { OPENAI_API_KEY: "sk-test" }
       )
       assert.strictEqual(code, 0, stderr)
@@ -99,49 +105,145 @@ describe("the effect-agent command", () => {
         "assistant"
       ])
     }))
+})
 
-  it.scopedLive("Ctrl-C while a command runs aborts the run and leaves a valid session file", () =>
+describe("the command's honest endings", () => {
+  it.scopedLive("an answer cut off at the output limit says so", () =>
     Effect.gen(function*() {
-      const call = {
-        id: "chatcmpl-1",
-        object: "chat.completion.chunk",
-        model: "gpt-test",
-        choices: [{
-          index: 0,
-          delta: {
-            role: "assistant",
-            tool_calls: [{
-              index: 0,
-              id: "call_sleep",
-              type: "function",
-              function: { name: "bash", arguments: JSON.stringify({ command: "sleep 30" }) }
-            }]
-          },
-          finish_reason: "tool_calls"
-        }]
-      }
-      const server = yield* ProviderServer.make([
-        { _tag: "Sse", frames: ProviderServer.openAiFrames([JSON.stringify(call)]) }
+      const server = yield* ChatServer.make(() =>
+        ChatServer.text(["It was a dark ", "and stormy"], { finishReason: "length", outputTokens: 4096 })
+      )
+      const dir = yield* Cli.tempDir
+      const outcome = yield* Cli.run(
+        main,
+        [...againstServer(server.url, dir, NodePath.join(dir, "s.jsonl")), "story"],
+        {
+          OPENAI_API_KEY: "sk-test"
+        }
+      )
+      assert.strictEqual(outcome.code, 0, outcome.stderr)
+      assert.strictEqual(outcome.stdout, "It was a dark and stormy\n")
+      assert.include(outcome.stderr, "[cut off: output limit reached after 1 turns, 4106 tokens]")
+      assert.notInclude(outcome.stderr, "[completed")
+    }))
+
+  it.scopedLive("an answer that stopped by itself is completed", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatServer.make(() => ChatServer.text(["Hello."]))
+      const dir = yield* Cli.tempDir
+      const outcome = yield* Cli.run(main, [...againstServer(server.url, dir, NodePath.join(dir, "s.jsonl")), "hi"], {
+        OPENAI_API_KEY: "sk-test"
+      })
+      assert.strictEqual(outcome.code, 0, outcome.stderr)
+      assert.include(outcome.stderr, "[completed: 1 turns, 11 tokens]")
+    }))
+})
+
+// each test starts one or two processes, all at once: on a busy machine that takes a while
+describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
+  it.scopedLive("an unknown provider: one line listing the valid ones, exit 2", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Cli.run(main, ["--provider", "gemini", "hi"])
+      assertFailure(outcome, 2, [
+        /^effect-agent: unknown provider "gemini" \(--provider\): use one of demo, openai, anthropic$/
       ])
-      const dir = yield* tempDir
-      const session = NodePath.join(dir, "chat.jsonl")
-      const { code, stderr } = yield* runCli(
-        [...againstServer(server, dir, session), "wait"],
-        { OPENAI_API_KEY: "sk-test" },
-        "→ bash"
+    }))
+
+  it.scopedLive("an unknown option is not taken as the prompt: exit 2", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Cli.run(main, ["--bogus", "hi"])
+      assertFailure(outcome, 2, [/^effect-agent: unknown option --bogus$/, /see --help/])
+    }))
+
+  it.scopedLive("a base URL without http://: rejected before any request, exit 2", () =>
+    Effect.gen(function*() {
+      const dir = yield* Cli.tempDir
+      const outcome = yield* Cli.run(main, ["--provider", "openai", "--workspace", dir, "hi"], {
+        OPENAI_API_KEY: "sk-test",
+        OPENAI_BASE_URL: "localhost:8080/v1"
+      })
+      assertFailure(outcome, 2, [
+        /^effect-agent: invalid base URL "localhost:8080\/v1" \(OPENAI_BASE_URL\): it must start with http:\/\/ or https:\/\/$/,
+        /give the full URL/
+      ])
+    }))
+
+  it.scopedLive("no API key for the provider's own endpoint: rejected before any request, exit 2", () =>
+    Effect.gen(function*() {
+      const dir = yield* Cli.tempDir
+      const outcome = yield* Cli.run(main, ["--provider", "openai", "--workspace", dir, "hi"], {
+        OPENAI_API_KEY: undefined,
+        OPENAI_BASE_URL: undefined
+      })
+      assertFailure(outcome, 2, [
+        /^effect-agent: OPENAI_API_KEY is not set, and https:\/\/api\.openai\.com\/v1 needs an API key$/,
+        /set OPENAI_API_KEY, or use --base-url/
+      ])
+      const anthropic = yield* Cli.run(main, ["--provider", "anthropic", "--workspace", dir, "hi"], {
+        ANTHROPIC_API_KEY: "",
+        ANTHROPIC_BASE_URL: undefined
+      })
+      assertFailure(anthropic, 2, [/^effect-agent: ANTHROPIC_API_KEY is not set/, /set ANTHROPIC_API_KEY/])
+    }))
+
+  it.scopedLive("a workspace that does not exist, or is a file: exit 2", () =>
+    Effect.gen(function*() {
+      const dir = yield* Cli.tempDir
+      const missing = NodePath.join(dir, "nope")
+      const outcome = yield* Cli.run(main, ["--workspace", missing, "hi"])
+      assertFailure(outcome, 2, [new RegExp(`^effect-agent: workspace ${missing} does not exist$`), /--workspace/])
+      const file = NodePath.join(dir, "file.txt")
+      yield* Effect.promise(() => Fs.writeFile(file, "x"))
+      const notDir = yield* Cli.run(main, ["--workspace", file, "hi"])
+      assertFailure(notDir, 2, [new RegExp(`^effect-agent: workspace ${file} is not a directory$`), /--workspace/])
+    }))
+
+  it.scopedLive("nothing listening on the base URL: the cause, the URL and what to do, exit 1", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      const dir = yield* Cli.tempDir
+      const outcome = yield* Cli.run(
+        main,
+        [...againstServer(`http://127.0.0.1:${port}`, dir, NodePath.join(dir, "s.jsonl")), "hi"],
+        { OPENAI_API_KEY: "sk-test" }
       )
-      assert.include(stderr, "[aborted: 1 turns")
-      assert.strictEqual(code, 130, stderr)
-      const entries = (yield* Effect.promise(() => Fs.readFile(session, "utf8"))).trim().split("\n").map((l) =>
-        JSON.parse(l)
-      )
-      assert.deepStrictEqual(entries.map((e) => e.role ?? e.type), ["session", "user", "assistant", "toolResult"])
-      assert.strictEqual(entries[3].message.toolCallId, "call_sleep")
-      assert.isTrue(entries[3].message.isError)
-      assert.strictEqual(entries[3].message.content[0].text, "Operation aborted")
-      // the lock was released: the file can be opened again
-      yield* Effect.promise(() =>
-        Fs.access(`${session}.lock`).then(() => assert.fail("lock left behind"), () => undefined)
-      )
+      assertFailure(outcome, 1, [
+        /^effect-agent: openai-compatible: request failed/,
+        new RegExp(
+          `^  is the server at http://127\\.0\\.0\\.1:${port}/v1 running\\? Check --base-url or OPENAI_BASE_URL$`
+        )
+      ])
+      assert.match(outcome.stderr, /^\[failed: \d+ turns, 0 tokens\]$/m)
+    }))
+
+  it.scopedLive("an HTTP 404: the status and what to check, exit 1; --verbose adds where it happened", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatServer.make(() => ChatServer.text(["unused"]))
+      const dir = yield* Cli.tempDir
+      // without /v1 the request goes to /chat/completions, which the server does not have
+      const args = ["--provider", "openai", "--base-url", server.url, "--workspace", dir, "hi"]
+      const outcome = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" })
+      assertFailure(outcome, 1, [
+        /^effect-agent: openai-compatible: request failed.*HTTP 404.*File Not Found/,
+        /^  check --base-url or OPENAI_BASE_URL \(OpenAI-compatible servers usually end in \/v1\) and --model$/
+      ])
+      assert.strictEqual(server.requests.length, 1, "a 404 is not retried")
+      const verbose = yield* Cli.run(main, ["--verbose", ...args], { OPENAI_API_KEY: "sk-test" })
+      assert.strictEqual(verbose.code, 1)
+      assert.match(verbose.stderr, /ModelRequestFailed/)
+      assert.match(verbose.stderr, /^\s+at /m)
+    }))
+
+  it.scopedLive("a session file open by another process: who holds it and what to do, exit 1", () =>
+    Effect.gen(function*() {
+      const dir = yield* Cli.tempDir
+      const session = NodePath.join(dir, "s.jsonl")
+      // the lock of a live process: this one
+      yield* Effect.promise(() => Fs.writeFile(`${session}.lock`, `${process.pid}\n`))
+      const outcome = yield* Cli.run(main, ["--workspace", dir, "--session", session, "hi"])
+      assertFailure(outcome, 1, [
+        new RegExp(`^effect-agent: ${session} is already open by another writer \\(process ${process.pid}\\)`),
+        /^  wait for the other run to finish, or use another --session file$/
+      ])
     }))
 })

@@ -1,25 +1,30 @@
+#!/usr/bin/env node
 /**
  * The `effect-agent` command: runs the agent loop with the built-in workspace tools on a real provider
- * (OpenAI-compatible or Anthropic) or on the offline demo model, streaming the answer to stdout.
- * Every Layer of the command is wired here.
+ * (OpenAI-compatible or Anthropic) or on the offline demo model, streaming the answer to stdout and
+ * everything else (tool calls, the run's end, errors) to stderr. Every Layer of the command is wired
+ * here; it handles SIGINT and SIGTERM itself (see `Signals`), so an abort always leaves a closed,
+ * valid session.
  *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as Cause from "effect/Cause"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as readline from "node:readline/promises"
+import * as readline from "node:readline"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -29,9 +34,22 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as Preflight from "./Preflight.js"
+import * as Report from "./Report.js"
+import * as Signals from "./Signals.js"
 
-const provider = Options.choice("provider", ["demo", "openai", "anthropic"]).pipe(
-  Options.withDefault("demo"),
+const providers = ["demo", "openai", "anthropic"] as const
+type ProviderName = typeof providers[number]
+
+const provider = Options.text("provider").pipe(
+  Options.mapEffect((name) =>
+    (providers as ReadonlyArray<string>).includes(name)
+      ? Effect.succeed(name as ProviderName)
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${providers.join(", ")}`
+      )))
+  ),
+  Options.withDefault("demo" as ProviderName),
   Options.withDescription(
     "demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)"
@@ -42,18 +60,31 @@ const baseUrl = Options.text("base-url").pipe(
   Options.optional,
   Options.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
 )
-const workspace = Options.directory("workspace").pipe(
+const workspace = Options.text("workspace").pipe(
   Options.withDefault("."),
   Options.withDescription("the directory the tools work in")
 )
-const sessionFile = Options.file("session").pipe(
+const sessionFile = Options.text("session").pipe(
   Options.optional,
   Options.withDescription("a JSON Lines session file to resume and append to")
 )
-const maxTurns = Options.integer("max-turns").pipe(Options.withDefault(Loop.defaultMaxTurns))
+const maxTurns = Options.text("max-turns").pipe(
+  Options.mapEffect((text) =>
+    /^\d+$/.test(text) && Number(text) > 0
+      ? Effect.succeed(Number(text))
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `effect-agent: --max-turns ${JSON.stringify(text)} is not a positive whole number`
+      )))
+  ),
+  Options.withDefault(Loop.defaultMaxTurns),
+  Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
+)
 const yes = Options.boolean("yes").pipe(
   Options.withAlias("y"),
   Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
+)
+const verbose = Options.boolean("verbose").pipe(
+  Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
 )
 const prompt = Args.text({ name: "prompt" }).pipe(Args.atLeast(1), Args.withDescription("what to ask the agent"))
 
@@ -70,49 +101,135 @@ const demoModel = Model.layerScripted([
   }
 ])
 
-const modelLayer = (
-  name: "demo" | "openai" | "anthropic",
-  options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
-) => {
-  if (name === "demo") return demoModel
-  const baseUrl = Option.getOrUndefined(options.baseUrl)
-  return (name === "openai"
-    ? OpenAiCompat.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
-    : Anthropic.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })).pipe(
-      Layer.provide(NodeHttpClient.layerUndici)
+/**
+ * Reports each retry of a model request on stderr, with what came back, so a person can stop a run
+ * that retries an error which will not go away. This is the one place that connects the command to
+ * the providers' retry hook (`retry.onRetry`): `retryOptions` is passed as a variable, not a literal,
+ * so a provider without the hook ignores it and one with the hook type-checks it.
+ */
+const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: number; readonly error: unknown }) =>
+  Effect.sync(() =>
+    writeErr(
+      `retrying in ${(retry.delayMillis / 1000).toFixed(1)} s (retry ${retry.attempt}): ${
+        Report.explain(Cause.fail(retry.error), report.context).lines[0]?.replace(/^effect-agent: /, "") ?? ""
+      }\n`
     )
-}
+  )
+const retryOptions = { jitter: true, onRetry: reportRetry }
+
+/** The provider's Model layer, after its settings were checked. */
+const modelLayer = (
+  name: ProviderName,
+  options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
+) =>
+  Effect.gen(function*() {
+    if (name === "demo") return demoModel
+    const env = Preflight.providerEnv[name]
+    const settings = yield* Preflight.provider(env, { baseUrl: options.baseUrl, environment: process.env })
+    report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
+    const layer = name === "openai"
+      ? OpenAiCompat.layer({
+        ...settings,
+        model: Option.getOrElse(options.model, () => "gpt-4.1-mini"),
+        retry: retryOptions
+      })
+      : Anthropic.layer({
+        ...settings,
+        model: Option.getOrElse(options.model, () => "claude-sonnet-4-5"),
+        retry: retryOptions
+      })
+    return layer.pipe(Layer.provide(NodeHttpClient.layerUndici))
+  })
 
 /** Asks on the terminal before a call that writes or runs something. */
 const askOnTerminal = Permissions.layerAsk((request) =>
   request.toolName === "list_files" || request.toolName === "read_file"
     ? Permissions.allow
-    : Effect.promise(async () => {
+    : Effect.async<Permissions.Decision>((resume) => {
       const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
-      try {
-        const answer = await rl.question(`\nallow ${request.toolName} ${JSON.stringify(request.input)}? [y/N] `)
-        return /^y(es)?$/i.test(answer.trim()) ? Permissions.allow : Permissions.deny("the user said no")
-      } finally {
+      // in raw mode the terminal's Ctrl-C reaches readline, not the process: pass it on
+      rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
+      rl.question(`\nallow ${request.toolName} ${JSON.stringify(request.input)}? [y/N] `, (answer) => {
         rl.close()
-      }
+        resume(
+          Effect.succeed(/^y(es)?$/i.test(answer.trim()) ? Permissions.allow : Permissions.deny("the user said no"))
+        )
+      })
+      // an aborted run stops asking
+      return Effect.sync(() => rl.close())
     })
 )
+
+/**
+ * The process groups of the commands the tools started (each runs as the leader of its own group),
+ * so that hurrying the cleanup can kill them at once instead of after their grace period.
+ */
+const childGroups = new Set<number>()
+
+const trackedCommands = Layer.effect(
+  CommandExecutor.CommandExecutor,
+  Effect.map(
+    CommandExecutor.CommandExecutor,
+    (executor) =>
+      CommandExecutor.makeExecutor((command) =>
+        Effect.tap(executor.start(command), (child) =>
+          Effect.acquireRelease(
+            Effect.sync(() => childGroups.add(child.pid)),
+            () => Effect.sync(() => childGroups.delete(child.pid))
+          ))
+      )
+  )
+)
+
+const killChildGroups = () => {
+  for (const pid of childGroups) {
+    try {
+      process.kill(-pid, "SIGKILL")
+    } catch {
+      // already gone
+    }
+  }
+}
 
 const preview = (text: string) => {
   const line = text.replace(/\s+/g, " ").trim()
   return line.length > 160 ? `${line.slice(0, 160)}…` : line
 }
 
+const writeErr = (text: string) => void process.stderr.write(text)
+
+/** What the command shares with the process around it (the signal handlers and the final report). */
+const report: {
+  verbose: boolean
+  context: Report.Context
+  runStarted: boolean
+  aborted: boolean
+} = {
+  verbose: (process.env.DEBUG ?? "") !== "",
+  context: {},
+  runStarted: false,
+  aborted: false
+}
+const abort = new AbortController()
+
 const agent = Command.make(
   "effect-agent",
-  { provider, model, baseUrl, workspace, sessionFile, maxTurns, yes, prompt },
+  { provider, model, baseUrl, workspace, sessionFile, maxTurns, yes, verbose, prompt },
   (options) =>
     Effect.gen(function*() {
+      if (options.verbose) report.verbose = true
+      const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
+      const root = yield* Preflight.workspace(options.workspace)
+      const model = yield* modelLayer(options.provider, options)
       // whether the current line of stdout holds streamed text
       let midLine = false
-      const abort = new AbortController()
+      let lastAnswer: Message.AssistantMessage | undefined
+      const endLine = () => {
+        if (midLine) process.stdout.write("\n")
+        midLine = false
+      }
       const run = Loop.stream({
-        input: options.prompt.join(" "),
+        input: words.join(" "),
         tools: Tools.all,
         systemPrompt,
         maxTurns: options.maxTurns,
@@ -130,20 +247,23 @@ const agent = Command.make(
             }
             case "MessageEnd":
               return Effect.sync(() => {
-                if (midLine) process.stdout.write("\n")
-                midLine = false
+                endLine()
+                if (event.message.role === "assistant") lastAnswer = event.message
               })
             case "ToolStart":
-              return Console.error(`→ ${event.toolName} ${preview(JSON.stringify(event.input))}`)
+              return Effect.sync(() => writeErr(`→ ${event.toolName} ${preview(JSON.stringify(event.input))}\n`))
             case "ToolEnd":
-              return Console.error(
-                `${event.result.isError ? "✗" : "✓"} ${event.toolName}: ${preview(Message.textOf(event.result))}`
+              return Effect.sync(() =>
+                writeErr(
+                  `${event.result.isError ? "✗" : "✓"} ${event.toolName}: ${preview(Message.textOf(event.result))}\n`
+                )
               )
             case "RunEnd":
-              return Console.error(
-                `[${event.outcome._tag.toLowerCase()}: ${event.turns} turns, ${event.usage.totalTokens} tokens` +
-                  `${event.usage.cost === undefined ? "" : `, $${event.usage.cost.total.toFixed(4)}`}]`
-              )
+              return Effect.sync(() => {
+                endLine()
+                if (event.outcome._tag === "Aborted") report.aborted = true
+                writeErr(`${Report.endLine(event, lastAnswer)}\n`)
+              })
             default:
               return Effect.void
           }
@@ -153,31 +273,74 @@ const agent = Command.make(
         onNone: () => Session.layerMemory(),
         onSome: (path) => Session.layerJsonl(path)
       })
-      const consumer = yield* run.pipe(
+      yield* Effect.sync(() => (report.runStarted = true))
+      yield* run.pipe(
         Effect.provide(Layer.mergeAll(
-          modelLayer(options.provider, options),
+          model,
           session,
-          Workspace.layer(options.workspace),
+          Workspace.layer(root),
           options.yes ? Permissions.layerAllowAll : askOnTerminal
         )),
-        Effect.forkDaemon
+        Effect.provide(trackedCommands)
       )
-      // Ctrl-C interrupts this fiber: abort the run instead, so its last events (the aborted results, the
-      // run's end) are still shown and the session is closed cleanly, then wait for it
-      yield* Fiber.join(consumer).pipe(
-        Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => abort.abort()), Fiber.await(consumer)))
-      )
+      // aborted before the run could report it
+      if (abort.signal.aborted && !report.aborted) {
+        report.aborted = true
+        writeErr("[aborted]\n")
+      }
     })
 )
 
 const cli = Command.run(agent, { name: "effect-agent", version: "0.1.0" })
 
-cli(process.argv).pipe(
-  Effect.provide(NodeContext.layer),
-  (program) =>
-    NodeRuntime.runMain(program, {
-      // a run ended by Ctrl-C exits with the shell's usual 130, after the session was closed cleanly
-      teardown: (exit, onExit) =>
-        onExit(Exit.isSuccess(exit) ? 0 : Exit.isInterrupted(exit) && Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
-    })
+/** Warnings (a repaired session) and, with --verbose, debug logs, on stderr. */
+const stderrLogger = Logger.make(({ logLevel, message }) => {
+  if (!report.verbose && LogLevel.lessThan(logLevel, LogLevel.Warning)) return
+  writeErr(
+    `effect-agent: ${logLevel.label.toLowerCase()}: ${
+      Array.isArray(message) ? message.map(String).join(" ") : String(message)
+    }\n`
+  )
+})
+
+const program = cli(process.argv).pipe(
+  Logger.withMinimumLogLevel(LogLevel.Debug),
+  Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
+  Effect.provide(NodeContext.layer)
 )
+
+const main = Effect.runFork(program)
+// a run waiting on nothing but a timer or a child still keeps the process alive
+const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
+
+const finish = (code: number) => {
+  clearInterval(keepAlive)
+  uninstall()
+  // exit once what was written has been handed to the OS
+  process.stderr.write("", () => process.stdout.write("", () => process.exit(code)))
+}
+
+const uninstall = Signals.install({
+  abort: () => {
+    abort.abort()
+    if (!report.runStarted) main.unsafeInterruptAsFork(main.id())
+  },
+  wait: () => writeErr("\n(stopping: saving the session; press Ctrl-C again to stop at once)\n"),
+  hurry: () => {
+    writeErr("\n(stopping at once)\n")
+    killChildGroups()
+    // the cleanup is bounded even if something ignores the interruption; a session left behind is
+    // repaired when it is opened again
+    setTimeout(() => finish(Report.exitCodes.aborted), 3000).unref()
+  }
+})
+
+main.addObserver((exit) => {
+  if (Exit.isSuccess(exit)) return finish(report.aborted ? Report.exitCodes.aborted : Report.exitCodes.ok)
+  const explained = Report.explain(exit.cause, report.context)
+  // interrupted before the run started (a signal while starting up)
+  if (explained.code === Report.exitCodes.aborted && !report.aborted) writeErr("[aborted]\n")
+  for (const line of explained.lines) writeErr(`${line}\n`)
+  if (report.verbose && !Cause.isInterruptedOnly(exit.cause)) writeErr(`${Cause.pretty(exit.cause)}\n`)
+  finish(explained.code)
+})

@@ -1,0 +1,154 @@
+/**
+ * What the command tells a person besides the answer (all of it on stderr): the line that ends a run,
+ * and a failure as one line saying what failed, where and why, plus one line saying what to do.
+ * Also the exit codes: 0 for an answer, 1 for a failed run, 2 for bad input, 130 for an abort.
+ *
+ * @since 0.1.0
+ */
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Cause from "effect/Cause"
+import * as Option from "effect/Option"
+import type * as Event from "../Event.js"
+import type * as Message from "../Message.js"
+
+/**
+ * The exit codes.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const exitCodes = { ok: 0, failed: 1, usage: 2, aborted: 130 } as const
+
+/**
+ * Whether the run's last answer was cut off at the output or context limit. This is the one place
+ * that decides it (from the last assistant message the run streamed).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const isCutOff = (lastAnswer: Message.AssistantMessage | undefined): boolean =>
+  lastAnswer?.stopReason === "length"
+
+/**
+ * The line that ends a run: `[completed: 2 turns, 812 tokens]`, `[cut off: output limit reached
+ * after 1 turns, 4096 tokens]`, `[aborted: …]` or `[failed: …]`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const endLine = (event: Event.RunEnd, lastAnswer: Message.AssistantMessage | undefined): string => {
+  const cost = event.usage.cost === undefined ? "" : `, $${event.usage.cost.total.toFixed(4)}`
+  const counts = `${event.turns} turns, ${event.usage.totalTokens} tokens${cost}`
+  if (event.outcome._tag === "Completed" && isCutOff(lastAnswer)) {
+    return `[cut off: output limit reached after ${counts}]`
+  }
+  return `[${event.outcome._tag.toLowerCase()}: ${counts}]`
+}
+
+/**
+ * What the command knows when it explains a failure: the provider's base URL and environment.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Context {
+  readonly baseUrl?: string | undefined
+  readonly apiKeyEnv?: string | undefined
+  readonly baseUrlEnv?: string | undefined
+}
+
+/**
+ * A failure explained: `lines` to print (what failed and why, then what to do) and the exit code.
+ * No lines for @effect/cli's own usage errors: it has printed them already.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Explained {
+  readonly lines: ReadonlyArray<string>
+  readonly code: number
+}
+
+/**
+ * Explains how the command ended when it did not succeed.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const explain = (cause: Cause.Cause<unknown>, context: Context): Explained => {
+  if (Cause.isInterruptedOnly(cause)) return { lines: [], code: exitCodes.aborted }
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    // @effect/cli has printed its own message for bad options and arguments
+    if (ValidationError.isValidationError(error)) return { lines: [], code: exitCodes.usage }
+    const tag = tagOf(error)
+    const message = messageOf(error)
+    const hint = tag === "UsageError" ? (error as { readonly hint?: string }).hint : hintFor(tag, error, context)
+    return {
+      lines: [`effect-agent: ${message}`, ...(hint === undefined ? [] : [`  ${hint}`])],
+      code: tag === "UsageError" || tag === "ModelConfigInvalid" ? exitCodes.usage : exitCodes.failed
+    }
+  }
+  const defect = Cause.squash(cause)
+  return {
+    lines: [
+      `effect-agent: unexpected error: ${messageOf(defect)}`,
+      "  run again with --verbose (or DEBUG=1) to see where it happened"
+    ],
+    code: exitCodes.failed
+  }
+}
+
+const tagOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
+    ? error._tag
+    : undefined
+
+const messageOf = (error: unknown): string => {
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+    return error.message !== "" ? error.message : tagOf(error) ?? String(error)
+  }
+  return String(error)
+}
+
+const connectionProblem = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|Transport|connect/i
+
+/** What a person can do about a typed failure. */
+const hintFor = (tag: string | undefined, error: unknown, context: Context): string | undefined => {
+  const status = (error as { readonly status?: number }).status
+  const description = (error as { readonly description?: string }).description ?? ""
+  const server = context.baseUrl === undefined ? "the server" : `the server at ${context.baseUrl}`
+  const baseUrlOption = context.baseUrlEnv === undefined ? "--base-url" : `--base-url or ${context.baseUrlEnv}`
+  switch (tag) {
+    case "ModelRequestFailed":
+      if (status === 404) return `check ${baseUrlOption} (OpenAI-compatible servers usually end in /v1) and --model`
+      if (status === undefined && /cut before its end/.test(description)) {
+        return `${server} closed the connection mid-answer; try again`
+      }
+      if (status === undefined && connectionProblem.test(description)) {
+        return `is ${server} running? Check ${baseUrlOption}`
+      }
+      return undefined
+    case "ModelAuthenticationFailed":
+      return context.apiKeyEnv === undefined ? "check the API key" : `check ${context.apiKeyEnv}`
+    case "ModelRateLimited":
+      return "wait a moment and try again"
+    case "ModelUnavailable":
+      return `${server} kept failing after the retries; check its log, or try again later`
+    case "ModelContextOverflow":
+      return "the conversation no longer fits the model's context: start a new --session, or use a larger model"
+    case "ModelResponseInvalid":
+      return "check that --provider matches the server"
+    case "MaxTurnsExceeded":
+      return "raise --max-turns, or continue the run with --session"
+    case "SessionLocked":
+      return "wait for the other run to finish, or use another --session file"
+    case "SessionCorrupt":
+      return "move the file aside, or use another --session file"
+    case "SessionStoreFailed":
+      return "check the session file's path and permissions"
+    default:
+      return undefined
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Runs the `effect-agent` command in a child process. The command is bundled once per test file with
+ * esbuild (its dependencies stay external, as in the built package), which starts several times
+ * faster than compiling the TypeScript sources on every start.
+ */
+import * as Effect from "effect/Effect"
+import * as esbuild from "esbuild"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+
+/** The repository root. */
+export const root = NodePath.resolve(__dirname, "../..")
+
+/** Bundles `src/cli/main.ts` into a temporary directory under `node_modules/.cache` (so its packages resolve). */
+export const bundle = async (): Promise<string> => {
+  const cache = NodePath.join(root, "node_modules", ".cache")
+  await Fs.mkdir(cache, { recursive: true })
+  const dir = await Fs.mkdtemp(NodePath.join(cache, "effect-agent-cli-"))
+  const outfile = NodePath.join(dir, "main.mjs")
+  await esbuild.build({
+    entryPoints: [NodePath.join(root, "src/cli/main.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    packages: "external",
+    outfile,
+    logLevel: "warning"
+  })
+  return outfile
+}
+
+/** Removes a bundle made by `bundle`. */
+export const removeBundle = (main: string): Promise<void> =>
+  Fs.rm(NodePath.dirname(main), { recursive: true, force: true })
+
+/** How a run of the command ended. */
+export interface Outcome {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs the bundled command with `args`; `env` replaces the variables it names (undefined removes one). */
+export const run = (
+  main: string,
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>> = {}
+) =>
+  Effect.async<Outcome>((resume) => {
+    const environment: Record<string, string | undefined> = { ...process.env, ...env }
+    for (const key of Object.keys(environment)) if (environment[key] === undefined) delete environment[key]
+    const child = ChildProcess.spawn(process.execPath, [main, ...args], {
+      cwd: root,
+      env: environment,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => (stdout += chunk))
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** A temporary directory for the scope. */
+export const tempDir = Effect.acquireRelease(
+  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
+  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+)
