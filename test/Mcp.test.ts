@@ -309,6 +309,27 @@ describe("Mcp over stdio (fixture server)", () => {
       yield* close
     }))
 
+  it.live("a server that cannot be started again: the call's error says why, with the typed error in details", () =>
+    Effect.gen(function*() {
+      const log = NodePath.join(tempDir(), "log")
+      const { close, mcp } = yield* open(Mcp.stdio(fixture(log, "once", "flaky")))
+      const pid = (yield* mcp.servers[0]!.pid)!
+      const tool = findTool(yield* mcp.tools, "mcp__flaky__pid")
+      assert.deepStrictEqual(Tool.outputContent(yield* tool.execute({}, context(tool))).content, [
+        Message.text(String(pid))
+      ])
+      process.kill(pid, "SIGKILL")
+      yield* waitUntil("the child to be gone", () => !isAlive(pid))
+      const failed = yield* Effect.flip(tool.execute({}, context(tool)))
+      assert.strictEqual(failed._tag, "ToolExecutionFailed")
+      assert.include(failed.message, `MCP server "flaky" could not be connected`)
+      assert.include(failed.message, "fatal: config file")
+      assert.deepInclude(failed.details as object, { _tag: "McpConnectionFailed", server: "flaky" })
+      assert.strictEqual(loggedPids(log).length, 2, "one new child was started for the call")
+      yield* close
+      for (const started of loggedPids(log)) assert.isFalse(isAlive(started))
+    }))
+
   it.live("closing the scope ends a child that ignores the end of stdin and SIGTERM (SIGKILL follows)", () =>
     Effect.gen(function*() {
       const log = NodePath.join(tempDir(), "log")
