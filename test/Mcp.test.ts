@@ -1,5 +1,5 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
@@ -15,10 +15,13 @@ import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import type * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Mcp from "../src/Mcp.js"
 import * as Message from "../src/Message.js"
+import type * as Model from "../src/Model.js"
 import * as Permissions from "../src/services/Permissions.js"
+import type * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import { scriptedRun } from "./utils/layers.js"
 import {
@@ -33,6 +36,7 @@ import {
   loggedPids,
   plainHttp,
   readLog,
+  sdkHttpServer,
   waitUntil
 } from "./utils/mcp.js"
 
@@ -66,6 +70,17 @@ describe("Mcp.toolName", () => {
     assert.match(dotted, /^mcp__web__search_query_[0-9a-f]{8}$/)
     // a cleaned name does not collide with a name that was already clean
     assert.notStrictEqual(dotted, Mcp.toolName("web", "search_query"))
+  })
+})
+
+describe("Mcp types", () => {
+  it("MCP tools add no error and no requirement to a run", () => {
+    const run = (tools: ReadonlyArray<Mcp.McpTool>) => Loop.run({ input: "hi", tools })
+    expectTypeOf(run).returns.toEqualTypeOf<
+      Effect.Effect<Loop.RunResult, Errors.Terminal | Errors.HistoryInvalid, Model.Model | Session.Session>
+    >()
+    expectTypeOf(Mcp.tools).toEqualTypeOf<Effect.Effect<ReadonlyArray<Mcp.McpTool>, never, Mcp.Mcp>>()
+    expectTypeOf(Mcp.stdio).returns.toEqualTypeOf<Layer.Layer<Mcp.Mcp, Mcp.McpError>>()
   })
 })
 
@@ -464,6 +479,23 @@ describe("Mcp over HTTP (server-everything)", () => {
       yield* close
       yield* Scope.close(restarted, Exit.void)
     }))
+
+  it.live("a 404 for the session (the SDK's own server transport) sends the call again in a new session", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkHttpServer
+      const { close, mcp } = yield* open(Mcp.http({ name: "sdk", url: server.url }))
+      const echo = findTool(yield* mcp.tools, "mcp__sdk__echo")
+      assert.deepStrictEqual(Tool.outputContent(yield* echo.execute({ message: "one" }, context(echo))).content, [
+        Message.text("Echo: one")
+      ])
+      assert.strictEqual(server.sessions(), 1)
+      server.forget()
+      assert.deepStrictEqual(Tool.outputContent(yield* echo.execute({ message: "two" }, context(echo))).content, [
+        Message.text("Echo: two")
+      ])
+      assert.strictEqual(server.sessions(), 2)
+      yield* close
+    }).pipe(Effect.scoped))
 
   it.live("an HTTP+SSE server is reached through the fallback", () =>
     Effect.gen(function*() {

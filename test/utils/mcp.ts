@@ -136,3 +136,67 @@ export const plainHttp = (status: number, contentType: string, body: string) =>
         server.close(() => resume(Effect.void))
       })
   ).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as NodeNet.AddressInfo).port}/mcp`))
+
+/**
+ * A Streamable HTTP server on 127.0.0.1 built on the SDK's server transport, with one `echo` tool. It
+ * answers an unknown session with 404 as the spec says; `forget()` drops every session, as a restart
+ * would, and `sessions()` counts the sessions it started.
+ */
+export const sdkHttpServer = Effect.gen(function*() {
+  const { Server } = yield* Effect.promise(() => import("@modelcontextprotocol/sdk/server/index.js"))
+  const { StreamableHTTPServerTransport } = yield* Effect.promise(() =>
+    import("@modelcontextprotocol/sdk/server/streamableHttp.js")
+  )
+  const { CallToolRequestSchema, ListToolsRequestSchema } = yield* Effect.promise(() =>
+    import("@modelcontextprotocol/sdk/types.js")
+  )
+  const live = new Map<string, InstanceType<typeof StreamableHTTPServerTransport>>()
+  let started = 0
+  const handle = async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse) => {
+    const sessionId = request.headers["mcp-session-id"]
+    if (typeof sessionId === "string") {
+      const transport = live.get(sessionId)
+      if (transport === undefined) {
+        response.writeHead(404, { "content-type": "application/json" })
+        response.end(
+          JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null })
+        )
+        return
+      }
+      return transport.handleRequest(request, response)
+    }
+    const transport: InstanceType<typeof StreamableHTTPServerTransport> = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => `session-${++started}`,
+      onsessioninitialized: (id) => {
+        live.set(id, transport)
+      }
+    })
+    const server = new Server({ name: "sdk", version: "1.0.0" }, { capabilities: { tools: {} } })
+    server.setRequestHandler(ListToolsRequestSchema, () => ({
+      tools: [{ name: "echo", inputSchema: { type: "object", properties: { message: { type: "string" } } } }]
+    }))
+    server.setRequestHandler(CallToolRequestSchema, (call) => ({
+      content: [{ type: "text", text: `Echo: ${String(call.params.arguments?.message)}` }]
+    }))
+    await server.connect(transport)
+    return transport.handleRequest(request, response)
+  }
+  const http = yield* Effect.acquireRelease(
+    Effect.async<NodeHttp.Server>((resume) => {
+      const server = NodeHttp.createServer((request, response) => {
+        handle(request, response).catch(() => response.destroy())
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+  return {
+    url: `http://127.0.0.1:${(http.address() as NodeNet.AddressInfo).port}/mcp`,
+    forget: () => live.clear(),
+    sessions: () => started
+  }
+})
