@@ -1,0 +1,202 @@
+/**
+ * Real MCP servers for the Mcp tests: the reference servers from node_modules (run with this node),
+ * a small fixture server for the cases they cannot show, and plain HTTP servers on 127.0.0.1.
+ */
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodeHttp from "node:http"
+import type * as NodeNet from "node:net"
+import * as NodePath from "node:path"
+import type * as Mcp from "../../src/Mcp.js"
+import type * as Tool from "../../src/Tool.js"
+
+const modules = NodePath.resolve(import.meta.dirname, "../../node_modules/@modelcontextprotocol")
+export const everythingBin = NodePath.join(modules, "server-everything/dist/index.js")
+export const filesystemBin = NodePath.join(modules, "server-filesystem/dist/index.js")
+export const fixtureBin = NodePath.resolve(import.meta.dirname, "../fixtures/mcp-server.mjs")
+
+export const everything: Mcp.StdioOptions = {
+  name: "everything",
+  command: process.execPath,
+  args: [everythingBin, "stdio"]
+}
+
+export const filesystem = (dir: string): Mcp.StdioOptions => ({
+  name: "fs",
+  command: process.execPath,
+  args: [filesystemBin, dir]
+})
+
+/** The fixture server in a mode, logging what it sees to `log`. */
+export const fixture = (log: string, mode = "normal", name = "fixture"): Mcp.StdioOptions => ({
+  name,
+  command: process.execPath,
+  args: [fixtureBin, mode],
+  env: { MCP_FIXTURE_LOG: log }
+})
+
+/** A test helper gave up: a condition never held, or a server did not start. */
+export class HelperFailed extends Data.TaggedError("HelperFailed")<{ readonly message: string }> {}
+
+export const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Polls `check` every 20 ms until it holds, failing after `timeout`. */
+export const waitUntil = (what: string, check: () => boolean, timeout: Duration.DurationInput = "10 seconds") =>
+  Effect.gen(function*() {
+    while (!check()) yield* Effect.sleep(Duration.millis(20))
+  }).pipe(
+    Effect.timeoutFail({
+      duration: timeout,
+      onTimeout: () => new HelperFailed({ message: `timed out waiting for ${what}` })
+    })
+  )
+
+export const readLog = (log: string): ReadonlyArray<string> =>
+  NodeFs.existsSync(log) ? NodeFs.readFileSync(log, "utf8").split("\n").filter((line) => line !== "") : []
+
+/** The pids the fixture server logged at its start. */
+export const loggedPids = (log: string): ReadonlyArray<number> =>
+  readLog(log).flatMap((line) => line.startsWith("pid ") ? [Number(line.slice(4))] : [])
+
+/** A context for calling a tool directly; progress reports complete `progressed`. */
+export const context = (tool: { readonly name: string }, progressed?: Deferred.Deferred<unknown>): Tool.Context => ({
+  toolCallId: "call",
+  toolName: tool.name,
+  update: (progress) => progressed === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(progressed, progress))
+})
+
+export const findTool = (tools: ReadonlyArray<Mcp.McpTool>, name: string): Mcp.McpTool => {
+  const tool = tools.find((tool) => tool.name === name)
+  if (tool === undefined) throw new Error(`no tool ${name} in ${tools.map((tool) => tool.name).join(", ")}`)
+  return tool
+}
+
+/** A free port on 127.0.0.1. */
+export const freePort = Effect.async<number>((resume) => {
+  const server = NodeHttp.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as NodeNet.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/**
+ * The everything server in HTTP mode (`streamableHttp` or `sse`) on `port`, for the scope; it is
+ * ready once it says it listens.
+ */
+export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "streamableHttp") =>
+  Effect.acquireRelease(
+    Effect.async<ChildProcess.ChildProcess, HelperFailed>((resume) => {
+      const child = ChildProcess.spawn(process.execPath, [everythingBin, mode], {
+        env: { ...process.env, PORT: String(port) },
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      let stderr = ""
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString("utf8")
+        if (/listening on port|running on port/.test(stderr)) resume(Effect.succeed(child))
+      })
+      child.on(
+        "exit",
+        (code) => resume(Effect.fail(new HelperFailed({ message: `the server exited with ${code}: ${stderr}` })))
+      )
+    }),
+    (child) =>
+      Effect.async<void>((resume) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+        child.once("exit", () => resume(Effect.void))
+        child.kill("SIGKILL")
+      })
+  )
+
+/** A plain HTTP server on 127.0.0.1 answering every request with `status`, `contentType` and `body`. */
+export const plainHttp = (status: number, contentType: string, body: string) =>
+  Effect.acquireRelease(
+    Effect.async<NodeHttp.Server>((resume) => {
+      const server = NodeHttp.createServer((_request, response) => {
+        response.writeHead(status, { "content-type": contentType })
+        response.end(body)
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  ).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as NodeNet.AddressInfo).port}/mcp`))
+
+/**
+ * A Streamable HTTP server on 127.0.0.1 built on the SDK's server transport, with one `echo` tool. It
+ * answers an unknown session with 404 as the spec says; `forget()` drops every session, as a restart
+ * would, and `sessions()` counts the sessions it started.
+ */
+export const sdkHttpServer = Effect.gen(function*() {
+  const { Server } = yield* Effect.promise(() => import("@modelcontextprotocol/sdk/server/index.js"))
+  const { StreamableHTTPServerTransport } = yield* Effect.promise(() =>
+    import("@modelcontextprotocol/sdk/server/streamableHttp.js")
+  )
+  const { CallToolRequestSchema, ListToolsRequestSchema } = yield* Effect.promise(() =>
+    import("@modelcontextprotocol/sdk/types.js")
+  )
+  const live = new Map<string, InstanceType<typeof StreamableHTTPServerTransport>>()
+  let started = 0
+  const handle = async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse) => {
+    const sessionId = request.headers["mcp-session-id"]
+    if (typeof sessionId === "string") {
+      const transport = live.get(sessionId)
+      if (transport === undefined) {
+        response.writeHead(404, { "content-type": "application/json" })
+        response.end(
+          JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null })
+        )
+        return
+      }
+      return transport.handleRequest(request, response)
+    }
+    const transport: InstanceType<typeof StreamableHTTPServerTransport> = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => `session-${++started}`,
+      onsessioninitialized: (id) => {
+        live.set(id, transport)
+      }
+    })
+    const server = new Server({ name: "sdk", version: "1.0.0" }, { capabilities: { tools: {} } })
+    server.setRequestHandler(ListToolsRequestSchema, () => ({
+      tools: [{ name: "echo", inputSchema: { type: "object", properties: { message: { type: "string" } } } }]
+    }))
+    server.setRequestHandler(CallToolRequestSchema, (call) => ({
+      content: [{ type: "text", text: `Echo: ${String(call.params.arguments?.message)}` }]
+    }))
+    await server.connect(transport)
+    return transport.handleRequest(request, response)
+  }
+  const http = yield* Effect.acquireRelease(
+    Effect.async<NodeHttp.Server>((resume) => {
+      const server = NodeHttp.createServer((request, response) => {
+        handle(request, response).catch(() => response.destroy())
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+  return {
+    url: `http://127.0.0.1:${(http.address() as NodeNet.AddressInfo).port}/mcp`,
+    forget: () => live.clear(),
+    sessions: () => started
+  }
+})
