@@ -302,6 +302,11 @@ export class Assembler {
   get isEmpty(): boolean {
     return this.blocks.length === 0
   }
+  /**
+   * Adds one event of the stream.
+   *
+   * @since 0.1.0
+   */
   push(event: Event): void {
     switch (event._tag) {
       case "TextDelta": {
@@ -337,6 +342,11 @@ export class Assembler {
         break
     }
   }
+  /**
+   * The message assembled so far, ended with `stopReason` (and `errorMessage`, if given).
+   *
+   * @since 0.1.0
+   */
   partial(stopReason: Message.StopReason, errorMessage?: string): Message.AssistantMessage {
     const content: Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> = []
     for (const block of this.blocks) {

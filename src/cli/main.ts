@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 /**
  * The `effect-agent` command: runs the agent loop with the built-in workspace tools on a real provider
  * (OpenAI-compatible or Anthropic) or on the offline demo model, streaming the answer to stdout.
