@@ -2,7 +2,7 @@
  * The loop: ask the Model, append its answer to the Session, run the tool calls in it, append their
  * results in call order, and ask again, until an answer has no tool calls and no input is queued.
  * `run` is the loop as an Effect, `stream` the same run as a Stream of events, and `runAgent` a
- * Promise facade for plain TypeScript. The laws it keeps are in DESIGN.md ("The laws of the loop").
+ * Promise facade for plain TypeScript. The laws it keeps are in docs/DESIGN.md ("The laws of the loop").
  *
  * @since 0.1.0
  */
