@@ -2,7 +2,7 @@ import * as effectEslint from "@effect/eslint-plugin"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "coverage/**", ".tmp/**", ".bench/**"] },
+  { ignores: ["node_modules/**", "coverage/**", ".tmp/**", ".bench/**", "dist/**", "docs/**"] },
   ...tseslint.configs.recommended,
   ...effectEslint.configs.dprint,
   {

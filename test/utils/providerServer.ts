@@ -1,6 +1,6 @@
 /**
  * A fake provider for the provider tests: a real node:http server on 127.0.0.1 that answers each
- * request with the next scripted reply (a recorded stream from the shared fixtures framed as
+ * request with the next scripted reply (a recorded stream from test/fixtures/providers framed as
  * server-sent events, an error status, a cut connection, a stream left hanging) and records every
  * request: its body, headers, and whether the client closed the connection before the reply ended.
  */
@@ -20,8 +20,8 @@ import * as path from "node:path"
 import type * as Message from "../../src/Message.js"
 import type * as Model from "../../src/Model.js"
 
-/** The shared fixtures, from the repository's `test/` directory (the repo sits next to `shared/`). */
-export const fixturesDir = path.resolve(__dirname, "../../../shared/fixtures/providers")
+/** The recorded provider streams (see test/fixtures/providers/README.md for their origin and license). */
+export const fixturesDir = path.resolve(__dirname, "../fixtures/providers")
 
 /** The lines (JSON payloads) of a fixture file. */
 export const fixtureLines = (file: string): Array<string> =>
