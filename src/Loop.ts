@@ -448,7 +448,7 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
  * partial text), every tool call in history gets its result (`Run.closeCalls`), every start gets its
  * end, and the run's end says how it ended.
  */
-const finalize = <E, R>(run: Run.Run<E, R>, exit: Exit.Exit<unknown, unknown>) =>
+const finalize = <A, E, R>(run: Run.Run<E, R>, exit: Exit.Exit<A, LoopError<E>>) =>
   Effect.gen(function*() {
     if (Exit.isFailure(exit)) {
       const aborted = Exit.isInterrupted(exit)
@@ -503,14 +503,14 @@ const isMessageList = (
 
 const lastStopReason = (state: RunState.RunState): Message.StopReason => state.answer?.stopReason ?? "stop"
 
-const failureReason = (cause: Cause.Cause<unknown>): string => {
+const failureReason = <E>(cause: Cause.Cause<E>): string => {
   const failure = Cause.failureOption(cause)
   return Option.isSome(failure)
     ? ToolBatch.messageOf(failure.value)
     : ToolBatch.defectMessage(Option.getOrUndefined(Cause.dieOption(cause)))
 }
 
-const outcomeOf = (exit: Exit.Exit<unknown, unknown>, state: RunState.RunState): Event.Outcome =>
+const outcomeOf = <A, E>(exit: Exit.Exit<A, E>, state: RunState.RunState): Event.Outcome =>
   Exit.isSuccess(exit)
     ? { _tag: "Completed", stopReason: lastStopReason(state) }
     : Exit.isInterrupted(exit)

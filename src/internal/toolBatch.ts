@@ -197,6 +197,8 @@ export const run = <E, R>(
           return Effect.succeed(RunState.result(call, content, false, hooks.now(), details))
         },
         onFailure: (cause) => {
+          // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
+          // an interruption-only cause holds no failure, whatever its type says
           if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
           const failure = Cause.failureOption(cause)
           if (Option.isNone(failure)) {
