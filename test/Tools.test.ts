@@ -220,6 +220,26 @@ describe("write_file", () => {
       }
       assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
     }).pipe(Effect.scoped))
+
+  it.effect("does not write through a chain of dangling symlinks longer than the limit", () =>
+    Effect.gen(function*() {
+      const outside = yield* tempDir()
+      const root = yield* tempDir()
+      for (let i = 0; i < 41; i++) NodeFs.symlinkSync(`w${i + 1}`, NodePath.join(root, `w${i}`))
+      NodeFs.symlinkSync(NodePath.join(outside, "planted"), NodePath.join(root, "w41"))
+      const result = yield* Effect.provide(call(Tools.writeFile, { path: "w0", content: "x" }), toolsLayer(root))
+      assert.strictEqual((result.error as any)._tag, "ToolPermissionDenied")
+      assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
+    }).pipe(Effect.scoped))
+
+  it.effect("a path with a NUL byte is a clear, recoverable error", () =>
+    inWorkspace({}, () =>
+      Effect.gen(function*() {
+        const result = yield* call(Tools.writeFile, { path: "x\u0000y", content: "x" })
+        assert.strictEqual((result.error as any)._tag, "ToolExecutionFailed")
+        assert.include(result.text, "NUL byte")
+        assert.notInclude(result.text, "undefined")
+      })))
 })
 
 describe("edit_file", () => {

@@ -9,8 +9,8 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
-import * as Files from "../internal/files.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * The parameters of `edit_file`.

@@ -8,9 +8,9 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import * as Files from "../internal/files.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * How many files a listing shows before its "N more" marker.

@@ -9,9 +9,9 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
-import * as Files from "../internal/files.js"
 import * as Message from "../Message.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * The default limits: lines per read, bytes of text per read, bytes of an image.

@@ -9,9 +9,9 @@ import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
-import * as Files from "../internal/files.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * The parameters of `write_file`.
