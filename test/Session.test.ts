@@ -289,21 +289,87 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(second.messages, first.messages)
     }))
 
-  it.scoped("fails on a history no repair can fix, leaving the file as it was", () =>
+  it.scoped("repairs a tool-call id reused on a later turn (as earlier versions wrote it), once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
-      const call = Message.toolCall("same", "bash")
-      yield* write(path, [
+      const call = Message.toolCall("c1", "bash")
+      // written line by line, as an earlier version appended what the model sent
+      const header = { type: "session", version: Session.formatVersion, id: "s", createdAt: 1 }
+      const entries = [
+        Message.user("go"),
         Message.assistant([call]),
-        Message.toolResult({ toolCallId: "same", toolName: "bash", content: "ok" }),
-        Message.assistant([call])
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "first" }),
+        Message.assistant([call, Message.toolCall("c1", "bash")]),
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "second" }),
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "third" }),
+        Message.assistant("done")
+      ]
+      yield* Effect.promise(() =>
+        Fs.writeFile(
+          path,
+          [header, ...entries.map((message) => ({ type: "message", role: message.role, message }))]
+            .map((line) => JSON.stringify(line) + "\n").join("")
+        )
+      )
+      const first = yield* reopen(path)
+      assert.strictEqual(first.report.repairs.length, 2)
+      assert.include(first.report.repairs[0]!, "fresh id c1-1")
+      assert.isTrue(Either.isRight(Message.validateHistory(first.messages)))
+      const results = first.messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
+      assert.deepStrictEqual(results.map((m) => [m.toolCallId, Message.textOf(m)]), [
+        ["c1", "first"],
+        ["c1-1", "second"],
+        ["c1-2", "third"]
       ])
-      const before = yield* lines(path)
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, first.messages)
+    }))
+
+  it.scoped("a line that is not valid UTF-8 is reported with its line", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, [Message.user("one"), Message.user("two")])
+      const text = yield* lines(path)
+      const [head, first, second] = text.trimEnd().split("\n")
+      const bad = Buffer.from(second!.replace("two", "t\u00e9o"), "utf8")
+      // a lone continuation byte where the é was
+      const index = bad.indexOf(0xc3)
+      const corrupt = Buffer.concat([bad.subarray(0, index), bad.subarray(index + 1)])
+      yield* Effect.promise(() =>
+        Fs.writeFile(path, Buffer.concat([Buffer.from(`${head}\n${first}\n`), corrupt, Buffer.from("\n")]))
+      )
       const error = yield* Effect.flip(reopen(path))
       assert.strictEqual(error._tag, "SessionCorrupt")
-      assert.include(error.message, "the history cannot be repaired")
-      assert.include(error.message, "tool call id same is used twice")
-      assert.strictEqual(yield* lines(path), before)
+      assert.include(error.message, "s.jsonl:3: corrupt session log: not valid UTF-8")
+    }))
+
+  it.scoped("a file over the size limit is SessionStoreFailed, before it is read", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, [Message.user("x".repeat(2000))])
+      const error = yield* Effect.flip(
+        Effect.scoped(Session.openJsonl(path, { maxBytes: 1024 }).pipe(Effect.provide(NodeFileSystem.layer)))
+      )
+      assert.strictEqual(error._tag, "SessionStoreFailed")
+      assert.include(error.message, "over the limit of 1024 bytes")
+      assert.strictEqual(Session.maxFileBytes, 512 * 1024 * 1024)
+    }))
+
+  it.scoped("a message JSON cannot hold is SessionStoreFailed, and the file stays valid", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const error = yield* Effect.scoped(Effect.gen(function*() {
+        const { service } = yield* open(path)
+        const deep = JSON.parse("[".repeat(6000) + "]".repeat(6000))
+        const failed = yield* Effect.flip(service.append(Message.assistant([Message.toolCall("c", "bash", deep)])))
+        yield* service.append(Message.user("after"))
+        return failed
+      }))
+      assert.strictEqual(error._tag, "SessionStoreFailed")
+      assert.include(error.message, "cannot be written as JSON")
+      const { messages } = yield* reopen(path)
+      assert.deepStrictEqual(messages.map((m) => m.role), ["user"])
     }))
 
   it.scoped("marks a response whose line was torn as aborted, once", () =>

@@ -4,6 +4,7 @@ import type * as Path from "@effect/platform/Path"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type * as Errors from "../src/Errors.js"
@@ -12,6 +13,7 @@ import * as Message from "../src/Message.js"
 import type * as Model from "../src/Model.js"
 import type * as Session from "../src/services/Session.js"
 import type * as Workspace from "../src/services/Workspace.js"
+import * as Tool from "../src/Tool.js"
 import * as Tools from "../src/tools/index.js"
 import { checkpointScript, scriptedRun } from "./utils/layers.js"
 import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
@@ -240,6 +242,33 @@ describe("write_file", () => {
         assert.include(result.text, "NUL byte")
         assert.notInclude(result.text, "undefined")
       })))
+})
+
+describe("Tool.decodeInput under hostile input", () => {
+  it("over-deep arguments are ToolInputInvalid, not a RangeError", () => {
+    const deep = JSON.parse("[".repeat(6000) + "]".repeat(6000))
+    for (const input of [deep, { path: deep }]) {
+      const decoded = Tool.decodeInput(Tools.readFile, input)
+      assert.isTrue(Either.isLeft(decoded))
+      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      assert.strictEqual(error._tag, "ToolInputInvalid")
+      assert.include(error.message, `nested deeper than ${Tool.maxInputDepth} levels`)
+    }
+    // nesting within the limit decodes as usual
+    const Nested = Schema.Struct({ value: Schema.Unknown })
+    const tool = Tool.make({ name: "nested", description: "", parameters: Nested, execute: () => Effect.succeed("") })
+    assert.isTrue(Either.isRight(Tool.decodeInput(tool, { value: JSON.parse("[".repeat(50) + "]".repeat(50)) })))
+  })
+
+  it("the error sent back for a huge invalid input is capped", () => {
+    const big = "x".repeat(5_000_000)
+    for (const input of [big, { path: 1, offset: big }, { path: Array.from({ length: 10_000 }, () => 1) }]) {
+      const decoded = Tool.decodeInput(Tools.readFile, input)
+      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      assert.strictEqual(error._tag, "ToolInputInvalid")
+      assert.isBelow(error.message.length, 20_000)
+    }
+  })
 })
 
 describe("edit_file", () => {

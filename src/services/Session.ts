@@ -7,9 +7,11 @@
  *
  * @since 0.1.0
  */
+import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -186,6 +188,8 @@ export interface JsonlContents {
   readonly header: Header | undefined
   /** The history as recorded (repairs already in the file applied). */
   readonly messages: ReadonlyArray<Message.Message>
+  /** For each message, the (1-based) line it was read from. */
+  readonly lines: ReadonlyArray<number>
   /** The latest compaction entry, if any. */
   readonly compaction: Compaction.Compaction | undefined
   /** The last line, when a crash cut it off mid-write (it is not part of `messages`). */
@@ -222,7 +226,18 @@ export interface LoadReport {
 export interface JsonlOptions {
   /** The session id written in the header of a new file (default: a random UUID). */
   readonly id?: string | undefined
+  /** The largest session file read back, in bytes (default `maxFileBytes`, 512 MiB). */
+  readonly maxBytes?: number | undefined
 }
+
+/**
+ * The largest session file read back by default: 512 MiB. A larger file fails to open with
+ * `SessionStoreFailed` instead of exhausting memory.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxFileBytes = 512 * 1024 * 1024
 
 /**
  * The text of the aborted assistant message that stands for a response whose line was torn.
@@ -239,11 +254,25 @@ export const cutOffText = "The session ended while this response was being writt
  * @since 0.1.0
  * @category Constructors
  */
-export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string) {
+export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, options?: JsonlOptions) {
   const fs = yield* FileSystem.FileSystem
+  const maxBytes = options?.maxBytes ?? maxFileBytes
+  const notFound = (error: PlatformError.PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+  const info = yield* fs.stat(path).pipe(
+    Effect.map(Option.some),
+    Effect.catchIf(notFound, () => Effect.succeedNone),
+    Effect.mapError((error) => storeFailed(path, "reading the session", error))
+  )
+  if (Option.isSome(info) && Number(info.value.size) > maxBytes) {
+    return yield* new Errors.SessionStoreFailed({
+      path,
+      description:
+        `the session file is ${info.value.size} bytes, over the limit of ${maxBytes} bytes; compact it into a new session, or raise maxBytes`
+    })
+  }
   const bytes = yield* fs.readFile(path).pipe(
     Effect.map(Option.some),
-    Effect.catchIf((error) => error._tag === "SystemError" && error.reason === "NotFound", () => Effect.succeedNone),
+    Effect.catchIf(notFound, () => Effect.succeedNone),
     Effect.mapError((error) => storeFailed(path, "reading the session", error))
   )
   return yield* parse(path, Option.getOrElse(bytes, () => new Uint8Array(0)))
@@ -262,7 +291,7 @@ export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string) 
 export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, options?: JsonlOptions) {
   const fs = yield* FileSystem.FileSystem
   yield* acquireLock(fs, path)
-  const contents = yield* readJsonl(path)
+  const contents = yield* readJsonl(path, options)
   const fail = (description: string) => (error: unknown) => storeFailed(path, description, error)
   const repairs: Array<string> = []
   let messages = contents.messages.slice()
@@ -295,9 +324,11 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     if (contents.validBytes > 0 || contents.torn !== undefined) truncateTo = 0
     out = JSON.stringify(header) + "\n"
   }
-  const repaired = Message.repairHistory(messages)
+  const renamed = freshIds(messages)
+  if (renamed.repairs.length > 0) repairs.push(...renamed.repairs)
+  const repaired = Message.repairHistory(renamed.messages)
   let recorded = false
-  if (repaired.repairs.length > 0) {
+  if (repaired.repairs.length > 0 || renamed.repairs.length > 0) {
     repairs.push(...repaired.repairs)
     if (isPrefix(messages, repaired.messages)) {
       for (const message of repaired.messages.slice(messages.length)) out += messageLine(message)
@@ -313,9 +344,13 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   }
   // checked before anything is written, so an unrepairable file is left as it was
   yield* Message.validateHistory(messages).pipe(
-    Effect.mapError((error) =>
-      new SessionCorrupt({ path, line: 0, description: `the history cannot be repaired: ${error.message}` })
-    )
+    Effect.mapError((error) => {
+      // the line of the first message the recorded history breaks the law at (else the last line)
+      const original = Message.validateHistory(contents.messages)
+      const index = Either.isLeft(original) ? original.left.index : contents.messages.length - 1
+      const line = contents.lines[index] ?? Math.max(1, contents.lines[contents.lines.length - 1] ?? 1)
+      return new SessionCorrupt({ path, line, description: `the history cannot be repaired: ${error.message}` })
+    })
   )
   if (truncateTo !== undefined) {
     yield* fs.truncate(path, truncateTo).pipe(Effect.mapError(fail("dropping a torn line")))
@@ -343,14 +378,22 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   const service: Service = {
     messages: Effect.sync(() => history.slice()),
     append: (...appended) =>
-      appended.length === 0 ? Effect.void : guard(
-        Effect.zipRight(
-          file.writeAll(encoder.encode(appended.map(messageLine).join(""))),
-          Effect.sync(() => {
-            for (const message of appended) history.push(message)
-          })
-        ),
-        "appending to the session"
+      appended.length === 0 ? Effect.void : Effect.flatMap(
+        // a message JSON cannot hold (nested too deeply for JSON.stringify) fails before anything is written
+        Effect.try({
+          try: () => encoder.encode(appended.map(messageLine).join("")),
+          catch: (error) => storeFailed(path, "a message cannot be written as JSON", error)
+        }),
+        (bytes) =>
+          guard(
+            Effect.zipRight(
+              file.writeAll(bytes),
+              Effect.sync(() => {
+                for (const message of appended) history.push(message)
+              })
+            ),
+            "appending to the session"
+          )
       ),
     sync: guard(file.sync, "syncing the session"),
     latestCompaction: Effect.sync(() => compaction),
@@ -406,6 +449,61 @@ type SessionStoreFailed = Errors.SessionStoreFailed
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
+const strictDecoder = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * Gives every tool call whose id was already used in the history a fresh one, and its results with
+ * it (earlier versions stored what a model sent, and some models repeat ids across turns).
+ */
+const freshIds = (messages: ReadonlyArray<Message.Message>) => {
+  const repairs: Array<string> = []
+  const all = new Set<string>()
+  for (const message of messages) {
+    if (message.role === "assistant") {
+      for (const block of message.content) if (block.type === "toolCall") all.add(block.id)
+    }
+  }
+  const seen = new Set<string>()
+  // the ids the results of the current turn take, in call order, per id the model sent
+  let turn = new Map<string, Array<string>>()
+  let changed = false
+  const out = messages.map((message, index): Message.Message => {
+    if (message.role === "assistant") {
+      turn = new Map()
+      let renamedAny = false
+      const content = message.content.map((block) => {
+        if (block.type !== "toolCall") return block
+        let id = block.id
+        if (seen.has(id)) {
+          let n = 1
+          while (all.has(`${block.id}-${n}`)) n++
+          id = `${block.id}-${n}`
+          all.add(id)
+          renamedAny = true
+          repairs.push(`gave tool call ${block.id} of message ${index + 1} the fresh id ${id} (the id was used before)`)
+        }
+        seen.add(id)
+        const queue = turn.get(block.id) ?? []
+        queue.push(id)
+        turn.set(block.id, queue)
+        return id === block.id ? block : { ...block, id }
+      })
+      if (!renamedAny) return message
+      changed = true
+      return { ...message, content }
+    }
+    if (message.role === "toolResult") {
+      const queue = turn.get(message.toolCallId)
+      const id = queue?.shift()
+      if (id !== undefined && id !== message.toolCallId) {
+        changed = true
+        return { ...message, toolCallId: id }
+      }
+    }
+    return message
+  })
+  return { messages: changed ? out : messages, repairs }
+}
 
 const storeFailed = (path: string, description: string, error: unknown) =>
   new Errors.SessionStoreFailed({
@@ -429,11 +527,31 @@ const rolePrefix = /^\{"type":"message","role":"(user|assistant|toolResult)"/
 const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, SessionCorrupt> =>
   Effect.suspend(() => {
     const lastNewline = bytes.lastIndexOf(10)
-    const complete = decoder.decode(bytes.subarray(0, lastNewline + 1)).split("\n")
+    const completeBytes = bytes.subarray(0, lastNewline + 1)
+    let completeText: string
+    try {
+      completeText = strictDecoder.decode(completeBytes)
+    } catch {
+      // name the first line that is not valid UTF-8
+      let start = 0
+      let line = 1
+      for (;;) {
+        const end = completeBytes.indexOf(10, start)
+        try {
+          strictDecoder.decode(completeBytes.subarray(start, end))
+        } catch {
+          return Effect.fail(new SessionCorrupt({ path, line, description: "not valid UTF-8" }))
+        }
+        start = end + 1
+        line++
+      }
+    }
+    const complete = completeText.split("\n")
     complete.pop()
     const trailing = decoder.decode(bytes.subarray(lastNewline + 1))
     let header: Header | undefined
     let messages: Array<Message.Message> = []
+    let lines: Array<number> = []
     let compaction: Compaction.Compaction | undefined
     const corrupt = (line: number, description: string) => Effect.fail(new SessionCorrupt({ path, line, description }))
     // returns an error description, or undefined when the line was taken
@@ -458,10 +576,12 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
       const entry = decoded.right
       if (entry.type === "message") {
         messages.push(entry.message)
+        lines.push(line)
       } else if (entry.type === "compaction") {
         compaction = entry.compaction
       } else if (entry.history !== undefined) {
         messages = entry.history.slice()
+        lines = messages.map(() => line)
         // the replaced history may not line up with the compaction's index any more
         compaction = undefined
       }
@@ -486,7 +606,7 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
         torn = { line, bytes: bytes.length - validBytes, role: rolePrefix.exec(trailing)?.[1] }
       }
     }
-    return Effect.succeed({ path, header, messages, compaction, torn, validBytes, missingNewline })
+    return Effect.succeed({ path, header, messages, lines, compaction, torn, validBytes, missingNewline })
   })
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
