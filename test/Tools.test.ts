@@ -5,6 +5,7 @@ import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type * as Errors from "../src/Errors.js"
@@ -139,6 +140,37 @@ describe("read_file", () => {
           assert.include(byLines.text, "[Showing lines 1-10 of 1000. Use offset=11 to read further.]")
         })
     ))
+
+  it.effect("reads only the window it shows from a large file, and cuts a huge line", () =>
+    inWorkspace({}, (root) =>
+      Effect.gen(function*() {
+        const line = "x".repeat(99) + "\n"
+        NodeFs.writeFileSync(NodePath.join(root, "big.log"), line.repeat(30_000))
+        const result = yield* call(Tools.readFile, { path: "big.log", offset: 2, limit: 3 })
+        assert.strictEqual(
+          result.text,
+          ["2", "3", "4"].map((n) => `${n}\t${"x".repeat(99)}`).join("\n") +
+            "\n[Showing lines 2-4 of a file of 3000000 bytes. Use offset=5 to read further.]"
+        )
+        NodeFs.writeFileSync(NodePath.join(root, "one-line.txt"), "y".repeat(3_000_000))
+        const huge = yield* call(Tools.ReadFile.make({ maxBytes: 100 }), { path: "one-line.txt" })
+        assert.strictEqual(huge.text, `1\t${"y".repeat(98)} [line cut at 100 bytes]`)
+      })))
+
+  it.effect("refuses a FIFO instead of blocking on it", () =>
+    inWorkspace({}, (root) =>
+      Effect.gen(function*() {
+        ChildProcess.execFileSync("mkfifo", [NodePath.join(root, "pipe")])
+        for (const tool of [Tools.readFile, Tools.editFile]) {
+          const result = yield* call(tool, { path: "pipe", oldText: "a", newText: "b" })
+          assert.isTrue(result.isError)
+          assert.include(result.text, "pipe is not a regular file")
+        }
+      })))
+
+  it("every built-in tool has a default timeout", () => {
+    for (const tool of Tools.all) assert.isDefined(tool.timeout, tool.name)
+  })
 
   it.effect("returns images as image content and refuses other binary files", () =>
     inWorkspace({ "pixel.png": png, "blob.bin": new Uint8Array([1, 2, 0, 3]) }, () =>

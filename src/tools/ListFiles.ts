@@ -45,6 +45,7 @@ export const make = (options: { readonly limit?: number | undefined } = {}) => {
     description:
       "List the files under a directory of the workspace, recursively, as paths relative to the workspace root. Skips .git, node_modules and files ignored by .gitignore.",
     parameters: Parameters,
+    timeout: Files.timeout,
     execute: Effect.fn("ListFiles.execute")(function*({ path }, context) {
       const fs = yield* FileSystem.FileSystem
       const input = path ?? "."

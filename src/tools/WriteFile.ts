@@ -35,6 +35,7 @@ export const writeFile = Tool.make({
   description:
     "Write a file of the workspace, replacing its content if it exists; parent directories are created. Prefer edit_file for changes to an existing file.",
   parameters: Parameters,
+  timeout: Files.timeout,
   key: Files.pathKey,
   execute: Effect.fn("WriteFile.execute")(function*({ content, path }, context) {
     const fs = yield* FileSystem.FileSystem

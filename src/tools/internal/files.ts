@@ -5,6 +5,7 @@
 import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Errors from "../../Errors.js"
 import * as Glob from "../../internal/glob.js"
@@ -47,6 +48,13 @@ export const existingFile = (context: Tool.Context, input: string, directoryHint
     if (info.value.type === "Directory") {
       return yield* new Errors.ToolExecutionFailed({
         description: `${shown} is a directory, not a file${directoryHint}.`
+      })
+    }
+    if (info.value.type !== "File") {
+      // a FIFO or a device could block the read forever, or never end
+      return yield* new Errors.ToolExecutionFailed({
+        description:
+          `${shown} is not a regular file (it is a ${info.value.type}); only regular files can be read or edited.`
       })
     }
     return { absolute, shown, info: info.value }
@@ -210,3 +218,6 @@ const levenshtein = (a: string, b: string, limit = Infinity): number => {
   }
   return previous[b.length]!
 }
+
+/** The timeout of the built-in file tools: they touch one file or walk the workspace. */
+export const timeout = Duration.seconds(60)
