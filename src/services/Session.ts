@@ -16,6 +16,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
@@ -279,8 +281,8 @@ export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, 
 })
 
 /**
- * Opens a session file as the single writer, for the life of the Scope: takes the lock
- * (`<path>.lock`), creates the file or reads it back, repairs the history (a torn last line is
+ * Opens a session file as the single writer, for the life of the Scope: takes the lock (a directory
+ * `.session-<device>-<inode>.lock` beside the file's real path), creates the file or reads it back, repairs the history (a torn last line is
  * dropped; a tool call without a result gets an error result; a torn response becomes an `aborted`
  * message) and records the repair in the file, then appends every message as it is added and fsyncs
  * at every `sync`.
@@ -611,54 +613,139 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
-const lockFor = (path: string) => `${path}.lock`
+// -----------------------------------------------------------------------------
+// The writer's lock
+// -----------------------------------------------------------------------------
 
-const isAlive = (pid: number) => {
+/*
+ * One writer per file, whatever name it is opened by: the lock is a directory beside the file's real
+ * path, named by the file's device and inode (a symlink and a hard link lead to the same one). In it,
+ * numbered files ("epochs"); the highest one names the holder. A lock is taken by creating the next
+ * epoch with link(2), which the kernel makes atomic and exclusive, with its whole content at once;
+ * epochs are never reused (a release rewrites its own epoch as "released"), so two openers that both
+ * found the lock free race for the same epoch and exactly one wins. A holder is alive when its pid
+ * runs with the start time recorded (a reused pid, or pid 1 after a container restart, is not the
+ * holder); a lock naming this process is held only while this process holds it.
+ */
+
+/** The tokens of the locks this process holds. */
+const heldHere = new Set<string>()
+
+const released = "released\n"
+
+const startTimeOf = (pid: number): string => {
   try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? ""
+  } catch {
+    return ""
   }
 }
 
-// an empty or unreadable lock younger than this may be one being written right now
-const freshLockMillis = 2000
-
-const acquireLock = (fs: FileSystem.FileSystem, path: string) => {
-  const lockPath = lockFor(path)
-  const owner = `${process.pid}\n`
-  const attempt = (tries: number): Effect.Effect<void, SessionLocked | SessionStoreFailed> =>
-    fs.writeFileString(lockPath, owner, { flag: "wx" }).pipe(
-      Effect.catchAll((error) => {
-        if (!(error._tag === "SystemError" && error.reason === "AlreadyExists")) {
-          return Effect.fail(storeFailed(path, `creating the lock file ${lockPath}`, error))
-        }
-        return Effect.gen(function*() {
-          const held = yield* fs.readFileString(lockPath).pipe(Effect.option)
-          if (Option.isNone(held)) return yield* tries > 0 ? attempt(tries - 1) : locked(undefined)
-          const pid = Number.parseInt(held.value, 10)
-          let stale: boolean
-          if (Number.isNaN(pid)) {
-            const info = yield* fs.stat(lockPath).pipe(Effect.option)
-            const mtime = Option.flatMap(info, (info) => info.mtime)
-            stale = Option.isSome(mtime) && Date.now() - mtime.value.getTime() > freshLockMillis
-          } else {
-            stale = pid !== process.pid && !isAlive(pid)
-          }
-          if (!stale || tries === 0) return yield* locked(Number.isNaN(pid) ? undefined : pid)
-          // a dead writer's lock: take it over, unless someone else just did (best effort: two processes
-          // taking over the same stale lock at the same instant is not excluded)
-          const again = yield* fs.readFileString(lockPath).pipe(Effect.option)
-          if (Option.isSome(again) && again.value === held.value) yield* fs.remove(lockPath).pipe(Effect.ignore)
-          return yield* attempt(tries - 1)
-        })
-      })
-    )
-  const locked = (pid: number | undefined) => Effect.fail(new SessionLocked({ path, lockPath, pid }))
-  const release = fs.readFileString(lockPath).pipe(
-    Effect.flatMap((held) => held === owner ? fs.remove(lockPath) : Effect.void),
-    Effect.ignore
-  )
-  return Effect.acquireRelease(attempt(3), () => release)
+const isAlive = (pid: number, start: string) => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false
+  }
+  return start === "" || startTimeOf(pid) === "" || startTimeOf(pid) === start
 }
+
+interface Holder {
+  readonly pid: number
+  readonly live: boolean
+}
+
+const holderOf = (content: string): Holder | undefined => {
+  if (content === released) return undefined
+  const [pid, start, token] = content.split("\n")
+  const number = Number(pid)
+  if (!Number.isInteger(number) || number <= 0) return undefined
+  const live = number === process.pid ? heldHere.has(token ?? "") : isAlive(number, start ?? "")
+  return { pid: number, live }
+}
+
+const epochsIn = (dir: string): Array<number> =>
+  NodeFs.readdirSync(dir).filter((name) => /^\d+$/.test(name)).map(Number).sort((a, b) => a - b)
+
+/** Takes the lock, or fails with the live holder's pid (synchronous file system calls, each atomic). */
+const lockSync = (
+  path: string
+): { readonly lockPath: string; readonly release: () => void } | {
+  readonly pid: number
+  readonly lockPath: string
+} => {
+  // the file is created (empty) if missing, so that it has an inode to lock
+  NodeFs.closeSync(NodeFs.openSync(path, "a"))
+  const real = NodeFs.realpathSync(path)
+  const info = NodeFs.statSync(real)
+  const lockPath = NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
+  NodeFs.mkdirSync(lockPath, { recursive: true })
+  const token = crypto.randomUUID()
+  const temp = NodePath.join(lockPath, `tmp-${token}`)
+  NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
+  try {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const epochs = epochsIn(lockPath)
+      const highest = epochs.length === 0 ? -1 : epochs[epochs.length - 1]!
+      if (highest >= 0) {
+        let content: string
+        try {
+          content = NodeFs.readFileSync(NodePath.join(lockPath, String(highest)), "utf8")
+        } catch {
+          continue
+        }
+        const holder = holderOf(content)
+        if (holder !== undefined && holder.live) return { pid: holder.pid, lockPath }
+      }
+      const mine = NodePath.join(lockPath, String(highest + 1))
+      try {
+        NodeFs.linkSync(temp, mine)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "EEXIST") continue
+        throw error
+      }
+      const after = epochsIn(lockPath)
+      if (after[after.length - 1]! > highest + 1) {
+        // someone already went past this epoch: let the higher one decide
+        NodeFs.rmSync(mine, { force: true })
+        continue
+      }
+      heldHere.add(token)
+      for (const epoch of after) {
+        if (epoch < highest + 1) NodeFs.rmSync(NodePath.join(lockPath, String(epoch)), { force: true })
+      }
+      const release = () => {
+        heldHere.delete(token)
+        try {
+          const current = NodeFs.readFileSync(mine, "utf8")
+          if (!current.includes(token)) return
+          const releasing = NodePath.join(lockPath, `tmp-${token}-released`)
+          NodeFs.writeFileSync(releasing, released)
+          NodeFs.renameSync(releasing, mine)
+        } catch {
+          // the lock directory is gone: nothing to release
+        }
+      }
+      return { lockPath, release }
+    }
+    throw new globalThis.Error(`the lock ${lockPath} kept changing`)
+  } finally {
+    NodeFs.rmSync(temp, { force: true })
+  }
+}
+
+const acquireLock = (_fs: FileSystem.FileSystem, path: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => lockSync(path),
+      catch: (error) => storeFailed(path, "taking the lock", error)
+    }).pipe(
+      Effect.flatMap((result) =>
+        "pid" in result
+          ? Effect.fail(new SessionLocked({ path, lockPath: result.lockPath, pid: result.pid }))
+          : Effect.succeed(result)
+      )
+    ),
+    (lock) => Effect.sync(() => lock.release())
+  )
