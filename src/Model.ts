@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import * as Message from "./Message.js"
-import type * as Tool from "./Tool.js"
+import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -316,6 +316,9 @@ export interface Finish {
  */
 export const parseToolArguments = (json: string): unknown => {
   if (json.trim() === "") return {}
+  // over-deep input stays text: as a value it would overflow the stack of JSON.stringify (in the
+  // session and the next request), and the tool refuses it as `ToolInputInvalid` either way
+  if (nestingExceeds(json, Tool.maxInputDepth)) return json
   try {
     return JSON.parse(json)
   } catch {
@@ -670,3 +673,20 @@ const replay = (message: Message.AssistantMessage, onEvent: (event: Delta) => Ef
 const isMessage = (
   answer: Message.AssistantMessage | Stream.Stream<Event, Errors.ModelError>
 ): answer is Message.AssistantMessage => "role" in answer && answer.role === "assistant"
+
+/** Whether the JSON text nests arrays and objects deeper than `max` (strings skipped), in one pass. */
+const nestingExceeds = (json: string, max: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // backslash: skip the escaped character
+      else if (c === 34) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 || c === 123) {
+      if (++depth > max) return true
+    } else if (c === 93 || c === 125) depth--
+  }
+  return false
+}

@@ -1,3 +1,4 @@
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
@@ -11,6 +12,7 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
+import { tempDir } from "./utils/workspace.js"
 
 const message = Message.assistant([
   Message.text("hello"),
@@ -127,7 +129,49 @@ describe("Model.Assembler", () => {
     assert.deepStrictEqual(Model.parseToolArguments(" "), {})
     assert.deepStrictEqual(Model.parseToolArguments(`{"a":[1]}`), { a: [1] })
     assert.strictEqual(Model.parseToolArguments(`{"a":[1`), `{"a":[1`)
+    const deep = `{"a":${"[".repeat(Tool.maxInputDepth)}${"]".repeat(Tool.maxInputDepth)}}`
+    assert.strictEqual(Model.parseToolArguments(deep), deep)
+    assert.deepStrictEqual(Model.parseToolArguments(`{"a":"${"[".repeat(200)}"}`), { a: "[".repeat(200) })
   })
+
+  it.live("arguments nested 50,000 deep are fed back as ToolInputInvalid, and the session file stays loadable", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const file = `${dir}/deep.jsonl`
+      const deep = `{"text":${"[".repeat(50_000)}${"]".repeat(50_000)}}`
+      // the arguments arrive as text, as from a provider, and the assembler decodes them
+      const deltas: ReadonlyArray<Model.Delta> = [
+        { _tag: "ToolCallStart", index: 0, id: "c1", name: "echo" },
+        { _tag: "ToolCallDelta", index: 0, delta: deep }
+      ]
+      const assembler = new Model.Assembler()
+      for (const delta of deltas) assembler.push(delta)
+      const called = assembler.finish({ stopReason: "toolUse", timestamp: 0 })
+      let turn = 0
+      const model = Model.make({
+        stream: () =>
+          Stream.fromIterable<Model.Event>(
+            turn++ === 0
+              ? [...deltas, { _tag: "Finish", message: called }]
+              : Model.eventsOf(Message.assistant("done"))
+          )
+      })
+      const echo = Tool.make({
+        name: "echo",
+        description: "echoes",
+        parameters: Schema.Struct({ text: Schema.String }),
+        execute: ({ text }) => Effect.succeed(text)
+      })
+      const result = yield* Loop.run({ input: "go", tools: [echo] }).pipe(
+        Effect.provide(Layer.merge(Layer.succeed(Model.Model, model), Session.layerJsonl(file))),
+        Effect.provide(NodeFileSystem.layer)
+      )
+      const fed = result.messages.find((m): m is Message.ToolResultMessage => m.role === "toolResult")
+      assert.strictEqual(fed?.isError, true)
+      assert.match(fed?.content[0]?.type === "text" ? fed.content[0].text : "", /^Invalid arguments for tool echo/)
+      const back = yield* Session.readJsonl(file).pipe(Effect.provide(NodeFileSystem.layer))
+      assert.strictEqual(back.messages.length, result.messages.length)
+    }).pipe(Effect.scoped))
 })
 
 describe("Model.make tool call ids", () => {
