@@ -77,4 +77,31 @@ describe("the run's types", () => {
       Effect.Effect<Loop.TurnResult, LoopErrors | BudgetExhausted, Model.Model | Session.Session | Database>
     >()
   })
+
+  it("output: a Schema makes RunResult carry its decoded type and adds exactly OutputInvalid", () => {
+    const Answer = Schema.Struct({ n: Schema.NumberFromString })
+    const run = Loop.run({ input: "hi", tools: [terminal], output: Answer })
+    expectTypeOf(run).toEqualTypeOf<
+      Effect.Effect<
+        Loop.RunResult<{ readonly n: number }>,
+        LoopErrors | BudgetExhausted | Errors.OutputInvalid,
+        Model.Model | Session.Session
+      >
+    >()
+    // without output: the last answer's text, and no OutputInvalid
+    expectTypeOf(Loop.run({ input: "hi", tools: [terminal] })).toEqualTypeOf<
+      Effect.Effect<Loop.RunResult<string>, LoopErrors | BudgetExhausted, Model.Model | Session.Session>
+    >()
+  })
+
+  it("output: the event stream's RunEnd carries the decoded type, and the error adds OutputInvalid", () => {
+    const stream = Loop.stream({ input: "hi", output: Schema.Array(Schema.String) })
+    expectTypeOf(stream).toEqualTypeOf<
+      Stream.Stream<
+        Event.AgentEvent<ReadonlyArray<string>>,
+        LoopErrors | Errors.OutputInvalid,
+        Model.Model | Session.Session
+      >
+    >()
+  })
 })
