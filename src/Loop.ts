@@ -95,6 +95,11 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
   readonly output?: Schema.Schema<any, any, never> | undefined
   /** How many answers that do not decode are fed back before the run fails (default 2). */
   readonly maxOutputRepairs?: number | undefined
+  /**
+   * Called with each event of the run, in order, as it happens (the events `stream` delivers, without
+   * a buffer: the run waits for it).
+   */
+  readonly onEvent?: ((event: Event.AgentEvent<unknown>) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -233,7 +238,7 @@ export const run: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: RunOptions<Tools>
 ): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Effect.withSpan(loop(options, toolsOf(options.tools), EventSink.none), "Loop.run", {
+  Effect.withSpan(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
     attributes: { maxTurns: options.maxTurns }
   })
 
@@ -290,7 +295,13 @@ export const stream: {
       capacity: options.eventBuffer ?? defaultEventBuffer,
       strategy: "suspend"
     })
-    const fiber = yield* loop(options, toolsOf(options.tools), EventSink.mailbox(mailbox)).pipe(
+    const sink = EventSink.mailbox(mailbox)
+    const onEvent = options.onEvent
+    const fiber = yield* loop(
+      options,
+      toolsOf(options.tools),
+      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) }
+    ).pipe(
       Effect.withSpan("Loop.stream"),
       Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
       Effect.forkScoped
@@ -424,7 +435,7 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: TurnOptions<Tools>
 ): Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>> =>
   Effect.gen(function*() {
-    const run = yield* Run.make(options, toolsOf(options.tools), EventSink.none)
+    const run = yield* Run.make(options, toolsOf(options.tools), sinkOf(options))
     const answer = yield* Effect.onExit(
       Effect.flatMap(takeTurn(run, inputMessages(options.input)), ({ answer, terminal }) =>
         Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)).pipe(
@@ -590,6 +601,9 @@ const toolsOf = <Tools extends ReadonlyArray<Tool.Any>>(
   tools: Tools | undefined
 ): ReadonlyArray<Tool.Tool<any, Tool.Terminal<Tools[number]> | Errors.Recoverable, Tool.Requirements<Tools[number]>>> =>
   tools ?? []
+
+const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
+  options.onEvent === undefined ? EventSink.none : { emit: options.onEvent }
 
 const abortOn = <A, E>(signal: AbortSignal | undefined, fiber: Fiber.RuntimeFiber<A, E>) =>
   signal === undefined ? Effect.void : Effect.acquireRelease(
