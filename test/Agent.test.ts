@@ -22,7 +22,7 @@ import * as Model from "../src/Model.js"
 import * as Permissions from "../src/services/Permissions.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
-import { echo, scriptedRun } from "./utils/layers.js"
+import { scriptedRun } from "./utils/layers.js"
 import { tempDir } from "./utils/workspace.js"
 
 class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {}) {}
