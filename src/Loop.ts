@@ -567,7 +567,10 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
  * partial text), every tool call in history gets its result (`Run.closeCalls`), every start gets its
  * end, and the run's end says how it ended.
  */
-const finalize = <E, R>(run: Run.Run<E, R>, exit: Exit.Exit<Ending, unknown> | Exit.Failure<unknown, unknown>) =>
+const finalize = <E, R>(
+  run: Run.Run<E, R>,
+  exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
+) =>
   Effect.gen(function*() {
     if (Exit.isFailure(exit)) {
       const aborted = Exit.isInterrupted(exit)
@@ -627,15 +630,15 @@ const lastStopReason = (state: RunState.RunState): Message.StopReason => state.a
 
 const lastText = (state: RunState.RunState): string => state.answer === undefined ? "" : Message.textOf(state.answer)
 
-const failureReason = (cause: Cause.Cause<unknown>): string => {
+const failureReason = <E>(cause: Cause.Cause<E>): string => {
   const failure = Cause.failureOption(cause)
   return Option.isSome(failure)
     ? ToolBatch.messageOf(failure.value)
     : ToolBatch.defectMessage(Option.getOrUndefined(Cause.dieOption(cause)))
 }
 
-const outcomeOf = (
-  exit: Exit.Exit<Ending, unknown> | Exit.Failure<unknown, unknown>,
+const outcomeOf = <E>(
+  exit: Exit.Exit<Ending, E> | Exit.Failure<unknown, E>,
   state: RunState.RunState
 ): Event.Outcome<unknown> =>
   Exit.isSuccess(exit)

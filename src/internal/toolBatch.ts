@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Errors from "../Errors.js"
 import type * as Message from "../Message.js"
 import type * as Permissions from "../services/Permissions.js"
@@ -196,6 +197,8 @@ export const run = <E, R>(
           return Effect.succeed(RunState.result(call, content, false, hooks.now(), details))
         },
         onFailure: (cause) => {
+          // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
+          // an interruption-only cause holds no failure, whatever its type says
           if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
           const failure = Cause.failureOption(cause)
           if (Option.isNone(failure)) {
@@ -226,12 +229,12 @@ export const run = <E, R>(
         )
       })
     const chain = (calls: ReadonlyArray<Admitted<E, R>>) =>
-      calls.length === 1 ? execute(calls[0]!) : Effect.forEach(calls, execute, { discard: true })
+      calls.length === 1 ? execute(calls[0]!) : sequence(calls.map(execute))
     const step = (chains: ReadonlyArray<ReadonlyArray<Admitted<E, R>>>) =>
       chains.length === 1 ? chain(chains[0]!) : runConcurrently(chains.map(chain), config.concurrency)
 
     return admit.pipe(
-      Effect.flatMap((admitted) => Effect.forEach(schedule(admitted), step, { discard: true })),
+      Effect.flatMap((admitted) => admitted.length === 0 ? Effect.void : sequence(schedule(admitted).map(step))),
       Effect.map(() => terminal)
     )
   })
@@ -254,20 +257,37 @@ export const defectMessage = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
 
 /**
- * Runs tasks that never fail, at most `limit` at once: all but the first in forked fibers, the first in
- * the current one. Interrupting it interrupts the forks and waits for their finalizers. (Cheaper than
- * `Effect.forEach` with `concurrency`, whose bookkeeping costs about twice a fork per task.)
+ * Runs effects one after the other. (Cheaper than `Effect.forEach` for the few effects of a batch, which
+ * looks up batching and scope options first: about five fiber operations a call.)
+ */
+const sequence = <R>(effects: ReadonlyArray<Effect.Effect<void, never, R>>): Effect.Effect<void, never, R> =>
+  effects.reduce((all, effect) => Effect.zipRight(all, effect))
+
+/**
+ * Runs tasks that never fail, at most `limit` at once: up to `limit` workers, each taking the next task
+ * in call order until none is left. A worker's fiber starts at once, on the current stack, and the next
+ * worker is started only if tasks remain, so a batch of tools that complete without waiting runs in a
+ * single fiber, with no scheduling; a tool that waits lets the next worker start the next task. Only the
+ * workers still running are awaited; interrupting it interrupts them and waits for their finalizers.
+ * (Measured on workload b: one fiber per call, forked then awaited, cost about twice as much a call.)
  */
 const runConcurrently = <R>(tasks: ReadonlyArray<Effect.Effect<void, never, R>>, limit: number) =>
-  Effect.suspend(() => {
-    const semaphore = tasks.length > limit ? Effect.unsafeMakeSemaphore(limit) : undefined
-    const bounded = semaphore === undefined ? tasks : tasks.map((task) => semaphore.withPermits(1)(task))
-    return Effect.flatMap(
-      Effect.forEach(bounded.slice(1), Effect.fork),
-      (fibers) =>
-        // tasks never fail, and their fiber refs need not flow back: awaiting is cheaper than joining
-        Effect.zipRight(bounded[0]!, Effect.forEach(fibers, (fiber) => fiber.await, { discard: true })).pipe(
-          Effect.onInterrupt(() => Fiber.interruptAll(fibers))
-        )
-    )
-  })
+  // the runtime is taken outside the mask, so the workers are interruptible
+  Effect.flatMap(Effect.runtime<R>(), (runtime) =>
+    // no interruption between starting the workers and arming their interruption
+    Effect.uninterruptibleMask((restore) => {
+      let next = 0
+      const worker: Effect.Effect<void, never, R> = Effect.suspend(() =>
+        next < tasks.length ? Effect.zipRight(tasks[next++]!, worker) : Effect.void
+      )
+      const running: Array<Fiber.RuntimeFiber<void>> = []
+      for (let workers = 0; workers < limit && next < tasks.length; workers++) {
+        const fiber = Runtime.runFork(runtime)(worker)
+        if (fiber.unsafePoll() === null) running.push(fiber)
+      }
+      if (running.length === 0) return Effect.void
+      return Effect.onInterrupt(
+        restore(Effect.forEach(running, (fiber) => fiber.await, { discard: true })),
+        () => Fiber.interruptAll(running)
+      )
+    }))
