@@ -478,11 +478,9 @@ const loop = <E, R>(
     const output = options.output === undefined
       ? undefined
       : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
-    const run = yield* Run.make<E | Errors.OutputInvalid, R>(
-      options,
-      output === undefined ? tools : [...tools, output.tool],
-      sink
-    )
+    const run = output === undefined
+      ? yield* Run.make(options, tools, sink)
+      : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
     yield* sink.emit({ _tag: "RunStart" })
     const { endedBy, output: answer } = yield* Effect.onExit(
       // the run's sub-agents report to it (their events, their statistics)

@@ -11,6 +11,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
+import * as Permissions from "../src/services/Permissions.js"
 import { echo, scriptedRun } from "./utils/layers.js"
 
 const Invoice = Schema.Struct({
@@ -183,5 +184,26 @@ describe("typed answers", () => {
       const error = yield* Loop.run({ input: "Extract", tools: [echo], output: Invoice, shouldContinue: () => false })
         .pipe(Effect.provide(layer), Effect.flip)
       assert.strictEqual(error._tag, "OutputInvalid")
+    }))
+
+  it.effect("the final-answer tool is allowed under rules that allow only some tools; the others are still checked", () =>
+    Effect.gen(function*() {
+      const { layer } = scriptedRun([
+        Message.assistant([Message.toolCall("c1", "echo", { text: "x" })]),
+        final("c2", { vendor: "V", total: 1, currency: "EUR" })
+      ])
+      const rules = Permissions.layerRules({ allow: [{ tools: ["echo"] }] })
+      const result = yield* Loop.run({ input: "Extract", tools: [echo], output: Invoice }).pipe(
+        Effect.provide(layer),
+        Effect.provide(rules)
+      )
+      assert.strictEqual(result.output.vendor, "V")
+      const denied = scriptedRun([Message.assistant([Message.toolCall("c1", "echo", { text: "x" })])])
+      const error = yield* Loop.run({ input: "Extract", tools: [echo], output: Invoice }).pipe(
+        Effect.provide(denied.layer),
+        Effect.provide(Permissions.layerRules({ allow: [{ tools: ["other"] }] })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "ToolPermissionDenied")
     }))
 })

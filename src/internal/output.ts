@@ -15,6 +15,7 @@ import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
+import * as Permissions from "../services/Permissions.js"
 import type * as Tool from "../Tool.js"
 
 /** The name of the final-answer tool, as the model sees it. */
@@ -124,6 +125,20 @@ export class Output<A> {
     return new Errors.OutputInvalid({ attempts: this.failures, issues, received })
   }
 }
+
+/**
+ * Giving the answer has no effect to permit: the final-answer tool is allowed whatever the run's
+ * `Permissions` say (a rule set that allows only some tools would otherwise deny it).
+ */
+export const allowAnswer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(
+    Effect.serviceOption(Permissions.Permissions),
+    (permissions) =>
+      permissions._tag === "None" ? effect : Effect.provideService(effect, Permissions.Permissions, {
+        check: (request) =>
+          request.toolName === toolName ? Effect.succeed(Permissions.allow) : permissions.value.check(request)
+      })
+  )
 
 const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
 
