@@ -13,6 +13,11 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as Esbuild from "esbuild"
+import * as ChildProcess from "node:child_process"
+import * as NodePath from "node:path"
+import * as Readline from "node:readline"
+import * as Url from "node:url"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
@@ -387,3 +392,50 @@ const assertPaired = (events: ReadonlyArray<Event.AgentEvent<unknown>>) => {
   assert.strictEqual(turns, 0, "TurnStart/TurnEnd")
   for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id}`)
 }
+
+describe("a sub-agent after a crash", () => {
+  it.live(
+    "the parent's history loads, and the child's transcript is found from the call id",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir()
+        const script = NodePath.join(dir, "subagent-crash.mjs")
+        yield* Effect.promise(() =>
+          Esbuild.build({
+            entryPoints: [Url.fileURLToPath(new URL("./fixtures/subagent-crash.ts", import.meta.url))],
+            bundle: true,
+            platform: "node",
+            format: "esm",
+            outfile: script,
+            logLevel: "warning"
+          })
+        )
+        // killed with SIGKILL while the child's tool runs: no finalizer gets to write anything
+        const killed = yield* Effect.promise(() =>
+          new Promise<boolean>((resolve) => {
+            const child = ChildProcess.spawn(process.execPath, [script, dir], { stdio: "pipe" })
+            let killed = false
+            Readline.createInterface({ input: child.stdout }).on("line", (line) => {
+              if (line === "child-tool") killed = child.kill("SIGKILL")
+            })
+            child.on("exit", () => resolve(killed))
+          })
+        )
+        assert.isTrue(killed)
+        const parent = yield* Effect.scoped(Session.openJsonl(NodePath.join(dir, "parent.jsonl")))
+        const history = yield* parent.service.messages
+        assert.isTrue(Either.isRight(Message.validateHistory(history)))
+        const call = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : []).find((c) =>
+          c.name === "waiter"
+        )!
+        assert.strictEqual(call.id, "call_crash")
+        const transcript = yield* Effect.scoped(Session.openJsonl(Agent.childSessionPath(`${dir}/children`, call.id)))
+        const messages = yield* transcript.service.messages
+        assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "toolResult"])
+        assert.strictEqual(Message.textOf(messages[0]!), "wait for me")
+        assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+        assert.isAbove(transcript.report.repairs.length, 0)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    60_000
+  )
+})
