@@ -116,6 +116,25 @@ describe("Agent.run", () => {
     }))
 })
 
+describe("Agent.stream", () => {
+  it.effect("streams an agent's run with its own model; RunEnd carries the typed answer", () =>
+    Effect.gen(function*() {
+      const counter = Agent.make({
+        name: "counter",
+        description: "Counts",
+        instructions: "Count.",
+        output: Schema.Struct({ count: Schema.Number }),
+        model: Model.scripted([Message.assistant([Message.toolCall("c1", Loop.outputToolName, { count: 3 })])])
+      })
+      const events = yield* Agent.stream(counter, "count to 3").pipe(
+        Stream.runCollect,
+        Effect.provide(Session.layerMemory())
+      )
+      const end = Array.from(events).at(-1)
+      assert.isTrue(end?._tag === "RunEnd" && end.outcome._tag === "Completed" && end.outcome.output.count === 3)
+    }))
+})
+
 describe("Agent.asTool", () => {
   it.effect("a call is a child run: its answer is the result, its events nest in the parent's, paired", () =>
     Effect.gen(function*() {
