@@ -377,3 +377,27 @@ const safeJson = (value: unknown): string => {
     return String(value)
   }
 }
+
+// -----------------------------------------------------------------------------
+// Typed answers
+// -----------------------------------------------------------------------------
+
+/**
+ * A run given an `output` Schema did not get an answer that decodes with it, after the repairs it was
+ * allowed (`maxOutputRepairs`). `issues` are the last decode error's, `received` the last answer.
+ * It appears in a run's error type only when the run has an `output` Schema.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class OutputInvalid extends Schema.TaggedError<OutputInvalid>("effect-agent/OutputInvalid")("OutputInvalid", {
+  attempts: Schema.Number,
+  issues: Schema.String,
+  received: Schema.Unknown
+}) {
+  override get message(): string {
+    return `The answer did not match the output schema after ${this.attempts} ${
+      this.attempts === 1 ? "attempt" : "attempts"
+    }:\n${this.issues}\nReceived: ${safeJson(this.received)}`
+  }
+}

@@ -1,7 +1,8 @@
 /**
  * The events of a run, as one `_tag`ged union of paired start/end events: `RunStart`/`RunEnd`,
  * `TurnStart`/`TurnEnd`, `MessageStart`/`MessageUpdate`/`MessageEnd`, `ToolStart`/`ToolUpdate`/`ToolEnd`.
- * Every start has its end, also when the run fails or is aborted. `Loop.stream` emits them.
+ * Every start has its end, also when the run fails or is aborted. `Loop.stream` emits them; the events
+ * of a sub-agent's run come wrapped in `Subagent`, with the path of agents and calls that led to it.
  *
  * @since 0.1.0
  */
@@ -10,16 +11,19 @@ import type * as Message from "./Message.js"
 import type * as Model from "./Model.js"
 
 /**
- * How a run ended.
+ * How a run ended. `A` is the type of the run's answer: the last answer's text, or the value decoded
+ * with the run's `output` Schema.
  *
  * @since 0.1.0
  * @category Models
  */
-export type Outcome =
+export type Outcome<A = string> =
   | {
     readonly _tag: "Completed"
     /** The stop reason of the last answer (`"length"`: cut by the output limit, its text incomplete). */
     readonly stopReason: Message.StopReason
+    /** The run's answer: the last answer's text, or the value decoded with the run's `output` Schema. */
+    readonly output: A
   }
   | { readonly _tag: "Failed"; readonly error: unknown }
   | { readonly _tag: "Aborted" }
@@ -40,7 +44,7 @@ export interface RunStart {
  */
 export interface RunStats {
   readonly turns: number
-  /** Tokens by kind, and cost when the provider's prices are known. */
+  /** Tokens by kind, and cost when the provider's prices are known; sub-agents' runs included. */
   readonly usage: Message.Usage
   /** One entry per model request (compaction summaries included), in order. */
   readonly modelCalls: ReadonlyArray<{
@@ -63,16 +67,39 @@ export interface RunStats {
   }
   readonly compactions: number
   readonly millis: number
+  /**
+   * The runs of sub-agents (`Agent.asTool`) at any depth, by agent name: each agent's own figures, its
+   * own sub-agents' kept under their names. Their usage is part of `usage` above.
+   */
+  readonly byAgent: { readonly [agent: string]: AgentStats }
+}
+
+/**
+ * What the runs of one sub-agent did and cost, summed.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface AgentStats {
+  readonly runs: number
+  /** Runs that failed or were aborted. */
+  readonly failures: number
+  readonly turns: number
+  /** The agent's own model usage (its sub-agents' is under their names). */
+  readonly usage: Message.Usage
+  readonly toolCalls: number
+  readonly millis: number
 }
 
 /**
  * @since 0.1.0
  * @category Models
  */
-export interface RunEnd {
+export interface RunEnd<A = string> {
   readonly _tag: "RunEnd"
-  readonly outcome: Outcome
+  readonly outcome: Outcome<A>
   readonly turns: number
+  /** The usage of the run's own responses (`stats.usage` adds its sub-agents'). */
   readonly usage: Message.Usage
   readonly stats: RunStats
 }
@@ -188,14 +215,30 @@ export interface ToolEnd {
 }
 
 /**
- * Any event of a run.
+ * An event of a sub-agent's run (`Agent.asTool`), between the `ToolStart` and `ToolEnd` of the call that
+ * started it. `path` leads from the outermost sub-agent to the one whose run emitted `event`: each
+ * agent's name and the id of the tool call that started its run. The sub-agent's events are paired
+ * like any run's, so a UI can render the tree.
  *
  * @since 0.1.0
  * @category Models
  */
-export type AgentEvent =
+export interface Subagent {
+  readonly _tag: "Subagent"
+  readonly path: ReadonlyArray<{ readonly agent: string; readonly toolCallId: string }>
+  /** The sub-agent's event (never itself a `Subagent`: nesting shows in `path`). */
+  readonly event: AgentEvent<unknown>
+}
+
+/**
+ * Any event of a run whose answer is an `A`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type AgentEvent<A = string> =
   | RunStart
-  | RunEnd
+  | RunEnd<A>
   | TurnStart
   | TurnEnd
   | MessageStart
@@ -205,3 +248,4 @@ export type AgentEvent =
   | ToolUpdate
   | ToolEnd
   | ContextCompacted
+  | Subagent

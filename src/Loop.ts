@@ -3,7 +3,7 @@
  * results in call order, and ask again, until an answer has no tool calls and no input is queued.
  * `run` is the loop as an Effect, `stream` the same run as a Stream of events, and `runAgent` a
  * Promise facade for plain TypeScript, and `turn` one turn of it, for a backend that runs a loop one turn
- * at a time. This module is the loop's outline: a run is `body` (its turns) and `finalize` (its ends); the
+ * at a time. With an `output` Schema a run returns a typed answer (`internal/output.ts`). This module is the loop's outline: a run is `body` (its turns) and `finalize` (its ends); the
  * mechanisms live in `internal/`: the run's pure state and the pairing decision (`runState.ts`), the shell
  * that keeps history, session and events in step (`run.ts`), the tool batch (`toolBatch.ts`), the
  * compaction budget (`contextBudget.ts`) and the event sink (`eventSink.ts`). The laws it keeps are
@@ -18,11 +18,14 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Compaction from "./Compaction.js"
 import * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as EventSink from "./internal/eventSink.js"
+import * as Output from "./internal/output.js"
+import * as ParentRun from "./internal/parentRun.js"
 import * as Run from "./internal/run.js"
 import * as RunState from "./internal/runState.js"
 import * as ToolBatch from "./internal/toolBatch.js"
@@ -81,20 +84,38 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
    * provider compacts and retries once, with or without this option.
    */
   readonly compaction?: Compaction.Options | undefined
+  /**
+   * The Schema of the run's answer. The model gives it by calling a `final_answer` tool whose parameters
+   * are this Schema (an answer that is not an object is wrapped as `{ value }`); the run ends after the
+   * turn of the first call that decodes, and `RunResult.output` is the decoded value. An answer that
+   * does not decode is fed back with the decode error; a text answer is accepted when it is JSON that
+   * decodes, else the model is told to call the tool. Each counts as a repair; past `maxOutputRepairs`
+   * the run fails with `OutputInvalid`.
+   */
+  readonly output?: Schema.Schema<any, any, never> | undefined
+  /** How many answers that do not decode are fed back before the run fails (default 2). */
+  readonly maxOutputRepairs?: number | undefined
+  /**
+   * Called with each event of the run, in order, as it happens (the events `stream` delivers, without
+   * a buffer: the run waits for it).
+   */
+  readonly onEvent?: ((event: Event.AgentEvent<unknown>) => Effect.Effect<void>) | undefined
 }
 
 /**
- * What a run returns.
+ * What a run returns; `A` is the type of its answer.
  *
  * @since 0.1.0
  * @category Models
  */
-export interface RunResult {
+export interface RunResult<A = string> {
+  /** The run's answer: the value decoded with its `output` Schema, or else the last answer's text. */
+  readonly output: A
   /** The run's new messages, input included, in order. */
   readonly messages: ReadonlyArray<Message.Message>
   /** The number of model requests. */
   readonly turns: number
-  /** The summed usage of the run's responses. */
+  /** The summed usage of the run's own responses (`stats.usage` adds its sub-agents'). */
   readonly usage: Message.Usage
   /** `answer`: the last answer had no tool calls and no input was queued; `shouldContinue`: stopped early. */
   readonly endedBy: "answer" | "shouldContinue"
@@ -117,6 +138,16 @@ export type RunError<Tools extends ReadonlyArray<Tool.Any>> =
   | Errors.Terminal
   | Errors.HistoryInvalid
   | Tool.Terminal<Tools[number]>
+
+/**
+ * The options of a run with an `output` Schema whose decoded type is `A`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface RunOptionsWithOutput<Tools extends ReadonlyArray<Tool.Any>, A> extends RunOptions<Tools> {
+  readonly output: Schema.Schema<A, any, never>
+}
 
 /**
  * The services a run over `Tools` requires.
@@ -153,6 +184,23 @@ export const defaultConcurrency = Run.defaultConcurrency
  */
 export const defaultEventBuffer = 1024
 
+/**
+ * The default number of answers that do not decode with a run's `output` Schema that are fed back
+ * for repair before the run fails with `OutputInvalid`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const defaultMaxOutputRepairs = Output.defaultMaxRepairs
+
+/**
+ * The name of the tool through which the model gives the answer of a run with an `output` Schema.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const outputToolName = Output.toolName
+
 // -----------------------------------------------------------------------------
 // Runs
 // -----------------------------------------------------------------------------
@@ -162,6 +210,9 @@ export const defaultEventBuffer = 1024
  * an answer has no tool calls and no input is queued. Recoverable tool failures are fed back to the
  * model; terminal ones end the run in the error channel, with every tool call paired with a result.
  * Interrupting the run is abort: running tools are interrupted and the history stays valid.
+ *
+ * With an `output` Schema the run returns the decoded answer in `output`, and may fail with
+ * `OutputInvalid`; without one, `output` is the last answer's text.
  *
  * @example
  * ```ts
@@ -177,10 +228,17 @@ export const defaultEventBuffer = 1024
  * @since 0.1.0
  * @category Runs
  */
-export const run = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
+export const run: {
+  <const Tools extends ReadonlyArray<Tool.Any> = readonly [], A = never>(
+    options: RunOptionsWithOutput<Tools, A>
+  ): Effect.Effect<RunResult<A>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>
+  <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
+    options: RunOptions<Tools>
+  ): Effect.Effect<RunResult, RunError<Tools>, RunRequirements<Tools>>
+} = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: RunOptions<Tools>
-): Effect.Effect<RunResult, RunError<Tools>, RunRequirements<Tools>> =>
-  Effect.withSpan(loop(options, toolsOf(options.tools), EventSink.none), "Loop.run", {
+): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
+  Effect.withSpan(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
     attributes: { maxTurns: options.maxTurns }
   })
 
@@ -204,22 +262,46 @@ export interface StreamOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyA
 }
 
 /**
+ * The options of `stream` with an `output` Schema whose decoded type is `A`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface StreamOptionsWithOutput<Tools extends ReadonlyArray<Tool.Any>, A> extends StreamOptions<Tools> {
+  readonly output: Schema.Schema<A, any, never>
+}
+
+/**
  * The run as a Stream of `AgentEvent`s. The stream fails with the run's error after its `RunEnd`
  * event; an abort (through `signal`) ends it after `RunEnd` with the `Aborted` outcome. Stopping to
- * consume the stream aborts the run.
+ * consume the stream aborts the run. A completed run's `RunEnd` carries its answer (`outcome.output`):
+ * the value decoded with its `output` Schema, or the last answer's text.
  *
  * @since 0.1.0
  * @category Runs
  */
-export const stream = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
+export const stream: {
+  <const Tools extends ReadonlyArray<Tool.Any> = readonly [], A = never>(
+    options: StreamOptionsWithOutput<Tools, A>
+  ): Stream.Stream<Event.AgentEvent<A>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>
+  <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
+    options: StreamOptions<Tools>
+  ): Stream.Stream<Event.AgentEvent, RunError<Tools>, RunRequirements<Tools>>
+} = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
-): Stream.Stream<Event.AgentEvent, RunError<Tools>, RunRequirements<Tools>> =>
+): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
   Stream.unwrapScoped(Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<Event.AgentEvent, RunError<Tools>>({
+    const mailbox = yield* Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
       capacity: options.eventBuffer ?? defaultEventBuffer,
       strategy: "suspend"
     })
-    const fiber = yield* loop(options, toolsOf(options.tools), EventSink.mailbox(mailbox)).pipe(
+    const sink = EventSink.mailbox(mailbox)
+    const onEvent = options.onEvent
+    const fiber = yield* loop(
+      options,
+      toolsOf(options.tools),
+      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) }
+    ).pipe(
       Effect.withSpan("Loop.stream"),
       Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
       Effect.forkScoped
@@ -300,7 +382,7 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
  * @category Models
  */
 export interface TurnOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<Tool.Any>>
-  extends Omit<RunOptions<Tools>, "maxTurns" | "shouldContinue">
+  extends Omit<RunOptions<Tools>, "maxTurns" | "shouldContinue" | "output" | "maxOutputRepairs">
 {}
 
 /**
@@ -353,10 +435,12 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: TurnOptions<Tools>
 ): Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>> =>
   Effect.gen(function*() {
-    const run = yield* Run.make(options, toolsOf(options.tools), EventSink.none)
+    const run = yield* Run.make(options, toolsOf(options.tools), sinkOf(options))
     const answer = yield* Effect.onExit(
       Effect.flatMap(takeTurn(run, inputMessages(options.input)), ({ answer, terminal }) =>
-        Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)),
+        Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)).pipe(
+          Effect.locally(ParentRun.current, { sink: run.sink, stats: run.stats })
+        ),
       (exit) =>
         Exit.isSuccess(exit) ? Effect.void : finalize(run, exit)
     )
@@ -376,30 +460,50 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
 // -----------------------------------------------------------------------------
 
 /** The errors of a run over tools whose terminal errors are `E`. */
-type LoopError<E> = E | Errors.Terminal | Errors.HistoryInvalid
+type LoopError<E> = E | Errors.Terminal | Errors.HistoryInvalid | Errors.OutputInvalid
+
+/** How a run's turns ended: why, and its answer (the decoded `output`, or else the last answer's text). */
+interface Ending {
+  readonly endedBy: RunResult["endedBy"]
+  readonly output: unknown
+}
 
 /** A run: its start, its turns (`body`), and whatever way it ends, its finalizer. */
 const loop = <E, R>(
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink
-): Effect.Effect<RunResult, LoopError<E>, Model.Model | Session.Session | R> =>
+): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
   Effect.gen(function*() {
-    const run = yield* Run.make(options, tools, sink)
+    const output = options.output === undefined
+      ? undefined
+      : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
+    const run = output === undefined
+      ? yield* Run.make(options, tools, sink)
+      : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
     yield* sink.emit({ _tag: "RunStart" })
-    const endedBy = yield* Effect.onExit(body(run, options), (exit) => finalize(run, exit))
+    const { endedBy, output: answer } = yield* Effect.onExit(
+      // the run's sub-agents report to it (their events, their statistics)
+      Effect.locally(body(run, options, output), ParentRun.current, { sink, stats: run.stats }),
+      (exit) => finalize(run, exit)
+    )
     return {
+      output: answer,
       messages: run.added,
       turns: run.turn,
       usage: run.state.usage,
       endedBy,
       stopReason: lastStopReason(run.state),
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
-    } satisfies RunResult
+    } satisfies RunResult<unknown>
   })
 
-/** Law 1: turns until an answer has no tool calls and no input is queued. */
-const body = <E, R>(run: Run.Run<E, R>, options: RunOptions<ReadonlyArray<Tool.Any>>) =>
+/** Law 1: turns until an answer has no tool calls and no input is queued (or, with `output`, an answer). */
+const body = <E, R>(
+  run: Run.Run<E, R>,
+  options: RunOptions<ReadonlyArray<Tool.Any>>,
+  output: Output.Output<unknown> | undefined
+) =>
   Effect.gen(function*() {
     const maxTurns = options.maxTurns ?? defaultMaxTurns
     let input = inputMessages(options.input)
@@ -407,7 +511,10 @@ const body = <E, R>(run: Run.Run<E, R>, options: RunOptions<ReadonlyArray<Tool.A
       // Law 8: bounded, checked at every turn boundary
       if (run.turn > 0 && options.shouldContinue !== undefined) {
         const decision = options.shouldContinue({ turns: run.turn, messages: run.history, usage: run.state.usage })
-        if (!(typeof decision === "boolean" ? decision : yield* decision)) return "shouldContinue" as const
+        if (!(typeof decision === "boolean" ? decision : yield* decision)) {
+          if (output !== undefined) return yield* Effect.fail(output.missing())
+          return ending("shouldContinue", lastText(run.state))
+        }
       }
       if (run.turn >= maxTurns) {
         return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: RunState.describeLastTurn(run.state) })
@@ -415,10 +522,20 @@ const body = <E, R>(run: Run.Run<E, R>, options: RunOptions<ReadonlyArray<Tool.A
       const { answer, terminal } = yield* takeTurn(run, input)
       // Law 6: a terminal error, recorded as its call's result, ends the run
       if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
+      // a typed answer ends the run after its turn (queued input stays in the inbox for the next run)
+      if (output?.answer !== undefined) return ending("answer", output.answer.value)
       input = Option.isSome(run.inbox) ? yield* run.inbox.value.drain : []
-      if (!RunState.continues(answer, input)) return "answer" as const
+      if (!RunState.continues(answer, input)) {
+        if (output === undefined) return ending("answer", Message.textOf(answer))
+        const verdict = output.afterText(answer)
+        if (verdict._tag === "Answered") return ending("answer", verdict.value)
+        if (verdict._tag === "Invalid") return yield* Effect.fail(verdict.error)
+        input = [verdict.message]
+      }
     }
   })
+
+const ending = (endedBy: Ending["endedBy"], output: unknown): Ending => ({ endedBy, output })
 
 /**
  * Law 3: order. One turn: its input enters history, then the answer, then its tools run and their
@@ -448,7 +565,10 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
  * partial text), every tool call in history gets its result (`Run.closeCalls`), every start gets its
  * end, and the run's end says how it ended.
  */
-const finalize = <A, E, R>(run: Run.Run<E, R>, exit: Exit.Exit<A, LoopError<E>>) =>
+const finalize = <E, R>(
+  run: Run.Run<E, R>,
+  exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
+) =>
   Effect.gen(function*() {
     if (Exit.isFailure(exit)) {
       const aborted = Exit.isInterrupted(exit)
@@ -483,6 +603,9 @@ const toolsOf = <Tools extends ReadonlyArray<Tool.Any>>(
 ): ReadonlyArray<Tool.Tool<any, Tool.Terminal<Tools[number]> | Errors.Recoverable, Tool.Requirements<Tools[number]>>> =>
   tools ?? []
 
+const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
+  options.onEvent === undefined ? EventSink.none : { emit: options.onEvent }
+
 const abortOn = <A, E>(signal: AbortSignal | undefined, fiber: Fiber.RuntimeFiber<A, E>) =>
   signal === undefined ? Effect.void : Effect.acquireRelease(
     Effect.sync(() => {
@@ -503,6 +626,8 @@ const isMessageList = (
 
 const lastStopReason = (state: RunState.RunState): Message.StopReason => state.answer?.stopReason ?? "stop"
 
+const lastText = (state: RunState.RunState): string => state.answer === undefined ? "" : Message.textOf(state.answer)
+
 const failureReason = <E>(cause: Cause.Cause<E>): string => {
   const failure = Cause.failureOption(cause)
   return Option.isSome(failure)
@@ -510,9 +635,12 @@ const failureReason = <E>(cause: Cause.Cause<E>): string => {
     : ToolBatch.defectMessage(Option.getOrUndefined(Cause.dieOption(cause)))
 }
 
-const outcomeOf = <A, E>(exit: Exit.Exit<A, E>, state: RunState.RunState): Event.Outcome =>
+const outcomeOf = <E>(
+  exit: Exit.Exit<Ending, E> | Exit.Failure<unknown, E>,
+  state: RunState.RunState
+): Event.Outcome<unknown> =>
   Exit.isSuccess(exit)
-    ? { _tag: "Completed", stopReason: lastStopReason(state) }
+    ? { _tag: "Completed", stopReason: lastStopReason(state), output: exit.value.output }
     : Exit.isInterrupted(exit)
     ? { _tag: "Aborted" }
     : { _tag: "Failed", error: Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.squash(exit.cause)) }

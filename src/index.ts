@@ -5,6 +5,9 @@
  */
 
 /** @since 0.1.0 */
+export * as Agent from "./Agent.js"
+
+/** @since 0.1.0 */
 export * as Compaction from "./Compaction.js"
 
 /** @since 0.1.0 */

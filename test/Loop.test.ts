@@ -315,7 +315,8 @@ describe("honest endings", () => {
       const end = Chunk.last(events).pipe(Option.getOrThrow)
       assert.deepStrictEqual(end._tag === "RunEnd" ? end.outcome : undefined, {
         _tag: "Completed",
-        stopReason: "length"
+        stopReason: "length",
+        output: "The files are README.md and sr"
       })
     }))
 

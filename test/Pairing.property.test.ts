@@ -3,9 +3,11 @@
  * outcomes, write keys and exclusive tools, queued input) and a random interruption point, the history
  * after the run always pairs every tool call with exactly one result. Driven through `Loop.run`
  * (interrupted) and through `Loop.stream` (aborted by its signal), where every start event must also have
- * its end.
+ * its end. Some calls go to a sub-agent (`Agent.asTool`) whose child run makes calls of its own: the
+ * child's history, kept under the call id, is paired too, and its nested events as well.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
@@ -14,11 +16,12 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
-import type * as Model from "../src/Model.js"
+import * as Model from "../src/Model.js"
 import * as Inbox from "../src/services/Inbox.js"
 import * as Tool from "../src/Tool.js"
 import { scriptedRun } from "./utils/layers.js"
@@ -26,11 +29,19 @@ import { scriptedRun } from "./utils/layers.js"
 class Fatal extends Schema.TaggedError<Fatal>()("Fatal", {}) {}
 
 const Outcome = FastCheck.constantFrom("success", "recoverable", "defect", "terminal", "hang", "steer")
-const CallSpec = FastCheck.record({
+const ChildCallSpec = FastCheck.record({
   outcome: Outcome,
   ms: FastCheck.integer({ min: 0, max: 40 }),
   key: FastCheck.option(FastCheck.constantFrom("a", "b"), { nil: undefined }),
   exclusive: FastCheck.boolean()
+})
+const CallSpec = FastCheck.record({
+  outcome: FastCheck.constantFrom("success", "recoverable", "defect", "terminal", "hang", "steer", "delegate"),
+  ms: FastCheck.integer({ min: 0, max: 40 }),
+  key: FastCheck.option(FastCheck.constantFrom("a", "b"), { nil: undefined }),
+  exclusive: FastCheck.boolean(),
+  // the calls of the child run, when the call goes to the sub-agent
+  child: FastCheck.array(ChildCallSpec, { maxLength: 3 })
 })
 const TurnSpec = FastCheck.record({
   calls: FastCheck.array(CallSpec, { maxLength: 5 }),
@@ -43,7 +54,7 @@ const Scenario = FastCheck.record({
   concurrency: FastCheck.integer({ min: 1, max: 4 })
 })
 
-type Spec = typeof CallSpec extends FastCheck.Arbitrary<infer A> ? A : never
+type Spec = typeof ChildCallSpec extends FastCheck.Arbitrary<infer A> ? A : never
 
 const makeTool = (name: string, execution: Tool.Execution, inbox: Inbox.Service) =>
   Tool.make({
@@ -74,14 +85,35 @@ const makeTool = (name: string, execution: Tool.Execution, inbox: Inbox.Service)
       )
   })
 
+/** A sub-agent over the same tools, whose model reads the child's calls from its task. */
+const makeChild = (inbox: Inbox.Service) =>
+  Agent.make({
+    name: "child",
+    description: "does what its task says",
+    instructions: "Follow the task.",
+    tools: [makeTool("work", "parallel", inbox), makeTool("solo", "exclusive", inbox)],
+    model: Model.scripted(Array.from({ length: 400 }, () => (request: Model.Request) => {
+      const turn = request.messages.filter((m) => m.role === "assistant").length
+      const calls: ReadonlyArray<Spec> = turn === 0 ? JSON.parse(Message.textOf(request.messages[0]!)) : []
+      return response(turn + 1, calls, 3, "toolUse")
+    }))
+  })
+
 /** A streamed response: text deltas and each call's argument fragments, with time between events. */
-const response = (turn: number, calls: ReadonlyArray<Spec>, deltaMs: number, stopReason: Message.StopReason) => {
+const response = (
+  turn: number,
+  calls: ReadonlyArray<Spec & { readonly child?: ReadonlyArray<Spec> }>,
+  deltaMs: number,
+  stopReason: Message.StopReason
+) => {
   const toolCalls = calls.map((spec, i) =>
-    Message.toolCall(`t${turn}c${i}`, spec.exclusive ? "solo" : "work", {
-      outcome: spec.outcome,
-      ms: spec.ms,
-      ...(spec.key === undefined ? {} : { key: spec.key })
-    })
+    spec.outcome === "delegate"
+      ? Message.toolCall(`t${turn}c${i}`, "child", { task: JSON.stringify(spec.child ?? []) })
+      : Message.toolCall(`t${turn}c${i}`, spec.exclusive ? "solo" : "work", {
+        outcome: spec.outcome,
+        ms: spec.ms,
+        ...(spec.key === undefined ? {} : { key: spec.key })
+      })
   )
   const message = Message.assistant([Message.text(`turn ${turn}`), ...toolCalls], {
     stopReason: calls.length === 0 ? "stop" : stopReason
@@ -108,20 +140,46 @@ const response = (turn: number, calls: ReadonlyArray<Spec>, deltaMs: number, sto
   )
 }
 
-/** Every start event has exactly one end, and the run's end comes last. */
-const assertPairedEvents = (events: ReadonlyArray<Event.AgentEvent>) => {
-  const tools = new Map<string, number>()
-  let turns = 0
+/**
+ * Every start event has exactly one end, and the run's end comes last; the same for each sub-agent's
+ * run, whose events are told apart by their path.
+ */
+const assertPairedEvents = (events: ReadonlyArray<Event.AgentEvent<unknown>>) => {
+  const runs = new Map<string, Array<Event.AgentEvent<unknown>>>([["", []]])
   for (const event of events) {
-    if (event._tag === "ToolStart") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) + 1)
-    if (event._tag === "ToolEnd") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) - 1)
-    if (event._tag === "TurnStart") turns++
-    if (event._tag === "TurnEnd") turns--
+    const path = event._tag === "Subagent" ? event.path.map((step) => step.toolCallId).join("/") : ""
+    const inner = event._tag === "Subagent" ? event.event : event
+    const list = runs.get(path) ?? []
+    list.push(inner)
+    runs.set(path, list)
   }
-  for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id}`)
-  assert.strictEqual(turns, 0, "TurnStart/TurnEnd")
-  assert.strictEqual(events[0]?._tag, "RunStart")
-  assert.strictEqual(events[events.length - 1]?._tag, "RunEnd")
+  for (const [path, list] of runs) {
+    const tools = new Map<string, number>()
+    let turns = 0
+    for (const event of list) {
+      if (event._tag === "ToolStart") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) + 1)
+      if (event._tag === "ToolEnd") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) - 1)
+      if (event._tag === "TurnStart") turns++
+      if (event._tag === "TurnEnd") turns--
+    }
+    for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id} (run ${path})`)
+    assert.strictEqual(turns, 0, `TurnStart/TurnEnd (run ${path})`)
+    assert.strictEqual(list[0]?._tag, "RunStart", `run ${path}`)
+    assert.strictEqual(list[list.length - 1]?._tag, "RunEnd", `run ${path}`)
+  }
+}
+
+/** A history pairs every tool call with exactly one result. */
+const assertPairedHistory = (history: ReadonlyArray<Message.Message>, which: string) => {
+  const checked = Message.validateHistory(history)
+  if (Either.isLeft(checked)) {
+    assert.fail(
+      `${which}: ${checked.left.message}\n${JSON.stringify(history.map((m) => [m.role, Message.textOf(m)]))}`
+    )
+  }
+  const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
+  const results = history.filter((m) => m.role === "toolResult")
+  assert.strictEqual(results.length, calls.length, which)
 }
 
 describe("the pairing law", () => {
@@ -138,10 +196,15 @@ describe("the pairing law", () => {
             ...Array.from({ length: 8 }, (_, i) => response(100 + i, [], 1, "stop"))
           ]
           const { layer, session } = scriptedRun(script)
-          const tools = [makeTool("work", "parallel", inbox), makeTool("solo", "exclusive", inbox)]
+          const tools = [
+            makeTool("work", "parallel", inbox),
+            makeTool("solo", "exclusive", inbox),
+            Agent.asTool(makeChild(inbox))
+          ]
           const options = { input: "go", tools, concurrency: scenario.concurrency, maxTurns: 6 }
-          const services = Layer.merge(layer, Layer.succeed(Inbox.Inbox, inbox))
-          const events: Array<Event.AgentEvent> = []
+          const children = yield* Layer.build(Agent.layerChildSessionsMemory)
+          const services = Layer.mergeAll(layer, Layer.succeed(Inbox.Inbox, inbox), Layer.succeedContext(children))
+          const events: Array<Event.AgentEvent<unknown>> = []
           if (via === "Loop.run") {
             const fiber = yield* Effect.fork(Effect.provide(Loop.run(options), services))
             // one adjustment runs every sleep that falls before the interruption point, in time order
@@ -162,14 +225,18 @@ describe("the pairing law", () => {
             assertPairedEvents(events)
           }
           const history = yield* session.messages
-          const checked = Message.validateHistory(history)
-          if (Either.isLeft(checked)) {
-            assert.fail(`${checked.left.message}\n${JSON.stringify(history.map((m) => [m.role, Message.textOf(m)]))}`)
+          assertPairedHistory(history, "parent")
+          // each child run's history, found from its call id
+          const sessions = Context.get(children, Agent.ChildSessions)
+          for (const message of history) {
+            if (message.role !== "assistant") continue
+            for (const call of Message.toolCalls(message)) {
+              if (call.name !== "child") continue
+              const child = yield* Effect.scoped(sessions.open(call.id))
+              assertPairedHistory(yield* child.messages, `child ${call.id}`)
+            }
           }
-          const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
-          const results = history.filter((m) => m.role === "toolResult")
-          assert.strictEqual(results.length, calls.length)
-        }),
+        }).pipe(Effect.scoped),
       { fastCheck: { numRuns: 200 } }
     )
   }

@@ -10,7 +10,7 @@ import type * as Event from "../Event.js"
  * The destination of a run's events.
  */
 export interface Sink {
-  readonly emit: (event: Event.AgentEvent) => Effect.Effect<void>
+  readonly emit: (event: Event.AgentEvent<unknown>) => Effect.Effect<void>
 }
 
 /** Drops every event. */
@@ -20,11 +20,11 @@ export const none: Sink = { emit: () => Effect.void }
  * Offers each event to a mailbox: without an effect while the buffer has room, waiting for the
  * consumer only when it is full (events are never dropped).
  */
-export const mailbox = <E>(mailbox: Mailbox.Mailbox<Event.AgentEvent, E>): Sink => ({
+export const mailbox = <E>(mailbox: Mailbox.Mailbox<Event.AgentEvent<any>, E>): Sink => ({
   emit: (event) => mailbox.unsafeOffer(event) ? Effect.void : Effect.asVoid(mailbox.offer(event))
 })
 
 /** Calls a function with each event. */
-export const callback = (onEvent: (event: Event.AgentEvent) => void): Sink => ({
+export const callback = (onEvent: (event: Event.AgentEvent<any>) => void): Sink => ({
   emit: (event) => Effect.sync(() => onEvent(event))
 })

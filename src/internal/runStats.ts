@@ -1,9 +1,10 @@
 /**
  * The statistics of a run: each model request and tool execution with its time (from the Clock
- * service, so TestClock drives them), tallies by tool, and the number of compactions.
+ * service, so TestClock drives them), tallies by tool, the number of compactions, and the runs of its
+ * sub-agents by agent name (their usage added to the run's).
  */
 import type * as Event from "../Event.js"
-import type * as Message from "../Message.js"
+import * as Message from "../Message.js"
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
@@ -14,6 +15,8 @@ export class RunStats {
   private readonly modelCalls: Array<Event.RunStats["modelCalls"][number]> = []
   private readonly toolCalls: Array<Event.RunStats["toolCalls"][number]> = []
   private readonly byTool: Record<string, Mutable<Event.RunStats["byTool"][string]>> = {}
+  private readonly byAgent: Record<string, Mutable<Event.AgentStats>> = {}
+  private subagentUsage: Message.Usage | undefined = undefined
   private compactions = 0
 
   constructor(private readonly startedAt: number) {}
@@ -32,15 +35,46 @@ export class RunStats {
     tally.millis += millis
   }
 
+  /** A sub-agent's run ended (with its `RunEnd`): its figures and its own sub-agents' are added. */
+  subagent(agent: string, end: Event.RunEnd<unknown>): void {
+    this.addAgent(agent, {
+      runs: 1,
+      failures: end.outcome._tag === "Completed" ? 0 : 1,
+      turns: end.turns,
+      usage: end.usage,
+      toolCalls: end.stats.toolCalls.length,
+      millis: end.stats.millis
+    })
+    for (const [name, stats] of Object.entries(end.stats.byAgent)) this.addAgent(name, stats)
+  }
+
   snapshot(turns: number, usage: Message.Usage, now: number): Event.RunStats {
     return {
       turns,
-      usage,
+      usage: this.subagentUsage === undefined ? usage : Message.addUsage(usage, this.subagentUsage),
       modelCalls: this.modelCalls,
       toolCalls: this.toolCalls,
       byTool: this.byTool,
       compactions: this.compactions,
-      millis: now - this.startedAt
+      millis: now - this.startedAt,
+      byAgent: this.byAgent
     }
+  }
+
+  private addAgent(agent: string, stats: Event.AgentStats): void {
+    this.subagentUsage = this.subagentUsage === undefined
+      ? stats.usage
+      : Message.addUsage(this.subagentUsage, stats.usage)
+    const tally = this.byAgent[agent]
+    if (tally === undefined) {
+      this.byAgent[agent] = { ...stats }
+      return
+    }
+    tally.runs += stats.runs
+    tally.failures += stats.failures
+    tally.turns += stats.turns
+    tally.usage = Message.addUsage(tally.usage, stats.usage)
+    tally.toolCalls += stats.toolCalls
+    tally.millis += stats.millis
   }
 }

@@ -1,0 +1,168 @@
+/**
+ * A run's typed answer. The model gives it by calling a final-answer tool whose parameters are the
+ * answer's Schema (a tool works the same over every provider and the @effect/ai adapter, and alongside
+ * the run's other tools; a native JSON mode does not exist on every provider, and where it does it
+ * cannot be mixed with tool calls in one answer). An answer that does not decode is fed back with the
+ * decode error, for repair, up to a bound; then the run fails with `OutputInvalid`. A plain-text answer
+ * is accepted when its text is JSON that decodes (for models that answer in text anyway); otherwise the
+ * model is told to call the tool, which counts as a repair too.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as JSONSchema from "effect/JSONSchema"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
+import * as Errors from "../Errors.js"
+import * as Message from "../Message.js"
+import * as Permissions from "../services/Permissions.js"
+import type * as Tool from "../Tool.js"
+
+/** The name of the final-answer tool, as the model sees it. */
+export const toolName = "final_answer"
+
+/** How many answers that do not decode are fed back before the run fails. */
+export const defaultMaxRepairs = 2
+
+/** What the run does after an answer without a valid final answer. */
+export type Verdict<A> =
+  | { readonly _tag: "Answered"; readonly value: A }
+  | { readonly _tag: "Repair"; readonly message: Message.UserMessage }
+  | { readonly _tag: "Invalid"; readonly error: Errors.OutputInvalid }
+
+/**
+ * The answer slot of one run: the final-answer tool fills it; `afterText` decides about an answer
+ * that came as text.
+ */
+export class Output<A> {
+  /** The decoded answer, once the final-answer tool got one. */
+  answer: { readonly value: A } | undefined = undefined
+  /** Answers that did not decode so far. */
+  private failures = 0
+  private readonly decode: (input: unknown) => Either.Either<A, ParseResult.ParseError>
+  private readonly decodeAnswer: (input: unknown) => Either.Either<A, ParseResult.ParseError>
+  /** The final-answer tool: its input is decoded here (not by the loop), so failures are counted. */
+  readonly tool: Tool.Tool<unknown, Errors.OutputInvalid | Errors.ToolExecutionFailed>
+
+  constructor(schema: Schema.Schema<A, any, never>, readonly maxRepairs: number) {
+    // providers want an object as a tool's parameters: any other answer is wrapped as `{ value }`
+    const wrapped = SchemaAST.encodedAST(schema.ast)._tag !== "TypeLiteral"
+    const wire: Schema.Schema<any, any, never> = wrapped ? Schema.Struct({ value: schema }) : schema
+    const decode = Schema.decodeUnknownEither(wire, decodeOptions)
+    this.decodeAnswer = Schema.decodeUnknownEither(schema, decodeOptions)
+    this.decode = wrapped
+      ? (input) => Either.map(decode(input), (decoded: { readonly value: A }) => decoded.value)
+      : decode
+    this.tool = {
+      name: toolName,
+      description: "Give your final answer. Call this once, when you are done, with the answer as its arguments; " +
+        "nothing after it is read.",
+      parameters: Schema.Unknown,
+      jsonSchema: jsonSchemaOf(wire),
+      execution: "parallel",
+      execute: (input) =>
+        Effect.suspend((): Effect.Effect<string, Errors.OutputInvalid | Errors.ToolExecutionFailed> => {
+          const decoded = this.decode(input)
+          if (Either.isRight(decoded)) {
+            this.answer ??= { value: decoded.right }
+            return Effect.succeed("Answer received.")
+          }
+          const issues = formatIssues(decoded.left)
+          return this.exhausted()
+            ? Effect.fail(this.invalid(issues, input))
+            : Effect.fail(
+              new Errors.ToolExecutionFailed({
+                description: `The answer does not match the required schema:\n${issues}\n` +
+                  `Call ${toolName} again with a corrected answer.`
+              })
+            )
+        })
+    }
+  }
+
+  /**
+   * An answer without tool calls (and no queued input): its text is the answer if it is JSON that
+   * decodes; otherwise the model is asked to call the final-answer tool, while repairs are left.
+   */
+  afterText(answer: Message.AssistantMessage): Verdict<A> {
+    const text = Message.textOf(answer)
+    const json = parseJson(text)
+    // the JSON in the text, else the text itself (an answer that is a string)
+    const first = this.decodeAnswer(json === undefined ? text : json.value)
+    if (Either.isRight(first)) return { _tag: "Answered", value: first.right }
+    if (json !== undefined) {
+      const asText = this.decodeAnswer(text)
+      if (Either.isRight(asText)) return { _tag: "Answered", value: asText.right }
+    }
+    const issues = json === undefined
+      ? `- (root): the answer was text, not a call of ${toolName}`
+      : formatIssues(first.left)
+    if (this.exhausted()) return { _tag: "Invalid", error: this.invalid(issues, json?.value ?? text) }
+    return {
+      _tag: "Repair",
+      message: Message.user(
+        `Your answer must be given by calling the ${toolName} tool with arguments matching its schema.\n${issues}`
+      )
+    }
+  }
+
+  /** The run stopped (`shouldContinue`) before an answer. */
+  missing(): Errors.OutputInvalid {
+    return new Errors.OutputInvalid({
+      attempts: this.failures,
+      issues: "- (root): the run stopped before the model gave its answer",
+      received: undefined
+    })
+  }
+
+  // one more answer failed; whether it was the last one allowed
+  private exhausted(): boolean {
+    this.failures++
+    return this.failures > this.maxRepairs
+  }
+
+  private invalid(issues: string, received: unknown): Errors.OutputInvalid {
+    return new Errors.OutputInvalid({ attempts: this.failures, issues, received })
+  }
+}
+
+/**
+ * Giving the answer has no effect to permit: the final-answer tool is allowed whatever the run's
+ * `Permissions` say (a rule set that allows only some tools would otherwise deny it).
+ */
+export const allowAnswer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(
+    Effect.serviceOption(Permissions.Permissions),
+    (permissions) =>
+      permissions._tag === "None" ? effect : Effect.provideService(effect, Permissions.Permissions, {
+        check: (request) =>
+          request.toolName === toolName ? Effect.succeed(Permissions.allow) : permissions.value.check(request)
+      })
+  )
+
+const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
+
+const jsonSchemaOf = (schema: Schema.Schema<any, any, never>): Tool.JsonSchema => {
+  const definitions: Record<string, JSONSchema.JsonSchema7> = {}
+  const jsonSchema: Tool.JsonSchema = {
+    ...JSONSchema.fromAST(schema.ast, { definitions, topLevelReferenceStrategy: "skip" })
+  }
+  return Object.keys(definitions).length === 0 ? jsonSchema : { ...jsonSchema, $defs: definitions }
+}
+
+const formatIssues = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatIssueSync(error.issue)
+    .map((issue) => `- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
+    .join("\n")
+
+// the JSON in a text answer, also inside a Markdown code fence
+const parseJson = (text: string): { readonly value: unknown } | undefined => {
+  const fenced = /```(?:json)?\s*\n([\s\S]*?)\n?```/.exec(text)
+  const candidate = (fenced === null ? text : fenced[1]!).trim()
+  if (candidate === "") return undefined
+  try {
+    return { value: JSON.parse(candidate) }
+  } catch {
+    return undefined
+  }
+}
