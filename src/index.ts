@@ -45,3 +45,6 @@ export * as Anthropic from "./providers/Anthropic.js"
 
 /** @since 0.1.0 */
 export * as OpenAiCompat from "./providers/OpenAiCompat.js"
+
+/** @since 0.1.0 */
+export * as OpenAiResponses from "./providers/OpenAiResponses.js"
