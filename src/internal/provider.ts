@@ -105,8 +105,8 @@ export interface Definition<O extends Options> {
   /** The provider name in errors and messages, from the options. */
   readonly provider: (options: O) => string
   readonly defaultBaseUrl: string
-  /** The environment variables `layerConfig` reads. */
-  readonly env: { readonly apiKey: string; readonly baseUrl: string }
+  /** The environment variables `layerConfig` reads (the first key variable set wins). */
+  readonly env: { readonly apiKey: string | ReadonlyArray<string>; readonly baseUrl: string }
   /** Builds the model once the base URL (without its trailing slash) is known valid. */
   readonly build: (context: {
     readonly client: HttpClient.HttpClient
@@ -124,6 +124,7 @@ export type ConfigOptions<O extends Options> = Omit<O, "apiKey" | "baseUrl"> & {
 
 /** A provider's `make`, `layer` and `layerConfig`. */
 export const constructors = <O extends Options>(definition: Definition<O>) => {
+  const keyVariables = typeof definition.env.apiKey === "string" ? [definition.env.apiKey] : definition.env.apiKey
   const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
     const client = yield* HttpClient.HttpClient
     const provider = definition.provider(options)
@@ -131,7 +132,7 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
       return yield* new Errors.ModelConfigInvalid({
         provider,
-        description: `no API key for ${baseUrl}: set ${definition.env.apiKey}, or a base URL ` +
+        description: `no API key for ${baseUrl}: set ${keyVariables.join(" or ")}, or a base URL ` +
           `(${definition.env.baseUrl}) of a server that needs none`
       })
     }
@@ -145,7 +146,11 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     Layer.effect(
       Model.Model,
       Effect.gen(function*() {
-        const apiKey = yield* Config.option(Config.redacted(definition.env.apiKey))
+        let apiKey = Option.none<Redacted.Redacted>()
+        for (const name of keyVariables) {
+          if (Option.isSome(apiKey)) break
+          apiKey = yield* Config.option(Config.redacted(name))
+        }
         const baseUrl = options.baseUrl ??
           (yield* Config.withDefault(Config.string(definition.env.baseUrl), definition.defaultBaseUrl))
         return yield* make({ ...options, apiKey: Option.getOrUndefined(apiKey), baseUrl } as unknown as O)
