@@ -287,7 +287,7 @@ export class Run<E, R> {
       }
       const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
       return Effect.flatMap(this.model.respond(request, onDelta), (message) => {
-        this.stats.model(turn, this.now() - began, "turn", message.usage)
+        this.stats.model(turn, this.now() - began, "turn", message.usage, message)
         const appended = Effect.as(this.appendAnswer(message), message)
         return started
           ? appended
