@@ -51,3 +51,6 @@ export * as OpenAiResponses from "./providers/OpenAiResponses.js"
 
 /** @since 0.1.0 */
 export * as Google from "./providers/Google.js"
+
+/** @since 0.1.0 */
+export * as Tracing from "./Tracing.js"

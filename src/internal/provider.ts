@@ -201,6 +201,8 @@ export const streamEvents = (options: {
     let emitted = false
     let refused = 0
     const attempt = Stream.unwrapScoped(Effect.gen(function*() {
+      // GenAI attributes of the model span the request runs in (nothing without an application tracer)
+      yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
       const client = HttpClient.withScope(options.client)
       const request = HttpClientRequest.post(url).pipe(
         HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
@@ -418,6 +420,19 @@ const retryInfoMillis = (body: string): number | undefined => {
 // -----------------------------------------------------------------------------
 // Internal
 // -----------------------------------------------------------------------------
+
+/** The GenAI semantic-convention attributes of a request. */
+const requestAttributes = (provider: string, url: string, model: string): Record<string, unknown> => {
+  const attributes: Record<string, unknown> = { "gen_ai.provider.name": provider, "gen_ai.request.model": model }
+  try {
+    const parsed = new URL(url)
+    attributes["server.address"] = parsed.hostname
+    attributes["server.port"] = parsed.port === "" ? (parsed.protocol === "https:" ? 443 : 80) : Number(parsed.port)
+  } catch {
+    // the base URL was checked when the model was built
+  }
+  return attributes
+}
 
 /** Removes the trailing slashes of a base URL. */
 const trimSlash = (url: string): string => url.replace(/\/+$/, "")
