@@ -1,6 +1,6 @@
 /**
  * The `effect-agent` command: runs the agent loop with the built-in workspace tools on a real provider
- * (OpenAI-compatible or Anthropic) or on the offline demo model, streaming the answer to stdout.
+ * (OpenAI-compatible, OpenAI Responses, Anthropic, Gemini, with optional fallbacks) or on the offline demo model, streaming the answer to stdout.
  * Every Layer of the command is wired here.
  *
  * @since 0.1.0
@@ -20,21 +20,36 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as readline from "node:readline/promises"
+import * as Errors from "../Errors.js"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import * as Anthropic from "../providers/Anthropic.js"
+import * as Google from "../providers/Google.js"
 import * as OpenAiCompat from "../providers/OpenAiCompat.js"
+import * as OpenAiResponses from "../providers/OpenAiResponses.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
 
-const provider = Options.choice("provider", ["demo", "openai", "anthropic"]).pipe(
+const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
+type ProviderName = typeof providerNames[number]
+
+const provider = Options.choice("provider", ["demo", ...providerNames]).pipe(
   Options.withDefault("demo"),
   Options.withDescription(
     "demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
-      "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)"
+      "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
+      "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL); " +
+      "google: the Gemini API (GEMINI_API_KEY or GOOGLE_API_KEY, GEMINI_BASE_URL)"
+  )
+)
+const fallback = Options.text("fallback").pipe(
+  Options.repeated,
+  Options.withDescription(
+    "<provider:model>: a model that answers when the ones before it are down or rate limited (repeatable; " +
+      "reads that provider's environment variables)"
   )
 )
 const model = Options.text("model").pipe(Options.optional, Options.withDescription("the model name"))
@@ -70,17 +85,61 @@ const demoModel = Model.layerScripted([
   }
 ])
 
+const defaultModels: Record<ProviderName, string> = {
+  openai: "gpt-4.1-mini",
+  "openai-responses": "gpt-5.1",
+  anthropic: "claude-sonnet-4-5",
+  google: "gemini-3-pro-preview"
+}
+
+/** A provider's layer, reading its environment variables; `baseUrl` overrides them. */
+const providerLayer = (name: ProviderName, model: string, baseUrl: string | undefined) => {
+  switch (name) {
+    case "openai":
+      return OpenAiCompat.layerConfig({ baseUrl, model })
+    case "openai-responses":
+      return OpenAiResponses.layerConfig({ baseUrl, model })
+    case "anthropic":
+      return Anthropic.layerConfig({ baseUrl, model })
+    case "google":
+      return Google.layerConfig({ baseUrl, model })
+  }
+}
+
+/** Parses `--fallback provider:model`. */
+const parseFallback = (spec: string) => {
+  const at = spec.indexOf(":")
+  const name = spec.slice(0, at) as ProviderName
+  if (at <= 0 || at === spec.length - 1 || !providerNames.includes(name)) {
+    return Effect.fail(
+      new Errors.ModelConfigInvalid({
+        provider: "command",
+        description: `invalid --fallback ${JSON.stringify(spec)}: expected <provider:model> with a provider among ` +
+          providerNames.join(", ")
+      })
+    )
+  }
+  return Effect.succeed(providerLayer(name, spec.slice(at + 1), undefined))
+}
+
 const modelLayer = (
-  name: "demo" | "openai" | "anthropic",
-  options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
+  name: "demo" | ProviderName,
+  options: {
+    readonly model: Option.Option<string>
+    readonly baseUrl: Option.Option<string>
+    readonly fallback: ReadonlyArray<string>
+  }
 ) => {
   if (name === "demo") return demoModel
-  const baseUrl = Option.getOrUndefined(options.baseUrl)
-  return (name === "openai"
-    ? OpenAiCompat.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "gpt-4.1-mini") })
-    : Anthropic.layerConfig({ baseUrl, model: Option.getOrElse(options.model, () => "claude-sonnet-4-5") })).pipe(
-      Layer.provide(NodeHttpClient.layerUndici)
-    )
+  const primary = providerLayer(
+    name,
+    Option.getOrElse(options.model, () => defaultModels[name]),
+    Option.getOrUndefined(options.baseUrl)
+  )
+  return Layer.unwrapEffect(Effect.map(
+    Effect.forEach(options.fallback, parseFallback),
+    (others) => others.length === 0 ? primary : Model.layerFallback(primary, ...others)
+  )).pipe(Layer.provide(NodeHttpClient.layerUndici))
 }
 
 /** Asks on the terminal before a call that writes or runs something. */
@@ -105,7 +164,7 @@ const preview = (text: string) => {
 
 const agent = Command.make(
   "effect-agent",
-  { provider, model, baseUrl, workspace, sessionFile, maxTurns, yes, prompt },
+  { provider, model, baseUrl, fallback, workspace, sessionFile, maxTurns, yes, prompt },
   (options) =>
     Effect.gen(function*() {
       // whether the current line of stdout holds streamed text
