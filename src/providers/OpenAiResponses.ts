@@ -351,7 +351,7 @@ class StreamState {
   constructor(readonly provider: string, readonly pricing: Pricing | undefined) {}
 
   push(event: EventSourceMessage): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
-    if (this.done) return Effect.void.pipe(Effect.as([]))
+    if (this.done) return Effect.succeed([])
     let data: any
     try {
       data = JSON.parse(event.data)
