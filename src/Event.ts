@@ -52,6 +52,9 @@ export interface RunStats {
     readonly millis: number
     readonly purpose: "turn" | "compaction"
     readonly usage: Message.Usage | undefined
+    /** The provider and model that answered, as the answer names them (see `Model.fallback`). */
+    readonly provider?: string | undefined
+    readonly model?: string | undefined
   }>
   /** One entry per executed tool call, in completion order. */
   readonly toolCalls: ReadonlyArray<{

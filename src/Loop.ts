@@ -26,6 +26,7 @@ import type * as Event from "./Event.js"
 import * as EventSink from "./internal/eventSink.js"
 import * as Output from "./internal/output.js"
 import * as ParentRun from "./internal/parentRun.js"
+import * as GenAi from "./internal/genAi.js"
 import * as Run from "./internal/run.js"
 import * as RunState from "./internal/runState.js"
 import * as ToolBatch from "./internal/toolBatch.js"
@@ -239,7 +240,7 @@ export const run: {
   options: RunOptions<Tools>
 ): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
   Effect.withSpan(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
-    attributes: { maxTurns: options.maxTurns }
+    attributes: GenAi.runAttributes(options.maxTurns)
   })
 
 /**
@@ -549,7 +550,12 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
       Effect.gen(function*() {
         yield* run.sink.emit({ _tag: "TurnStart", turn })
         for (const message of input) yield* run.append(message)
-        const answer = yield* run.span(run.respond(), "Loop.model", { turn })
+        const answer = yield* run.span(
+          run.respond(),
+          "Loop.model",
+          GenAi.modelAttributes(turn),
+          (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
+        )
         const terminal = yield* run.runTools(answer)
         yield* run.session.sync
         yield* run.endTurn()
@@ -581,6 +587,7 @@ const finalize = <E, R>(
       yield* Effect.ignore(run.session.sync)
       yield* run.endTurn()
     }
+    if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
     yield* run.sink.emit({
       _tag: "RunEnd",
       outcome: outcomeOf(exit, run.state),

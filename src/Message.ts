@@ -119,6 +119,8 @@ export const Usage = Schema.Struct({
   cacheRead: Schema.Number,
   cacheWrite: Schema.Number,
   totalTokens: Schema.Number,
+  /** The output tokens spent on reasoning (included in `output`), when the provider reports them. */
+  reasoning: Schema.optional(Schema.Number),
   cost: Schema.optional(Cost)
 })
 
@@ -374,6 +376,9 @@ export const addUsage = (self: Usage, that: Usage): Usage => {
     cacheRead: self.cacheRead + that.cacheRead,
     cacheWrite: self.cacheWrite + that.cacheWrite,
     totalTokens: self.totalTokens + that.totalTokens
+  }
+  if (self.reasoning !== undefined || that.reasoning !== undefined) {
+    sum.reasoning = (self.reasoning ?? 0) + (that.reasoning ?? 0)
   }
   if (self.cost !== undefined || that.cost !== undefined) {
     const a = self.cost ?? zeroCost

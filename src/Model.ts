@@ -199,6 +199,76 @@ export const scripted = (script: ReadonlyArray<ScriptStep>): Service & {
 export const layerScripted = (script: ReadonlyArray<ScriptStep>): Layer.Layer<Model> =>
   Layer.sync(Model, () => scripted(script))
 
+/**
+ * A model that asks `primary` and, when it fails before its first delta with an error worth another
+ * provider (`canFallBack`), the next of `others`, for that request only. A failure after output began
+ * never switches (the partial message is kept, as with any model); the answer's `provider` and
+ * `model` say which one answered, and the run's stats record them.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const fallback = (primary: Service, ...others: ReadonlyArray<Service>): Service => {
+  const models = [primary, ...others]
+  return make({
+    respond: (request, onEvent) => {
+      const attempt = (position: number): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
+        Effect.suspend(() => {
+          let began = false
+          const forward = (event: Delta) => {
+            began = true
+            return onEvent(event)
+          }
+          return Effect.catchAll(
+            models[position]!.respond(request, forward),
+            (error) =>
+              began || position + 1 >= models.length || !canFallBack(error)
+                ? Effect.fail(error)
+                : Effect.zipRight(
+                  Effect.logWarning(
+                    `model ${position + 1} of ${models.length} failed, asking the next: ${error.message}`
+                  ),
+                  attempt(position + 1)
+                )
+          )
+        })
+      return attempt(0)
+    }
+  })
+}
+
+/**
+ * `fallback` over Model layers: builds each layer and answers with the first that can.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerFallback = <
+  const Layers extends readonly [Layer.Layer<Model, any, any>, ...Array<Layer.Layer<Model, any, any>>]
+>(
+  ...layers: Layers
+): Layer.Layer<Model, Layer.Layer.Error<Layers[number]>, Layer.Layer.Context<Layers[number]>> =>
+  Layer.scoped(
+    Model,
+    Effect.map(
+      Effect.forEach(layers, (layer) => Effect.map(Layer.build(layer), (context) => Context.get(context, Model))),
+      ([primary, ...others]) => fallback(primary!, ...others)
+    )
+  )
+
+/**
+ * Whether a failure moves a request on to the next model of a `fallback`: the provider is
+ * unavailable or rate limited after its retries, or could not be reached (a request failure without
+ * an HTTP status, at a URL). Authentication, invalid requests, context overflow and invalid
+ * responses never switch: another provider would not fix them, or they need the user.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const canFallBack = (error: Errors.ModelError): boolean =>
+  error._tag === "ModelUnavailable" || error._tag === "ModelRateLimited" ||
+  (error._tag === "ModelRequestFailed" && error.status === undefined && error.url !== undefined)
+
 // -----------------------------------------------------------------------------
 // Combinators
 // -----------------------------------------------------------------------------

@@ -48,3 +48,12 @@ export * as Anthropic from "./providers/Anthropic.js"
 
 /** @since 0.1.0 */
 export * as OpenAiCompat from "./providers/OpenAiCompat.js"
+
+/** @since 0.1.0 */
+export * as OpenAiResponses from "./providers/OpenAiResponses.js"
+
+/** @since 0.1.0 */
+export * as Google from "./providers/Google.js"
+
+/** @since 0.1.0 */
+export * as Tracing from "./Tracing.js"

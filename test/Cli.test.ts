@@ -246,4 +246,44 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
         /^  wait for the other run to finish, or use another --session file$/
       ])
     }))
+
+  it.scopedLive(
+    "--provider openai-responses and --fallback google:<model> when the first is down",
+    () =>
+      Effect.gen(function*() {
+        const responses = ProviderServer.fixtureLines("openai-responses/issue-20047-openai-responses.jsonl")
+        const openai = yield* ProviderServer.make([{
+          _tag: "Sse",
+          frames: responses.map((line) => `event: ${JSON.parse(line).type}\ndata: ${line}\n\n`)
+        }])
+        const gemini = yield* ProviderServer.make([{
+          _tag: "Sse",
+          frames: ProviderServer.openAiFrames(ProviderServer.fixtureLines("google/google-text.jsonl"), false)
+        }])
+        const refused = yield* ProviderServer.refusingUrl
+        const dir = yield* Cli.tempDir
+        const common = ["--workspace", dir, "--yes"]
+        const first = yield* Cli.run(
+          main,
+          ["--provider", "openai-responses", "--model", "gpt-test", "--base-url", `${openai.url}/v1`, ...common, "hi"],
+          { OPENAI_API_KEY: "sk-test" }
+        )
+        assert.strictEqual(first.code, 0, first.stderr)
+        assert.strictEqual(first.stdout.trim(), "OK")
+        assert.strictEqual(openai.requests[0]!.url, "/v1/responses")
+        const second = yield* Cli.run(
+          main,
+          ["--provider", "openai", "--base-url", `${refused}/v1`, "--fallback", "google:gemini-test", ...common, "hi"],
+          { OPENAI_API_KEY: "sk-test", GEMINI_API_KEY: "g-test", GEMINI_BASE_URL: `${gemini.url}/v1beta` }
+        )
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.include(second.stdout, "strawberry")
+        assert.strictEqual(gemini.requests[0]!.url, "/v1beta/models/gemini-test:streamGenerateContent?alt=sse")
+        const bad = yield* Cli.run(main, ["--provider", "openai", "--fallback", "nowhere", ...common, "hi"], {
+          OPENAI_API_KEY: "sk-test"
+        })
+        assertFailure(bad, 2, [/^effect-agent: invalid --fallback "nowhere"$/, /give <provider:model>/])
+      }),
+    120_000
+  )
 })

@@ -36,18 +36,36 @@ export class UsageError extends Schema.TaggedError<UsageError>("effect-agent/cli
  */
 export interface ProviderEnv {
   readonly apiKey: string
+  /** Another variable the key is read from when `apiKey` is not set. */
+  readonly otherApiKey?: string | undefined
   readonly baseUrl: string
   readonly defaultBaseUrl: string
 }
 
 /**
- * The environment of the OpenAI-compatible and the Anthropic providers.
+ * The environment of each provider of the command.
  *
  * @since 0.1.0
  * @category Models
  */
-export const providerEnv: { readonly openai: ProviderEnv; readonly anthropic: ProviderEnv } = {
+export const providerEnv: {
+  readonly openai: ProviderEnv
+  readonly "openai-responses": ProviderEnv
+  readonly anthropic: ProviderEnv
+  readonly google: ProviderEnv
+} = {
   openai: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", defaultBaseUrl: "https://api.openai.com/v1" },
+  "openai-responses": {
+    apiKey: "OPENAI_API_KEY",
+    baseUrl: "OPENAI_BASE_URL",
+    defaultBaseUrl: "https://api.openai.com/v1"
+  },
+  google: {
+    apiKey: "GEMINI_API_KEY",
+    otherApiKey: "GOOGLE_API_KEY",
+    baseUrl: "GEMINI_BASE_URL",
+    defaultBaseUrl: "https://generativelanguage.googleapis.com/v1beta"
+  },
   anthropic: {
     apiKey: "ANTHROPIC_API_KEY",
     baseUrl: "ANTHROPIC_BASE_URL",
@@ -85,7 +103,8 @@ export const provider = (
       ? [fromEnv, env.baseUrl]
       : [env.defaultBaseUrl, "the default base URL"]
     const baseUrl = yield* checkUrl(raw, source)
-    const key = nonEmpty(options.environment[env.apiKey])
+    const key = nonEmpty(options.environment[env.apiKey]) ??
+      (env.otherApiKey === undefined ? undefined : nonEmpty(options.environment[env.otherApiKey]))
     if (key === undefined && sameUrl(baseUrl, env.defaultBaseUrl)) {
       return yield* new UsageError({
         description: `${env.apiKey} is not set, and ${env.defaultBaseUrl} needs an API key`,

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `effect-agent` command: runs the agent loop with the built-in workspace tools on a real provider
- * (OpenAI-compatible or Anthropic) or on the offline demo model, streaming the answer to stdout and
+ * (OpenAI-compatible, OpenAI Responses, Anthropic or Gemini, with optional fallbacks) or on the offline demo model, streaming the answer to stdout and
  * everything else (tool calls, the run's end, errors) to stderr. Every Layer of the command is wired
  * here; it handles SIGINT and SIGTERM itself (see `Signals`), so an abort always leaves a closed,
  * valid session.
@@ -29,7 +29,9 @@ import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import * as Anthropic from "../providers/Anthropic.js"
+import * as Google from "../providers/Google.js"
 import * as OpenAiCompat from "../providers/OpenAiCompat.js"
+import * as OpenAiResponses from "../providers/OpenAiResponses.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
@@ -38,21 +40,31 @@ import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
 import * as Signals from "./Signals.js"
 
-const providers = ["demo", "openai", "anthropic"] as const
-type ProviderName = typeof providers[number]
+const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
+type ProviderName = typeof providerNames[number]
+const providers = ["demo", ...providerNames] as const
 
 const provider = Options.text("provider").pipe(
   Options.mapEffect((name) =>
     (providers as ReadonlyArray<string>).includes(name)
-      ? Effect.succeed(name as ProviderName)
+      ? Effect.succeed(name as ProviderName | "demo")
       : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
         `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${providers.join(", ")}`
       )))
   ),
-  Options.withDefault("demo" as ProviderName),
+  Options.withDefault("demo" as ProviderName | "demo"),
   Options.withDescription(
     "demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
-      "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)"
+      "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
+      "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL); " +
+      "google: the Gemini API (GEMINI_API_KEY or GOOGLE_API_KEY, GEMINI_BASE_URL)"
+  )
+)
+const fallback = Options.text("fallback").pipe(
+  Options.repeated,
+  Options.withDescription(
+    "<provider:model>: a model that answers when the ones before it are down or rate limited (repeatable; " +
+      "reads that provider's environment variables)"
   )
 )
 const model = Options.text("model").pipe(Options.optional, Options.withDescription("the model name"))
@@ -117,27 +129,64 @@ const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: nu
   )
 const retryOptions = { jitter: true, onRetry: reportRetry }
 
-/** The provider's Model layer, after its settings were checked. */
+const defaultModels: Record<ProviderName, string> = {
+  openai: "gpt-4.1-mini",
+  "openai-responses": "gpt-5.1",
+  anthropic: "claude-sonnet-4-5",
+  google: "gemini-3-pro-preview"
+}
+
+/** A provider's Model layer, after its settings (base URL, API key) were checked. */
+const providerLayer = (name: ProviderName, model: string, baseUrl: Option.Option<string>) =>
+  Effect.gen(function*() {
+    const env = Preflight.providerEnv[name]
+    const settings = yield* Preflight.provider(env, { baseUrl, environment: process.env })
+    const options = { ...settings, model, retry: retryOptions }
+    const layer = name === "openai"
+      ? OpenAiCompat.layer(options)
+      : name === "openai-responses"
+      ? OpenAiResponses.layer(options)
+      : name === "anthropic"
+      ? Anthropic.layer(options)
+      : Google.layer(options)
+    return { layer, settings, env }
+  })
+
+/** Parses `--fallback provider:model` into that provider's layer. */
+const fallbackLayer = (spec: string) => {
+  const at = spec.indexOf(":")
+  const name = spec.slice(0, at) as ProviderName
+  if (at <= 0 || at === spec.length - 1 || !providerNames.includes(name)) {
+    return Effect.fail(
+      new Preflight.UsageError({
+        description: `invalid --fallback ${JSON.stringify(spec)}`,
+        hint: `give <provider:model> with a provider among ${providerNames.join(", ")}`
+      })
+    )
+  }
+  return Effect.map(providerLayer(name, spec.slice(at + 1), Option.none()), ({ layer }) => layer)
+}
+
+/** The command's Model layer: the demo model, or a provider with its fallbacks. */
 const modelLayer = (
-  name: ProviderName,
-  options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
+  name: ProviderName | "demo",
+  options: {
+    readonly model: Option.Option<string>
+    readonly baseUrl: Option.Option<string>
+    readonly fallback: ReadonlyArray<string>
+  }
 ) =>
   Effect.gen(function*() {
     if (name === "demo") return demoModel
-    const env = Preflight.providerEnv[name]
-    const settings = yield* Preflight.provider(env, { baseUrl: options.baseUrl, environment: process.env })
+    const primary = yield* providerLayer(
+      name,
+      Option.getOrElse(options.model, () => defaultModels[name]),
+      options.baseUrl
+    )
+    const { env, settings } = primary
     report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
-    const layer = name === "openai"
-      ? OpenAiCompat.layer({
-        ...settings,
-        model: Option.getOrElse(options.model, () => "gpt-4.1-mini"),
-        retry: retryOptions
-      })
-      : Anthropic.layer({
-        ...settings,
-        model: Option.getOrElse(options.model, () => "claude-sonnet-4-5"),
-        retry: retryOptions
-      })
+    const others = yield* Effect.forEach(options.fallback, fallbackLayer)
+    const layer = others.length === 0 ? primary.layer : Model.layerFallback(primary.layer, ...others)
     return layer.pipe(Layer.provide(NodeHttpClient.layerUndici))
   })
 
@@ -214,7 +263,7 @@ const abort = new AbortController()
 
 const agent = Command.make(
   "effect-agent",
-  { provider, model, baseUrl, workspace, sessionFile, maxTurns, yes, verbose, prompt },
+  { provider, model, baseUrl, fallback, workspace, sessionFile, maxTurns, yes, verbose, prompt },
   (options) =>
     Effect.gen(function*() {
       if (options.verbose) report.verbose = true

@@ -105,8 +105,8 @@ export interface Definition<O extends Options> {
   /** The provider name in errors and messages, from the options. */
   readonly provider: (options: O) => string
   readonly defaultBaseUrl: string
-  /** The environment variables `layerConfig` reads. */
-  readonly env: { readonly apiKey: string; readonly baseUrl: string }
+  /** The environment variables `layerConfig` reads (the first key variable set wins). */
+  readonly env: { readonly apiKey: string | ReadonlyArray<string>; readonly baseUrl: string }
   /** Builds the model once the base URL (without its trailing slash) is known valid. */
   readonly build: (context: {
     readonly client: HttpClient.HttpClient
@@ -124,6 +124,7 @@ export type ConfigOptions<O extends Options> = Omit<O, "apiKey" | "baseUrl"> & {
 
 /** A provider's `make`, `layer` and `layerConfig`. */
 export const constructors = <O extends Options>(definition: Definition<O>) => {
+  const keyVariables = typeof definition.env.apiKey === "string" ? [definition.env.apiKey] : definition.env.apiKey
   const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
     const client = yield* HttpClient.HttpClient
     const provider = definition.provider(options)
@@ -131,7 +132,7 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
       return yield* new Errors.ModelConfigInvalid({
         provider,
-        description: `no API key for ${baseUrl}: set ${definition.env.apiKey}, or a base URL ` +
+        description: `no API key for ${baseUrl}: set ${keyVariables.join(" or ")}, or a base URL ` +
           `(${definition.env.baseUrl}) of a server that needs none`
       })
     }
@@ -145,7 +146,11 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     Layer.effect(
       Model.Model,
       Effect.gen(function*() {
-        const apiKey = yield* Config.option(Config.redacted(definition.env.apiKey))
+        let apiKey = Option.none<Redacted.Redacted>()
+        for (const name of keyVariables) {
+          if (Option.isSome(apiKey)) break
+          apiKey = yield* Config.option(Config.redacted(name))
+        }
         const baseUrl = options.baseUrl ??
           (yield* Config.withDefault(Config.string(definition.env.baseUrl), definition.defaultBaseUrl))
         return yield* make({ ...options, apiKey: Option.getOrUndefined(apiKey), baseUrl } as unknown as O)
@@ -178,6 +183,11 @@ export const streamEvents = (options: {
     Model.Event,
     Errors.ModelError
   >
+  /**
+   * Parses a complete JSON answer (a server that ignored `stream: true`) into model events; without
+   * it such an answer is `ModelResponseInvalid`.
+   */
+  readonly parseBody?: ((body: string) => Stream.Stream<Model.Event, Errors.ModelError>) | undefined
 }): Stream.Stream<Model.Event, Errors.ModelError> =>
   Stream.suspend(() => {
     const { provider, url } = options
@@ -191,6 +201,8 @@ export const streamEvents = (options: {
     let emitted = false
     let refused = 0
     const attempt = Stream.unwrapScoped(Effect.gen(function*() {
+      // GenAI attributes of the model span the request runs in (nothing without an application tracer)
+      yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
       const client = HttpClient.withScope(options.client)
       const request = HttpClientRequest.post(url).pipe(
         HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
@@ -218,6 +230,22 @@ export const streamEvents = (options: {
       }
       const contentType = response.headers["content-type"]
       if (contentType !== undefined && !/^text\/event-stream\b/i.test(contentType.trim())) {
+        const parseBody = options.parseBody
+        if (parseBody !== undefined && /json/i.test(contentType)) {
+          const maxBytes = options.options.maxEventBytes ?? defaultMaxEventBytes
+          const body = yield* readText(bytes, maxBytes + 1)
+          if (body.length > maxBytes) {
+            return yield* Effect.fail(
+              new Errors.ModelResponseInvalid({
+                provider,
+                url,
+                description: `the JSON answer is longer than ${maxBytes} bytes (maxEventBytes)`
+              })
+            )
+          }
+          if (hasError(body)) return yield* Effect.fail(classify({ provider, url, status: undefined, body }))
+          return parseBody(body)
+        }
         return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
       }
       // the response ends with `Finish`, even from a server that keeps the connection open after it
@@ -261,10 +289,22 @@ export const usage = (
 // Failures
 // -----------------------------------------------------------------------------
 
-/** The errors worth another attempt. Transport failures (no status) count, as nothing was received. */
+/**
+ * The errors worth another attempt. Transport failures (no status) count, as nothing was received;
+ * a failure the provider stated in its answer (an error event, a blocked prompt) does not.
+ */
 const isRetryable = (error: Errors.ModelError): boolean =>
   error._tag === "ModelRateLimited" || error._tag === "ModelUnavailable" ||
-  (error._tag === "ModelRequestFailed" && error.status === undefined)
+  (error._tag === "ModelRequestFailed" && error.status === undefined && !answered.has(error))
+
+/** The request failures the provider stated in its answer, rather than a transport failure. */
+const answered = new WeakSet<Errors.ModelError>()
+
+/** Marks a failure as stated by the provider in its answer (an error event, a refusal): not retried. */
+export const statedFailure = <E extends Errors.ModelError>(error: E): E => {
+  answered.add(error)
+  return error
+}
 
 /**
  * The retry schedule: exponential backoff with jitter, capped per delay, in count and in total time;
@@ -336,8 +376,15 @@ export const classify = (options: {
   ) {
     return new Errors.ModelAuthenticationFailed({ provider, url, status, description: `${text} (check the API key)` })
   }
-  if (status === 429 || type === "rate_limit_error" || type === "rate_limit_exceeded") {
-    return new Errors.ModelRateLimited({ provider, url, retryAfterMillis: options.retryAfterMillis, description: text })
+  if (
+    status === 429 || type === "rate_limit_error" || type === "rate_limit_exceeded" || type === "RESOURCE_EXHAUSTED"
+  ) {
+    return new Errors.ModelRateLimited({
+      provider,
+      url,
+      retryAfterMillis: options.retryAfterMillis ?? retryInfoMillis(options.body),
+      description: text
+    })
   }
   if (type === "context_length_exceeded" || contextOverflowPattern.test(text)) {
     return new Errors.ModelContextOverflow({ provider, url, description: text })
@@ -349,12 +396,43 @@ export const classify = (options: {
     return new Errors.ModelUnavailable({ provider, url, status, description: text })
   }
   const hint = status === 404 || status === 405 ? " (check the base URL and the model name)" : ""
-  return new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}` })
+  const failure = new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}` })
+  return options.status === undefined ? statedFailure(failure) : failure
+}
+
+/** The delay of a `google.rpc.RetryInfo` in an error body (`"retryDelay": "34.4s"`), in millis. */
+const retryInfoMillis = (body: string): number | undefined => {
+  try {
+    const details = JSON.parse(body)?.error?.details
+    if (!Array.isArray(details)) return undefined
+    for (const detail of details) {
+      const delay = detail?.retryDelay
+      if (typeof delay !== "string") continue
+      const match = /^(\d+(?:\.\d+)?)s$/.exec(delay.trim())
+      if (match !== null) return Math.round(Number(match[1]) * 1000)
+    }
+  } catch {
+    // not JSON: no delay
+  }
+  return undefined
 }
 
 // -----------------------------------------------------------------------------
 // Internal
 // -----------------------------------------------------------------------------
+
+/** The GenAI semantic-convention attributes of a request. */
+const requestAttributes = (provider: string, url: string, model: string): Record<string, unknown> => {
+  const attributes: Record<string, unknown> = { "gen_ai.provider.name": provider, "gen_ai.request.model": model }
+  try {
+    const parsed = new URL(url)
+    attributes["server.address"] = parsed.hostname
+    attributes["server.port"] = parsed.port === "" ? (parsed.protocol === "https:" ? 443 : 80) : Number(parsed.port)
+  } catch {
+    // the base URL was checked when the model was built
+  }
+  return attributes
+}
 
 /** Removes the trailing slashes of a base URL. */
 const trimSlash = (url: string): string => url.replace(/\/+$/, "")
@@ -539,7 +617,14 @@ const describeBody = (body: string): {
     const json = JSON.parse(body)
     const error = json?.error
     if (typeof error === "object" && error !== null) {
-      const type = typeof error.type === "string" ? error.type : typeof error.code === "string" ? error.code : undefined
+      // OpenAI and Anthropic name the kind in `type` or `code`, Google in `status` (`RESOURCE_EXHAUSTED`)
+      const type = typeof error.type === "string"
+        ? error.type
+        : typeof error.code === "string"
+        ? error.code
+        : typeof error.status === "string"
+        ? error.status
+        : undefined
       const description = typeof error.message === "string" ? error.message : JSON.stringify(error)
       // OpenRouter and others put the upstream HTTP status in a numeric `code` of a mid-stream error
       const code = typeof error.code === "number" ? error.code : undefined

@@ -16,8 +16,10 @@ import * as Inbox from "../services/Inbox.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Tool from "../Tool.js"
+import * as Tracing from "../Tracing.js"
 import { Budget } from "./contextBudget.js"
 import type * as EventSink from "./eventSink.js"
+import * as GenAi from "./genAi.js"
 import * as RunState from "./runState.js"
 import { RunStats } from "./runStats.js"
 import * as ToolBatch from "./toolBatch.js"
@@ -69,7 +71,8 @@ export class Run<E, R> {
     private readonly batch: ToolBatch.Config<E, R>,
     private readonly definitions: ReadonlyArray<Tool.Definition>,
     readonly now: () => number,
-    private readonly tracing: boolean
+    /** Whether spans are made (an application tracer is present), and whether they record content. */
+    readonly tracing: false | { readonly content: boolean }
   ) {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
@@ -108,9 +111,19 @@ export class Run<E, R> {
     return this.state.turn
   }
 
-  /** Wraps an effect in a span, only when the application has its own tracer (spans cost a turn dearly). */
-  span<A, E1, R1>(effect: Effect.Effect<A, E1, R1>, name: string, attributes: Record<string, unknown>) {
-    return this.tracing ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
+  /**
+   * Wraps an effect in a span, only when the application has its own tracer (spans cost a turn
+   * dearly); `annotate` adds what its result tells (GenAI attributes), a typed failure its `error.type`.
+   */
+  span<A, E1, R1>(
+    effect: Effect.Effect<A, E1, R1>,
+    name: string,
+    attributes: Record<string, unknown>,
+    annotate?: (a: A) => Effect.Effect<void>
+  ) {
+    return this.tracing
+      ? traced(annotate === undefined ? effect : Effect.tap(effect, annotate), name, attributes)
+      : effect
   }
 
   /** A new turn begins. */
@@ -286,8 +299,11 @@ export class Run<E, R> {
         )
       }
       const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
-      return Effect.flatMap(this.model.respond(request, onDelta), (message) => {
-        this.stats.model(turn, this.now() - began, "turn", message.usage)
+      const respond = this.tracing && this.tracing.content
+        ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
+        : this.model.respond(request, onDelta)
+      return Effect.flatMap(respond, (message) => {
+        this.stats.model(turn, this.now() - began, "turn", message.usage, message)
         const appended = Effect.as(this.appendAnswer(message), message)
         return started
           ? appended
@@ -329,14 +345,14 @@ export const make = <E, R>(
     const permissions = yield* Effect.serviceOption(Permissions.Permissions)
     const inbox = yield* Effect.serviceOption(Inbox.Inbox)
     const clock = yield* Effect.clock
-    const tracing = (yield* Effect.tracer) !== builtInTracer
+    const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
     const history = (yield* session.messages).slice()
     yield* Message.validateHistory(history)
     const compaction = yield* session.latestCompaction
     const byName = new Map<string, Tool.Tool<any, E | Errors.Recoverable, R>>()
     for (const tool of tools) byName.set(tool.name, tool)
     const span: ToolBatch.Config<E, R>["span"] = (effect, name, attributes) =>
-      tracing ? Effect.withSpan(effect, name, { attributes, captureStackTrace: false }) : effect
+      tracing ? traced(effect, name, attributes) : effect
     const batch: ToolBatch.Config<E, R> = {
       tools: byName,
       toolNames: tools.map((tool) => tool.name),
@@ -366,6 +382,14 @@ export const make = <E, R>(
  */
 const sequence = <E>(effects: ReadonlyArray<Effect.Effect<void, E>>): Effect.Effect<void, E> =>
   effects.reduce((all, effect) => Effect.zipRight(all, effect))
+
+/** A span with its attributes; a typed failure adds its tag as `error.type` (status and event come from the exit). */
+const traced = <A, E, R>(effect: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
+  Effect.withSpan(
+    Effect.tapError(effect, (error) => GenAi.annotateError(error)),
+    name,
+    { attributes, captureStackTrace: false }
+  )
 
 /** Effect's own tracer, in place when the application provides none. */
 const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)

@@ -21,8 +21,17 @@ export class RunStats {
 
   constructor(private readonly startedAt: number) {}
 
-  model(turn: number, millis: number, purpose: "turn" | "compaction", usage: Message.Usage | undefined): void {
-    this.modelCalls.push({ turn, millis, purpose, usage })
+  model(
+    turn: number,
+    millis: number,
+    purpose: "turn" | "compaction",
+    usage: Message.Usage | undefined,
+    answer?: { readonly provider?: string | undefined; readonly model?: string | undefined }
+  ): void {
+    const call: Mutable<Event.RunStats["modelCalls"][number]> = { turn, millis, purpose, usage }
+    if (answer?.provider !== undefined) call.provider = answer.provider
+    if (answer?.model !== undefined) call.model = answer.model
+    this.modelCalls.push(call)
     if (purpose === "compaction") this.compactions++
   }
 

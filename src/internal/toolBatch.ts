@@ -14,6 +14,7 @@ import * as Errors from "../Errors.js"
 import type * as Message from "../Message.js"
 import type * as Permissions from "../services/Permissions.js"
 import * as Tool from "../Tool.js"
+import * as GenAi from "./genAi.js"
 import * as RunState from "./runState.js"
 
 /**
@@ -225,7 +226,7 @@ export const run = <E, R>(
         const ran = Effect.flatMap(outcome(admitted), (result) => hooks.finished(admitted.index, result))
         return Effect.zipRight(
           hooks.started(admitted.index),
-          config.span(ran, "Loop.tool", { toolName: admitted.call.name, toolCallId: admitted.call.id })
+          config.span(ran, "Loop.tool", GenAi.toolAttributes(admitted.call))
         )
       })
     const chain = (calls: ReadonlyArray<Admitted<E, R>>) =>
