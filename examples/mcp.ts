@@ -28,11 +28,11 @@ const FileServer = Mcp.stdio({
 })
 
 const program = Effect.gen(function*() {
-  // the tools as the server lists them now: mcp__fs__read_text_file, mcp__fs__write_file, …
-  const tools = yield* Mcp.tools
+  // the server's tools (mcp__fs__read_text_file, mcp__fs__write_file, …), read again at every turn
+  const dynamicTools = yield* Mcp.Mcp.pipe(Effect.map((mcp) => mcp.tools))
   yield* Loop.stream({
     input: `Write a haiku about Effect into ${dir}/haiku.txt, then list ${dir}.`,
-    tools
+    dynamicTools
   }).pipe(
     Stream.runForEach((event) => {
       switch (event._tag) {

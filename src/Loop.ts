@@ -24,9 +24,9 @@ import type * as Compaction from "./Compaction.js"
 import * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as EventSink from "./internal/eventSink.js"
+import * as GenAi from "./internal/genAi.js"
 import * as Output from "./internal/output.js"
 import * as ParentRun from "./internal/parentRun.js"
-import * as GenAi from "./internal/genAi.js"
 import * as Run from "./internal/run.js"
 import * as RunState from "./internal/runState.js"
 import * as ToolBatch from "./internal/toolBatch.js"
@@ -85,6 +85,13 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
    * provider compacts and retries once, with or without this option.
    */
   readonly compaction?: Compaction.Options | undefined
+  /**
+   * Tools read again at every turn boundary, added to `tools` (which win a name both have): a list that
+   * changes while the run goes on, such as an MCP server's (`Mcp.tools`). They may fail only with
+   * recoverable errors and need no services, so they change neither the run's error type nor its
+   * requirements.
+   */
+  readonly dynamicTools?: Effect.Effect<ReadonlyArray<Tool.Tool<any, Errors.Recoverable, never>>> | undefined
   /**
    * The Schema of the run's answer. The model gives it by calling a `final_answer` tool whose parameters
    * are this Schema (an answer that is not an object is wrapped as `{ value }`); the run ends after the
@@ -550,6 +557,7 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
       Effect.gen(function*() {
         yield* run.sink.emit({ _tag: "TurnStart", turn })
         for (const message of input) yield* run.append(message)
+        yield* run.refreshTools()
         const answer = yield* run.span(
           run.respond(),
           "Loop.model",

@@ -10,6 +10,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
@@ -321,6 +323,44 @@ describe("Mcp over stdio (fixture server)", () => {
       assert.deepStrictEqual(Tool.outputContent(yield* extra.execute({}, context(extra))).content, [
         Message.text("extra ran")
       ])
+      yield* close
+    }))
+
+  it.live("tools/list_changed during a run: the next turn's request and batch have the new tool", () =>
+    Effect.gen(function*() {
+      const log = NodePath.join(tempDir(), "log")
+      const { close, mcp } = yield* open(Mcp.stdio(fixture(log)))
+      // a tool of the run's own that returns once the server's new tool is listed, so the turn after it
+      // starts with the list changed
+      const listed = Tool.make({
+        name: "wait_for_list",
+        description: "waits until the extra tool is listed",
+        parameters: Schema.Struct({}),
+        execute: () =>
+          mcp.tools.pipe(
+            Effect.repeat({
+              until: (tools) => tools.some((tool) => tool.name === "mcp__fixture__extra"),
+              schedule: Schedule.spaced("20 millis")
+            }),
+            Effect.timeout("10 seconds"),
+            Effect.orDie,
+            Effect.as("listed")
+          )
+      })
+      const { layer, model, session } = scriptedRun([
+        Message.assistant([Message.toolCall("c1", "mcp__fixture__add_tool", {})]),
+        Message.assistant([Message.toolCall("c2", "wait_for_list", {})]),
+        Message.assistant([Message.toolCall("c3", "mcp__fixture__extra", {})]),
+        Message.assistant("done")
+      ])
+      yield* Loop.run({ input: "grow", tools: [listed], dynamicTools: mcp.tools }).pipe(Effect.provide(layer))
+      const offered = model.requests.map((request) => request.tools.map((tool) => tool.name))
+      assert.notInclude(offered[0]!, "mcp__fixture__extra")
+      assert.include(offered[0]!, "wait_for_list")
+      assert.include(offered[2]!, "mcp__fixture__extra")
+      const results = toolResults(yield* session.messages)
+      assert.deepStrictEqual(results.map((result) => result.isError), [false, false, false])
+      assert.strictEqual(texts(results[2]!), "extra ran")
       yield* close
     }))
 

@@ -35,6 +35,7 @@ export interface Settings {
     | ((messages: ReadonlyArray<Message.Message>) => Effect.Effect<ReadonlyArray<Message.Message>>)
     | undefined
   readonly compaction?: Compaction.Options | undefined
+  readonly dynamicTools?: Effect.Effect<ReadonlyArray<Tool.Tool<any, Errors.Recoverable, never>>> | undefined
 }
 
 /**
@@ -68,11 +69,13 @@ export class Run<E, R> {
     compaction: Compaction.Compaction | undefined,
     readonly sink: EventSink.Sink,
     private readonly settings: Settings,
-    private readonly batch: ToolBatch.Config<E, R>,
-    private readonly definitions: ReadonlyArray<Tool.Definition>,
+    private batch: ToolBatch.Config<E, R>,
+    private definitions: ReadonlyArray<Tool.Definition>,
     readonly now: () => number,
     /** Whether spans are made (an application tracer is present), and whether they record content. */
-    readonly tracing: false | { readonly content: boolean }
+    readonly tracing: false | { readonly content: boolean },
+    /** The run's own tools (its `tools` option). */
+    private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>
   ) {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
@@ -105,6 +108,21 @@ export class Run<E, R> {
           return this.toolEnd(result)
         })
     }
+  }
+
+  /**
+   * Reads the run's dynamic tools (MCP servers, say) at a turn boundary, so the next request and its
+   * batch see the list as it is now. The run's own tools win a name both have.
+   */
+  refreshTools(): Effect.Effect<void> {
+    const dynamic = this.settings.dynamicTools
+    if (dynamic === undefined) return Effect.void
+    return Effect.map(dynamic, (tools) => {
+      const names = new Set(this.statics.map((tool) => tool.name))
+      const all = [...this.statics, ...tools.filter((tool) => !names.has(tool.name))]
+      this.batch = { ...this.batch, ...index(all) }
+      this.definitions = all.map(Tool.definition)
+    })
   }
 
   get turn(): number {
@@ -349,13 +367,10 @@ export const make = <E, R>(
     const history = (yield* session.messages).slice()
     yield* Message.validateHistory(history)
     const compaction = yield* session.latestCompaction
-    const byName = new Map<string, Tool.Tool<any, E | Errors.Recoverable, R>>()
-    for (const tool of tools) byName.set(tool.name, tool)
     const span: ToolBatch.Config<E, R>["span"] = (effect, name, attributes) =>
       tracing ? traced(effect, name, attributes) : effect
     const batch: ToolBatch.Config<E, R> = {
-      tools: byName,
-      toolNames: tools.map((tool) => tool.name),
+      ...index(tools),
       permissions,
       timeout: settings.toolTimeout,
       concurrency: settings.concurrency ?? defaultConcurrency,
@@ -372,9 +387,16 @@ export const make = <E, R>(
       batch,
       tools.map(Tool.definition),
       () => clock.unsafeCurrentTimeMillis(),
-      tracing
+      tracing,
+      tools
     )
   })
+
+/** The tools of a batch by name, and their names (for a call to an unknown tool). */
+const index = <E, R>(tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>) => ({
+  tools: new Map(tools.map((tool) => [tool.name, tool] as const)),
+  toolNames: tools.map((tool) => tool.name)
+})
 
 /**
  * Runs effects one after the other. (Cheaper than `Effect.forEach`/`Effect.all` for the few effects of a
