@@ -89,7 +89,7 @@ export interface Options {
 }
 
 /** The default idle timeout. */
-const defaultIdleTimeout = Duration.minutes(5)
+export const defaultIdleTimeout = Duration.minutes(5)
 
 /** The default cap on one event. */
 const defaultMaxEventBytes = 16 * 1024 * 1024
@@ -188,8 +188,6 @@ export const streamEvents = (options: {
         url,
         description: `no data for ${Duration.format(idle)} (the idle timeout; raise idleTimeout for a slow server)`
       })
-    let emitted = false
-    let refused = 0
     const attempt = Stream.unwrapScoped(Effect.gen(function*() {
       const client = HttpClient.withScope(options.client)
       const request = HttpClientRequest.post(url).pipe(
@@ -224,10 +222,26 @@ export const streamEvents = (options: {
       return options.parse(sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, bytes))
         .pipe(Stream.takeUntil((event) => event._tag === "Finish"))
     }))
-    return attempt.pipe(
+    return retryBeforeOutput(attempt, options.options.retry)
+  })
+
+/**
+ * Retries a response stream with the providers' policy while it has emitted nothing: rate limits,
+ * unavailability and transport failures (`isRetryable` may narrow that), a refused connection to
+ * this machine once. Once an event was emitted, a failure is returned as is.
+ */
+export const retryBeforeOutput = <A>(
+  stream: Stream.Stream<A, Errors.ModelError>,
+  options: RetryOptions | undefined,
+  retryable: (error: Errors.ModelError) => boolean = isRetryable
+): Stream.Stream<A, Errors.ModelError> =>
+  Stream.suspend(() => {
+    let emitted = false
+    let refused = 0
+    return stream.pipe(
       Stream.tap(() => Effect.sync(() => (emitted = true))),
-      Stream.retry(retrySchedule(options.options.retry, (error) => {
-        if (emitted || !isRetryable(error)) return false
+      Stream.retry(retrySchedule(options, (error) => {
+        if (emitted || !retryable(error)) return false
         // a refused connection to this machine means no server: one retry, not the whole budget
         if (refusedLoopback.has(error)) return ++refused <= 1
         return true
@@ -262,7 +276,7 @@ export const usage = (
 // -----------------------------------------------------------------------------
 
 /** The errors worth another attempt. Transport failures (no status) count, as nothing was received. */
-const isRetryable = (error: Errors.ModelError): boolean =>
+export const isRetryable = (error: Errors.ModelError): boolean =>
   error._tag === "ModelRateLimited" || error._tag === "ModelUnavailable" ||
   (error._tag === "ModelRequestFailed" && error.status === undefined)
 
@@ -383,17 +397,17 @@ const checkBaseUrl = (provider: string, raw: string): Effect.Effect<string, Erro
 const liveClock = Clock.make()
 
 /** Fails an effect that takes longer than `idle` of real time. */
-const withIdleTimeout =
+export const withIdleTimeout =
   (idle: Duration.Duration, onTimeout: () => Errors.ModelError) =>
   <A, R>(effect: Effect.Effect<A, Errors.ModelError, R>): Effect.Effect<A, Errors.ModelError, R> =>
     Effect.timeoutFail(effect, { duration: idle, onTimeout }).pipe(Effect.withClock(liveClock))
 
-/** Fails a byte stream that produces nothing for `idle` (between any two chunks, and before the first). */
-const idleStream = (
-  bytes: Stream.Stream<Uint8Array, Errors.ModelError>,
+/** Fails a stream that produces nothing for `idle` (between any two chunks, and before the first). */
+export const idleStream = <A>(
+  bytes: Stream.Stream<A, Errors.ModelError>,
   idle: Duration.Duration,
   onTimeout: () => Errors.ModelError
-): Stream.Stream<Uint8Array, Errors.ModelError> =>
+): Stream.Stream<A, Errors.ModelError> =>
   Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
       Effect.timeoutFail(pull, { duration: idle, onTimeout: () => Option.some(onTimeout()) }).pipe(
@@ -485,7 +499,14 @@ const transportError = (provider: string, url: string, error: HttpClientError.Ht
       description: `the response stream was cut before its end (${causeOf(error.cause) ?? error.reason})`
     })
   }
-  const cause = causeOf(error.cause) ?? error.description ?? error.reason
+  return connectionFailure(provider, url, causeOf(error.cause) ?? error.description ?? error.reason)
+}
+
+/**
+ * A failure to reach the server (`cause` as `causeOf` gives it: `ECONNREFUSED 127.0.0.1:8088`), said
+ * for people; a refused connection to this machine is marked to be retried once only.
+ */
+export const connectionFailure = (provider: string, url: string, cause: string): Errors.ModelRequestFailed => {
   const refused = /ECONNREFUSED/.test(cause)
   const failure = new Errors.ModelRequestFailed({
     provider,
@@ -501,7 +522,7 @@ const transportError = (provider: string, url: string, error: HttpClientError.Ht
 }
 
 /** A readable cause from a network error: its code and address (`ECONNREFUSED 127.0.0.1:8088`) or message. */
-const causeOf = (error: unknown, depth = 0): string | undefined => {
+export const causeOf = (error: unknown, depth = 0): string | undefined => {
   if (typeof error !== "object" || error === null || depth > 4) return undefined
   const e = error as { code?: unknown; address?: unknown; port?: unknown; errors?: unknown; cause?: unknown }
   if (typeof e.code === "string" && e.code !== "" && !e.code.startsWith("UND_ERR_SOCKET")) {
