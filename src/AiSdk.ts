@@ -22,7 +22,6 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import * as Provider from "./internal/provider.js"
 import type * as Message from "./Message.js"
@@ -266,11 +265,17 @@ const make = (model: LanguageModel, version: "v4" | "v3", options: Options): Mod
       if (!retry) final.add(failure)
       return Effect.fail(failure)
     })
-  const attempt = (request: Model.Request): Stream.Stream<Model.Event, Errors.ModelError> =>
-    Stream.unwrapScoped(Effect.gen(function*() {
-      // aborted when the attempt ends for any reason: an interrupted run closes the connection
+  const attempt = (
+    request: Model.Request,
+    onEvent: (event: Model.Delta) => Effect.Effect<void>,
+    emitted: () => void
+  ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
+    Effect.scoped(Effect.gen(function*() {
+      // aborted when the attempt ends before its finish part (interrupted, failed, timed out): the
+      // connection is closed; a finished response is left alone (an abort costs an exception's stack)
       const controller = new AbortController()
-      yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
+      let finished = false
+      yield* Effect.addFinalizer(() => Effect.sync(() => finished || controller.abort()))
       const call: LanguageModelV4CallOptions = {
         ...settings,
         prompt: toPrompt(request.messages, request.systemPrompt, version),
@@ -289,19 +294,82 @@ const make = (model: LanguageModel, version: "v4" | "v3", options: Options): Mod
       )
       const url = result.request?.url
       const state = new StreamState(provider, model.modelId, url, options.pricing)
-      const parts = Stream.fromReadableStream({ evaluate: () => result.stream, onError: (error) => error }).pipe(
-        Stream.catchAll((error) => Stream.fromEffect(fail(error, "read", url)))
+      const reader = new PartReader(result.stream.getReader())
+      yield* Effect.addFinalizer(() => Effect.sync(() => reader.release()))
+      const read = reader.read.pipe(
+        Effect.catchAll((error) => fail(error, "read", url)),
+        Provider.withIdleTimeout(idle, silent)
       )
-      return Provider.idleStream(parts, idle, silent).pipe(
-        Stream.mapConcatEffect((part) => part.type === "error" ? fail(part.error, "part", url) : state.push(part)),
-        Stream.concat(Stream.suspend(() => state.end())),
-        Stream.takeUntil((event) => event._tag === "Finish")
-      )
+      while (true) {
+        const parts = yield* read
+        for (const part of parts) {
+          const events = part.type === "error" ? yield* fail(part.error, "part", url) : yield* state.push(part)
+          for (const event of events) {
+            if (event._tag === "Finish") {
+              finished = true
+              return event.message
+            }
+            emitted()
+            yield* onEvent(event)
+          }
+        }
+        if (reader.done) return yield* state.end()
+      }
     }))
   return Model.make({
-    stream: (request) => Provider.retryBeforeOutput(attempt(request), options.retry, retryable)
+    respond: (request, onEvent) =>
+      Effect.suspend(() => {
+        let emitted = false
+        return Provider.retryEffectBeforeOutput(
+          attempt(request, onEvent, () => (emitted = true)),
+          options.retry,
+          () => emitted,
+          retryable
+        )
+      })
   })
 }
+
+/**
+ * Reads a part stream in batches: each read waits for one part, then takes the parts already queued
+ * behind it, so a turn costs a few promise hops rather than one per part.
+ */
+class PartReader {
+  done = false
+  private pending: Promise<ReadResult> | undefined
+  constructor(readonly reader: ReadableStreamDefaultReader<LanguageModelV4StreamPart>) {}
+  readonly read: Effect.Effect<Array<LanguageModelV4StreamPart>, unknown> = Effect.async((resume) => {
+    const parts: Array<LanguageModelV4StreamPart> = []
+    const fail = (error: unknown) => resume(Effect.fail(error))
+    const step = (result: ReadResult | typeof queuedNone): void => {
+      if (result === queuedNone) return resume(Effect.succeed(parts))
+      if (result.done) {
+        this.done = true
+        return resume(Effect.succeed(parts))
+      }
+      parts.push(result.value)
+      if (parts.length >= 256) return resume(Effect.succeed(parts))
+      const next = this.reader.read()
+      // a read of a queued part is already settled, so it wins the race against the settled marker
+      this.pending = next
+      Promise.race([next, settledNone]).then((value) => {
+        if (value !== queuedNone) this.pending = undefined
+        step(value)
+      }, fail)
+    }
+    const first = this.pending ?? this.reader.read()
+    this.pending = undefined
+    first.then(step, fail)
+  })
+  release(): void {
+    if (!this.done) this.reader.cancel().catch(() => undefined)
+  }
+}
+
+type ReadResult = Awaited<ReturnType<ReadableStreamDefaultReader<LanguageModelV4StreamPart>["read"]>>
+
+const queuedNone: unique symbol = Symbol("effect-agent/AiSdk/queuedNone")
+const settledNone = Promise.resolve(queuedNone)
 
 const callSettings = (options: Options): Omit<LanguageModelV4CallOptions, "prompt"> => {
   const settings: Record<string, unknown> = {}
@@ -551,9 +619,8 @@ class StreamState {
     }
   }
 
-  end(): Stream.Stream<Model.Event, Errors.ModelError> {
-    if (this.done) return Stream.empty
-    return Stream.fail(
+  end(): Effect.Effect<never, Errors.ModelError> {
+    return Effect.fail(
       new Errors.ModelRequestFailed({
         provider: this.provider,
         url: this.url,

@@ -1,7 +1,8 @@
 /**
- * The Vercel AI SDK (v6) under test, through its public API: `streamText` with its full stream
+ * The Vercel AI SDK (v7) under test, through its public API: `streamText` with its full stream
  * drained and `generateText`, both with a tool loop (`stopWhen: stepCountIs(n)`) over `ai/test`'s
- * `MockLanguageModelV3`, whose `doStream` returns a `ReadableStream` of the same scripted events.
+ * `MockLanguageModelV3` (a model of the previous specification, which v7 still runs), whose `doStream`
+ * returns a `ReadableStream` of the same scripted events.
  *
  * @since 0.1.0
  */

@@ -237,17 +237,33 @@ export const retryBeforeOutput = <A>(
 ): Stream.Stream<A, Errors.ModelError> =>
   Stream.suspend(() => {
     let emitted = false
-    let refused = 0
     return stream.pipe(
       Stream.tap(() => Effect.sync(() => (emitted = true))),
-      Stream.retry(retrySchedule(options, (error) => {
-        if (emitted || !retryable(error)) return false
-        // a refused connection to this machine means no server: one retry, not the whole budget
-        if (refusedLoopback.has(error)) return ++refused <= 1
-        return true
-      }))
+      Stream.retry(retrySchedule(options, retryWhile(() => emitted, retryable)))
     )
   })
+
+/**
+ * The same policy for a response made as one effect (a model's `respond`): `emitted` says whether
+ * output already reached the consumer, after which nothing is retried.
+ */
+export const retryEffectBeforeOutput = <A>(
+  effect: Effect.Effect<A, Errors.ModelError>,
+  options: RetryOptions | undefined,
+  emitted: () => boolean,
+  retryable: (error: Errors.ModelError) => boolean = isRetryable
+): Effect.Effect<A, Errors.ModelError> =>
+  Effect.suspend(() => Effect.retry(effect, retrySchedule(options, retryWhile(emitted, retryable))))
+
+const retryWhile = (emitted: () => boolean, retryable: (error: Errors.ModelError) => boolean) => {
+  let refused = 0
+  return (error: Errors.ModelError): boolean => {
+    if (emitted() || !retryable(error)) return false
+    // a refused connection to this machine means no server: one retry, not the whole budget
+    if (refusedLoopback.has(error)) return ++refused <= 1
+    return true
+  }
+}
 
 /** Parses a JSON event payload, failing with `ModelResponseInvalid`. */
 export const parseJson = (provider: string, data: string): Effect.Effect<any, Errors.ModelError> =>
