@@ -131,63 +131,74 @@ export const toPrompt = (
 ): LanguageModelV4Prompt => {
   const out: LanguageModelV4Prompt = []
   if (systemPrompt !== undefined && systemPrompt !== "") out.push({ role: "system", content: systemPrompt })
+  const cache = converted[version]
   let results: Array<any> | undefined
   for (const message of messages) {
-    if (message.role !== "toolResult") results = undefined
-    switch (message.role) {
-      case "user":
-        out.push({
-          role: "user",
-          content: typeof message.content === "string"
-            ? [{ type: "text", text: message.content }]
-            : message.content.map((block) =>
-              block.type === "text" ? withOptions({ type: "text", text: block.text }, block) : filePart(block, version)
-            )
-        })
-        break
-      case "assistant": {
-        const content: Array<any> = []
-        for (const block of message.content) {
-          const kept = block.providerMetadata !== undefined
-          switch (block.type) {
-            case "text":
-              if (block.text !== "" || kept) content.push(withOptions({ type: "text", text: block.text }, block))
-              break
-            case "thinking":
-              // redacted thinking without metadata is another provider's payload: nothing here can read it
-              if (kept || (block.thinking !== "" && block.redacted !== true)) {
-                content.push(withOptions({ type: "reasoning", text: block.thinking }, block))
-              }
-              break
-            case "toolCall":
-              content.push(withOptions(
-                { type: "tool-call", toolCallId: block.id, toolName: block.name, input: toolInput(block.input) },
-                block
-              ))
-              break
-          }
-        }
-        if (content.length > 0) out.push({ role: "assistant", content })
-        break
-      }
-      case "toolResult": {
-        const part = {
-          type: "tool-result",
-          toolCallId: message.toolCallId,
-          toolName: message.toolName,
-          output: toolOutput(message, version)
-        }
-        if (results === undefined) {
-          results = [part]
-          out.push({ role: "tool", content: results })
-        } else {
-          results.push(part)
-        }
-        break
-      }
+    // messages are immutable: each is converted once, then looked up (a run sends its history every turn)
+    let entry = cache.get(message)
+    if (entry === undefined) {
+      entry = convert(message, version)
+      cache.set(message, entry)
+    }
+    if (message.role !== "toolResult") {
+      results = undefined
+      if (entry !== null) out.push(entry)
+    } else if (results === undefined) {
+      results = [entry]
+      out.push({ role: "tool", content: results })
+    } else {
+      results.push(entry)
     }
   }
   return out
+}
+
+/** The converted messages (a tool result: its part), by version; `null` for what is not sent. */
+const converted = { v4: new WeakMap<Message.Message, any>(), v3: new WeakMap<Message.Message, any>() }
+
+const convert = (message: Message.Message, version: "v4" | "v3"): any => {
+  switch (message.role) {
+    case "user":
+      return {
+        role: "user",
+        content: typeof message.content === "string"
+          ? [{ type: "text", text: message.content }]
+          : message.content.map((block) =>
+            block.type === "text" ? withOptions({ type: "text", text: block.text }, block) : filePart(block, version)
+          )
+      }
+    case "assistant": {
+      const content: Array<any> = []
+      for (const block of message.content) {
+        const kept = block.providerMetadata !== undefined
+        switch (block.type) {
+          case "text":
+            if (block.text !== "" || kept) content.push(withOptions({ type: "text", text: block.text }, block))
+            break
+          case "thinking":
+            // redacted thinking without metadata is another provider's payload: nothing here can read it
+            if (kept || (block.thinking !== "" && block.redacted !== true)) {
+              content.push(withOptions({ type: "reasoning", text: block.thinking }, block))
+            }
+            break
+          case "toolCall":
+            content.push(withOptions(
+              { type: "tool-call", toolCallId: block.id, toolName: block.name, input: toolInput(block.input) },
+              block
+            ))
+            break
+        }
+      }
+      return content.length > 0 ? { role: "assistant", content } : null
+    }
+    case "toolResult":
+      return {
+        type: "tool-result",
+        toolCallId: message.toolCallId,
+        toolName: message.toolName,
+        output: toolOutput(message, version)
+      }
+  }
 }
 
 /**
