@@ -3,7 +3,8 @@
  * URL and API key checked before any request), sending a streamed request over `HttpClient` with an
  * idle timeout, parsing its server-sent events with a cap on one event, classifying failures into
  * the model errors (naming the URL, the cause and what to do), the retry schedule (only before the
- * first event reached the consumer), and usage with its cost.
+ * first event reached the consumer), and usage with its cost. The AI SDK adapter uses the same
+ * classification, retries, idle timeout and usage.
  *
  * @internal
  */
