@@ -548,7 +548,6 @@ class StreamState {
   /** Tool calls the provider runs itself (server tools): not the loop's to run. */
   private readonly providerExecuted = new Set<string>()
   private model: string | undefined
-  private done = false
   constructor(
     readonly provider: string,
     modelId: string,
@@ -643,7 +642,6 @@ class StreamState {
   private finish(
     part: Extract<LanguageModelV4StreamPart, { type: "finish" }>
   ): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
-    this.done = true
     const unified = part.finishReason?.unified
     if (unified === "interrupted") {
       return Effect.fail(

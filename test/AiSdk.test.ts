@@ -342,6 +342,24 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.strictEqual(Message.textOf(last), "I was say")
     }))
 
+  it.live("a silent stream fails with ModelUnavailable after the idle timeout, aborting the call", () =>
+    Effect.gen(function*() {
+      const mock = new MockLanguageModelV4({
+        doStream: async () => ({
+          stream: new ReadableStream<LanguageModelV4StreamPart>({
+            start(controller) {
+              controller.enqueue({ type: "stream-start", warnings: [] })
+            }
+          })
+        })
+      })
+      const model = yield* AiSdk.fromLanguageModel(mock, { idleTimeout: "50 millis", retry: { maxRetries: 0 } })
+      const error = yield* Effect.flip(model.complete({ messages: [Message.user("hi")], tools: [] }))
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.include(error.message, "idle timeout")
+      assert.isTrue(mock.doStreamCalls[0]!.abortSignal!.aborted)
+    }))
+
   it.effect("a finish reason of 'interrupted' is a cut stream, and 'content-filter' an error stop", () =>
     Effect.gen(function*() {
       const interrupted = new MockLanguageModelV4({

@@ -159,7 +159,8 @@ export const stream: Harness.Runtime = {
     for await (const _ of result.fullStream) {
       // a no-op subscriber
     }
-    return (await result.response).messages
+    // v7's `response.messages` holds the last step's messages only: the run's are the steps'
+    return (await result.steps).flatMap((step) => step.response.messages)
   }
 }
 
@@ -174,6 +175,6 @@ export const generate: Harness.Runtime = {
   slow: true,
   run: async (spec) => {
     const result = await generateText(options(spec))
-    return result.response.messages
+    return result.steps.flatMap((step) => step.response.messages)
   }
 }
