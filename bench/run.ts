@@ -12,6 +12,7 @@ import * as Harness from "./Harness.js"
 import * as Report from "./Report.js"
 import * as AiSdk from "./runtimes/AiSdk.js"
 import * as Ours from "./runtimes/Ours.js"
+import * as OursAiSdk from "./runtimes/OursAiSdk.js"
 import * as Pi from "./runtimes/Pi.js"
 import * as Abort from "./workloads/Abort.js"
 import * as Concurrent from "./workloads/Concurrent.js"
@@ -69,7 +70,10 @@ const main = async (): Promise<void> => {
     results.push(result)
     console.log(JSON.stringify(result))
   }
-  await step("a", () => Overhead.perTurn(runtimes, { turns: quick ? 20 : 1000, deltas: 5, ...timing }))
+  await step(
+    "a",
+    () => Overhead.perTurn([...runtimes, OursAiSdk.stream], { turns: quick ? 20 : 1000, deltas: 5, ...timing })
+  )
   await step("b", () => Overhead.perCall(runtimes, { turns: quick ? 5 : 200, deltas: 5, ...timing }))
   await step("c", () => Memory.retained(runtimes, { turns: quick ? 20 : 200, deltas: 5, ...timing }))
   await step("d", () =>

@@ -265,8 +265,9 @@ export type ModelError =
   | ModelRequestFailed
 
 /**
- * A model's configuration cannot work: a base URL that is not an http(s) URL, or no API key for a
- * provider's hosted API. Raised when the model is built, before any request.
+ * A model's configuration cannot work: a base URL that is not an http(s) URL, no API key for a
+ * provider's hosted API, or a model object the adapter cannot drive. Raised when the model is built,
+ * before any request.
  *
  * @since 0.1.0
  * @category Errors

@@ -14,6 +14,25 @@ import * as Errors from "./Errors.js"
 // -----------------------------------------------------------------------------
 
 /**
+ * Opaque data a provider attached to a content block, by provider name (an AI SDK model's
+ * `providerMetadata`: reasoning signatures, encrypted reasoning, item ids). Kept with the block and
+ * sent back with it, so the provider can resume from it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const ProviderMetadata = Schema.Record({
+  key: Schema.String,
+  value: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type ProviderMetadata = typeof ProviderMetadata.Type
+
+/**
  * A block of text.
  *
  * @since 0.1.0
@@ -21,7 +40,8 @@ import * as Errors from "./Errors.js"
  */
 export const TextContent = Schema.Struct({
   type: Schema.Literal("text"),
-  text: Schema.String
+  text: Schema.String,
+  providerMetadata: Schema.optional(ProviderMetadata)
 })
 
 /**
@@ -59,7 +79,8 @@ export const ThinkingContent = Schema.Struct({
   type: Schema.Literal("thinking"),
   thinking: Schema.String,
   thinkingSignature: Schema.optional(Schema.String),
-  redacted: Schema.optional(Schema.Boolean)
+  redacted: Schema.optional(Schema.Boolean),
+  providerMetadata: Schema.optional(ProviderMetadata)
 })
 
 /**
@@ -78,7 +99,8 @@ export const ToolCall = Schema.Struct({
   type: Schema.Literal("toolCall"),
   id: Schema.String,
   name: Schema.String,
-  input: Schema.Unknown
+  input: Schema.Unknown,
+  providerMetadata: Schema.optional(ProviderMetadata)
 })
 
 /**

@@ -505,6 +505,19 @@ export class Assembler {
     this.blocks[index] = { type: "thinking", thinking: "", signature: data, redacted: true }
   }
   /**
+   * Merges provider metadata into the block at `index` (per provider, later keys win), kept in the
+   * message's block as `providerMetadata`.
+   *
+   * @since 0.1.0
+   */
+  annotate(index: number, metadata: Message.ProviderMetadata): void {
+    const block = this.blocks[index]
+    if (block === undefined) return
+    const merged: Record<string, Record<string, unknown>> = { ...block.metadata }
+    for (const provider in metadata) merged[provider] = { ...merged[provider], ...metadata[provider] }
+    block.metadata = merged
+  }
+  /**
    * Sets the name of the tool call at `index` (servers that send it after the start).
    *
    * @since 0.1.0
@@ -587,7 +600,11 @@ export class Assembler {
       if (block === undefined) continue
       switch (block.type) {
         case "text":
-          content.push(Message.text(block.text))
+          content.push(
+            block.metadata === undefined
+              ? Message.text(block.text)
+              : { type: "text", text: block.text, providerMetadata: block.metadata }
+          )
           break
         case "thinking": {
           const thinking: { -readonly [K in keyof Message.ThinkingContent]: Message.ThinkingContent[K] } = {
@@ -596,6 +613,7 @@ export class Assembler {
           }
           if (block.signature !== undefined && block.signature !== "") thinking.thinkingSignature = block.signature
           if (block.redacted === true) thinking.redacted = true
+          if (block.metadata !== undefined) thinking.providerMetadata = block.metadata
           content.push(thinking)
           break
         }
@@ -609,26 +627,31 @@ export class Assembler {
 }
 
 type Block =
-  | { type: "text"; text: string }
-  | { type: "thinking"; thinking: string; signature: string | undefined; redacted?: true }
-  | {
-    type: "toolCall"
-    id: string
-    name: string
-    json: string
-    /** The ended call, once `ToolCallEnd` arrived. */
-    ended: Message.ToolCall | undefined
-    initial?: unknown
-  }
+  & (
+    | { type: "text"; text: string }
+    | { type: "thinking"; thinking: string; signature: string | undefined; redacted?: true }
+    | {
+      type: "toolCall"
+      id: string
+      name: string
+      json: string
+      /** The ended call, once `ToolCallEnd` arrived. */
+      ended: Message.ToolCall | undefined
+      initial?: unknown
+    }
+  )
+  & { metadata?: Message.ProviderMetadata }
 
-const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCall =>
-  Message.toolCall(
+const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCall => {
+  const call = Message.toolCall(
     block.id,
     block.name,
     block.json === "" && typeof block.initial === "object" && block.initial !== null
       ? block.initial
       : parseToolArguments(block.json)
   )
+  return block.metadata === undefined ? call : { ...call, providerMetadata: block.metadata }
+}
 
 // Law: every tool call id appears once in a history. Kept here, for every model.
 const uniqueToolCallIds = (service: Service): Service => {

@@ -1,7 +1,8 @@
 /**
- * The Vercel AI SDK (v6) under test, through its public API: `streamText` with its full stream
+ * The Vercel AI SDK (v7) under test, through its public API: `streamText` with its full stream
  * drained and `generateText`, both with a tool loop (`stopWhen: stepCountIs(n)`) over `ai/test`'s
- * `MockLanguageModelV3`, whose `doStream` returns a `ReadableStream` of the same scripted events.
+ * `MockLanguageModelV3` (a model of the previous specification, which v7 still runs), whose `doStream`
+ * returns a `ReadableStream` of the same scripted events.
  *
  * @since 0.1.0
  */
@@ -158,7 +159,8 @@ export const stream: Harness.Runtime = {
     for await (const _ of result.fullStream) {
       // a no-op subscriber
     }
-    return (await result.response).messages
+    // v7's `response.messages` holds the last step's messages only: the run's are the steps'
+    return (await result.steps).flatMap((step) => step.response.messages)
   }
 }
 
@@ -173,6 +175,6 @@ export const generate: Harness.Runtime = {
   slow: true,
   run: async (spec) => {
     const result = await generateText(options(spec))
-    return result.response.messages
+    return result.steps.flatMap((step) => step.response.messages)
   }
 }

@@ -3,7 +3,8 @@
  * URL and API key checked before any request), sending a streamed request over `HttpClient` with an
  * idle timeout, parsing its server-sent events with a cap on one event, classifying failures into
  * the model errors (naming the URL, the cause and what to do), the retry schedule (only before the
- * first event reached the consumer), and usage with its cost.
+ * first event reached the consumer), and usage with its cost. The AI SDK adapter uses the same
+ * classification, retries, idle timeout and usage.
  *
  * @internal
  */
@@ -89,7 +90,7 @@ export interface Options {
 }
 
 /** The default idle timeout. */
-const defaultIdleTimeout = Duration.minutes(5)
+export const defaultIdleTimeout = Duration.minutes(5)
 
 /** The default cap on one event. */
 const defaultMaxEventBytes = 16 * 1024 * 1024
@@ -198,8 +199,6 @@ export const streamEvents = (options: {
         url,
         description: `no data for ${Duration.format(idle)} (the idle timeout; raise idleTimeout for a slow server)`
       })
-    let emitted = false
-    let refused = 0
     const attempt = Stream.unwrapScoped(Effect.gen(function*() {
       // GenAI attributes of the model span the request runs in (nothing without an application tracer)
       yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
@@ -252,16 +251,48 @@ export const streamEvents = (options: {
       return options.parse(sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, bytes))
         .pipe(Stream.takeUntil((event) => event._tag === "Finish"))
     }))
-    return attempt.pipe(
+    return retryBeforeOutput(attempt, options.options.retry)
+  })
+
+/**
+ * Retries a response stream with the providers' policy while it has emitted nothing: rate limits,
+ * unavailability and transport failures (`isRetryable` may narrow that), a refused connection to
+ * this machine once. Once an event was emitted, a failure is returned as is.
+ */
+export const retryBeforeOutput = <A>(
+  stream: Stream.Stream<A, Errors.ModelError>,
+  options: RetryOptions | undefined,
+  retryable: (error: Errors.ModelError) => boolean = isRetryable
+): Stream.Stream<A, Errors.ModelError> =>
+  Stream.suspend(() => {
+    let emitted = false
+    return stream.pipe(
       Stream.tap(() => Effect.sync(() => (emitted = true))),
-      Stream.retry(retrySchedule(options.options.retry, (error) => {
-        if (emitted || !isRetryable(error)) return false
-        // a refused connection to this machine means no server: one retry, not the whole budget
-        if (refusedLoopback.has(error)) return ++refused <= 1
-        return true
-      }))
+      Stream.retry(retrySchedule(options, retryWhile(() => emitted, retryable)))
     )
   })
+
+/**
+ * The same policy for a response made as one effect (a model's `respond`): `emitted` says whether
+ * output already reached the consumer, after which nothing is retried.
+ */
+export const retryEffectBeforeOutput = <A>(
+  effect: Effect.Effect<A, Errors.ModelError>,
+  options: RetryOptions | undefined,
+  emitted: () => boolean,
+  retryable: (error: Errors.ModelError) => boolean = isRetryable
+): Effect.Effect<A, Errors.ModelError> =>
+  Effect.suspend(() => Effect.retry(effect, retrySchedule(options, retryWhile(emitted, retryable))))
+
+const retryWhile = (emitted: () => boolean, retryable: (error: Errors.ModelError) => boolean) => {
+  let refused = 0
+  return (error: Errors.ModelError): boolean => {
+    if (emitted() || !retryable(error)) return false
+    // a refused connection to this machine means no server: one retry, not the whole budget
+    if (refusedLoopback.has(error)) return ++refused <= 1
+    return true
+  }
+}
 
 /** Parses a JSON event payload, failing with `ModelResponseInvalid`. */
 export const parseJson = (provider: string, data: string): Effect.Effect<any, Errors.ModelError> =>
@@ -293,7 +324,7 @@ export const usage = (
  * The errors worth another attempt. Transport failures (no status) count, as nothing was received;
  * a failure the provider stated in its answer (an error event, a blocked prompt) does not.
  */
-const isRetryable = (error: Errors.ModelError): boolean =>
+export const isRetryable = (error: Errors.ModelError): boolean =>
   error._tag === "ModelRateLimited" || error._tag === "ModelUnavailable" ||
   (error._tag === "ModelRequestFailed" && error.status === undefined && !answered.has(error))
 
@@ -461,17 +492,17 @@ const checkBaseUrl = (provider: string, raw: string): Effect.Effect<string, Erro
 const liveClock = Clock.make()
 
 /** Fails an effect that takes longer than `idle` of real time. */
-const withIdleTimeout =
+export const withIdleTimeout =
   (idle: Duration.Duration, onTimeout: () => Errors.ModelError) =>
   <A, R>(effect: Effect.Effect<A, Errors.ModelError, R>): Effect.Effect<A, Errors.ModelError, R> =>
     Effect.timeoutFail(effect, { duration: idle, onTimeout }).pipe(Effect.withClock(liveClock))
 
-/** Fails a byte stream that produces nothing for `idle` (between any two chunks, and before the first). */
-const idleStream = (
-  bytes: Stream.Stream<Uint8Array, Errors.ModelError>,
+/** Fails a stream that produces nothing for `idle` (between any two chunks, and before the first). */
+export const idleStream = <A>(
+  bytes: Stream.Stream<A, Errors.ModelError>,
   idle: Duration.Duration,
   onTimeout: () => Errors.ModelError
-): Stream.Stream<Uint8Array, Errors.ModelError> =>
+): Stream.Stream<A, Errors.ModelError> =>
   Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
       Effect.timeoutFail(pull, { duration: idle, onTimeout: () => Option.some(onTimeout()) }).pipe(
@@ -563,7 +594,14 @@ const transportError = (provider: string, url: string, error: HttpClientError.Ht
       description: `the response stream was cut before its end (${causeOf(error.cause) ?? error.reason})`
     })
   }
-  const cause = causeOf(error.cause) ?? error.description ?? error.reason
+  return connectionFailure(provider, url, causeOf(error.cause) ?? error.description ?? error.reason)
+}
+
+/**
+ * A failure to reach the server (`cause` as `causeOf` gives it: `ECONNREFUSED 127.0.0.1:8088`), said
+ * for people; a refused connection to this machine is marked to be retried once only.
+ */
+export const connectionFailure = (provider: string, url: string, cause: string): Errors.ModelRequestFailed => {
   const refused = /ECONNREFUSED/.test(cause)
   const failure = new Errors.ModelRequestFailed({
     provider,
@@ -579,7 +617,7 @@ const transportError = (provider: string, url: string, error: HttpClientError.Ht
 }
 
 /** A readable cause from a network error: its code and address (`ECONNREFUSED 127.0.0.1:8088`) or message. */
-const causeOf = (error: unknown, depth = 0): string | undefined => {
+export const causeOf = (error: unknown, depth = 0): string | undefined => {
   if (typeof error !== "object" || error === null || depth > 4) return undefined
   const e = error as { code?: unknown; address?: unknown; port?: unknown; errors?: unknown; cause?: unknown }
   if (typeof e.code === "string" && e.code !== "" && !e.code.startsWith("UND_ERR_SOCKET")) {

@@ -1,0 +1,85 @@
+/**
+ * effect-agent through its AI SDK adapter: `Loop.stream` drained by a no-op consumer, over
+ * `AiSdk.fromLanguageModel` of `ai/test`'s `MockLanguageModelV4`, whose `doStream` returns a
+ * `ReadableStream` of the same scripted parts as the AI SDK runtime's. Set against `ours.stream`, it
+ * gives the adapter's cost per turn (the prompt conversion, the stream parts and their mapping).
+ *
+ * @since 0.1.0
+ */
+import type { LanguageModelV4StreamPart } from "@ai-sdk/provider"
+import { MockLanguageModelV4 } from "ai/test"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as AiSdk from "../../src/AiSdk.js"
+import * as Loop from "../../src/Loop.js"
+import * as Model from "../../src/Model.js"
+import * as Session from "../../src/services/Session.js"
+import * as Harness from "../Harness.js"
+import { echoTool, initialHistory } from "./Ours.js"
+
+const usage = {
+  inputTokens: { total: 10, noCache: 10, cacheRead: 0, cacheWrite: 0 },
+  outputTokens: { total: 10, text: 10, reasoning: 0 }
+}
+
+const turnParts = (spec: Harness.Spec, turn: number): Array<LanguageModelV4StreamPart> => {
+  const parts: Array<LanguageModelV4StreamPart> = [{ type: "stream-start", warnings: [] }, {
+    type: "text-start",
+    id: "t"
+  }]
+  for (let i = 0; i < spec.deltas; i++) parts.push({ type: "text-delta", id: "t", delta: Harness.deltaText(i) })
+  parts.push({ type: "text-end", id: "t" })
+  const calls = turn < spec.turns ? spec.calls : 0
+  for (let i = 0; i < calls; i++) {
+    const id = Harness.callId(turn, i)
+    const json = Harness.callJson(turn, i)
+    parts.push({ type: "tool-input-start", id, toolName: "echo" })
+    parts.push({ type: "tool-input-delta", id, delta: json })
+    parts.push({ type: "tool-input-end", id })
+    parts.push({ type: "tool-call", toolCallId: id, toolName: "echo", input: json })
+  }
+  parts.push({
+    type: "finish",
+    usage,
+    finishReason: calls > 0 ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" }
+  })
+  return parts
+}
+
+const mockModel = (spec: Harness.Spec) => {
+  let turn = 0
+  return new MockLanguageModelV4({
+    doStream: async () => {
+      const parts = turnParts(spec, turn++)
+      return {
+        stream: new ReadableStream<LanguageModelV4StreamPart>({
+          start(controller) {
+            for (const part of parts) controller.enqueue(part)
+            controller.close()
+          }
+        })
+      }
+    }
+  })
+}
+
+/**
+ * `Loop.stream` over the adapter, every event consumed by a no-op consumer.
+ *
+ * @since 0.1.0
+ * @category Runtimes
+ */
+export const stream: Harness.Runtime = {
+  name: "ours.aiSdk.stream",
+  run: (spec) => {
+    const session = Session.makeMemory(spec.history === undefined ? [] : initialHistory(spec.history))
+    return Effect.runPromise(Effect.gen(function*() {
+      const model = yield* AiSdk.fromLanguageModel(mockModel(spec))
+      yield* Stream.runDrain(Loop.stream({ input: "go", tools: [echoTool(spec)], maxTurns: spec.turns + 1 })).pipe(
+        Effect.provideService(Model.Model, model),
+        Effect.provideService(Session.Session, session)
+      )
+      return yield* session.messages
+    }))
+  }
+}
