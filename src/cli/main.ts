@@ -34,8 +34,10 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as Interactive from "./Interactive.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
+import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 
 const providers = ["demo", "openai", "anthropic"] as const
@@ -66,7 +68,17 @@ const workspace = Options.text("workspace").pipe(
 )
 const sessionFile = Options.text("session").pipe(
   Options.optional,
-  Options.withDescription("a JSON Lines session file to resume and append to")
+  Options.withDescription(
+    "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
+  )
+)
+const continueLatest = Options.boolean("continue").pipe(
+  Options.withAlias("c"),
+  Options.withDescription("continue this workspace's latest session")
+)
+const interactive = Options.boolean("interactive").pipe(
+  Options.withAlias("i"),
+  Options.withDescription("open the chat (the default without a prompt on a terminal)")
 )
 const maxTurns = Options.text("max-turns").pipe(
   Options.mapEffect((text) =>
@@ -86,7 +98,10 @@ const yes = Options.boolean("yes").pipe(
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
 )
-const prompt = Args.text({ name: "prompt" }).pipe(Args.atLeast(1), Args.withDescription("what to ask the agent"))
+const prompt = Args.text({ name: "prompt" }).pipe(
+  Args.repeated,
+  Args.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
+)
 
 const systemPrompt = "You are a coding agent working in a workspace directory. Use the tools to inspect and " +
   "change files and to run commands. Be concise."
@@ -117,29 +132,33 @@ const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: nu
   )
 const retryOptions = { jitter: true, onRetry: reportRetry }
 
-/** The provider's Model layer, after its settings were checked. */
+const defaultModels = { demo: "demo", openai: "gpt-4.1-mini", anthropic: "claude-sonnet-4-5" } as const
+
+/** The provider's Model layer for a model name, after its settings were checked. */
 const modelLayer = (
   name: ProviderName,
-  options: { readonly model: Option.Option<string>; readonly baseUrl: Option.Option<string> }
+  options: { readonly baseUrl: Option.Option<string> }
 ) =>
   Effect.gen(function*() {
-    if (name === "demo") return demoModel
+    if (name === "demo") return (_model: string) => demoModel
     const env = Preflight.providerEnv[name]
     const settings = yield* Preflight.provider(env, { baseUrl: options.baseUrl, environment: process.env })
     report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
-    const layer = name === "openai"
-      ? OpenAiCompat.layer({
-        ...settings,
-        model: Option.getOrElse(options.model, () => "gpt-4.1-mini"),
-        retry: retryOptions
-      })
-      : Anthropic.layer({
-        ...settings,
-        model: Option.getOrElse(options.model, () => "claude-sonnet-4-5"),
-        retry: retryOptions
-      })
-    return layer.pipe(Layer.provide(NodeHttpClient.layerUndici))
+    return (model: string) =>
+      (name === "openai"
+        ? OpenAiCompat.layer({ ...settings, model, retry: retryOptions })
+        : Anthropic.layer({ ...settings, model, retry: retryOptions })).pipe(Layer.provide(NodeHttpClient.layerUndici))
   })
+
+/** The whole of stdin, when it is not a terminal (the prompt of `echo "…" | effect-agent`). */
+const readStdin = Effect.async<string>((resume) => {
+  if (process.stdin.isTTY) return resume(Effect.succeed(""))
+  let text = ""
+  process.stdin.setEncoding("utf8")
+  process.stdin.on("data", (chunk) => (text += chunk))
+  process.stdin.on("end", () => resume(Effect.succeed(text)))
+  process.stdin.on("error", () => resume(Effect.succeed(text)))
+})
 
 /** Asks on the terminal before a call that writes or runs something. */
 const askOnTerminal = Permissions.layerAsk((request) =>
@@ -214,13 +233,47 @@ const abort = new AbortController()
 
 const agent = Command.make(
   "effect-agent",
-  { provider, model, baseUrl, workspace, sessionFile, maxTurns, yes, verbose, prompt },
+  { provider, model, baseUrl, workspace, sessionFile, continueLatest, interactive, maxTurns, yes, verbose, prompt },
   (options) =>
     Effect.gen(function*() {
       if (options.verbose) report.verbose = true
       const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
       const root = yield* Preflight.workspace(options.workspace)
-      const model = yield* modelLayer(options.provider, options)
+      const models = yield* modelLayer(options.provider, options)
+      const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
+      const sessionsDir = Sessions.directory(root)
+      const sessionPath = Option.getOrElse(
+        options.sessionFile,
+        () => (options.continueLatest ? Sessions.latest(sessionsDir) : undefined) ?? Sessions.create(sessionsDir)
+      )
+      const chat = options.interactive || words.length === 0
+      if (chat && process.stdin.isTTY && process.stdout.isTTY) {
+        yield* Effect.sync(() => (report.runStarted = true))
+        yield* Effect.scoped(Interactive.run({
+          model: modelName,
+          modelLayer: models,
+          systemPrompt,
+          maxTurns: options.maxTurns,
+          root,
+          yes: options.yes,
+          sessionPath,
+          sessionsDir,
+          initial: words.length > 0 ? words.join(" ") : undefined,
+          hurry: killChildGroups,
+          stop: abort.signal,
+          explain: (cause) => Report.explain(cause, report.context)
+        })).pipe(Effect.provide(trackedCommands))
+        if (abort.signal.aborted) report.aborted = true
+        return
+      }
+      const input = words.length > 0 ? words.join(" ") : (yield* readStdin).trim()
+      if (input === "") {
+        return yield* new Preflight.UsageError({
+          description: "no prompt",
+          hint: "give one (effect-agent \"…\"), pipe one on stdin, or run it in a terminal for the chat"
+        })
+      }
+      const model = models(modelName)
       // whether the current line of stdout holds streamed text
       let midLine = false
       let lastAnswer: Message.AssistantMessage | undefined
@@ -229,7 +282,7 @@ const agent = Command.make(
         midLine = false
       }
       const run = Loop.stream({
-        input: words.join(" "),
+        input,
         tools: Tools.all,
         systemPrompt,
         maxTurns: options.maxTurns,
@@ -269,10 +322,7 @@ const agent = Command.make(
           }
         })
       )
-      const session = Option.match(options.sessionFile, {
-        onNone: () => Session.layerMemory(),
-        onSome: (path) => Session.layerJsonl(path)
-      })
+      const session = Session.layerJsonl(sessionPath)
       yield* Effect.sync(() => (report.runStarted = true))
       yield* run.pipe(
         Effect.provide(Layer.mergeAll(
