@@ -16,6 +16,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -24,6 +25,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
 import * as readline from "node:readline"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
@@ -34,6 +36,7 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as Export from "./Export.js"
 import * as Interactive from "./Interactive.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
@@ -341,7 +344,47 @@ const agent = Command.make(
     })
 )
 
-const cli = Command.run(agent, { name: "effect-agent", version: "0.1.0" })
+/** `effect-agent export <session.jsonl> [-o file.html]`: the session as one HTML page. */
+const exportCommand = Command.make(
+  "export",
+  {
+    file: Args.text({ name: "session.jsonl" }).pipe(Args.withDescription("the session file to export")),
+    output: Options.text("output").pipe(
+      Options.withAlias("o"),
+      Options.optional,
+      Options.withDescription("the HTML file to write (default: the session file's name with .html)")
+    )
+  },
+  ({ file, output }) =>
+    Effect.gen(function*() {
+      const contents = yield* Session.readJsonl(file)
+      if (contents.header === undefined) {
+        return yield* new Preflight.UsageError({
+          description: `${file} is not a session file (it is missing, empty, or has no header line)`,
+          hint: "give a .jsonl file written by effect-agent (see /sessions in the chat)"
+        })
+      }
+      const target = Option.getOrElse(output, () => file.replace(/\.jsonl$/, "") + ".html")
+      const html = Export.toHtml(contents.messages, {
+        title: `effect-agent session ${NodePath.basename(file)}`,
+        id: contents.header.id,
+        createdAt: contents.header.createdAt
+      })
+      const fs = yield* FileSystem.FileSystem
+      yield* Effect.mapError(
+        fs.writeFileString(target, html),
+        (error) => new Preflight.UsageError({ description: `cannot write ${target}: ${error.message}` })
+      )
+      yield* Effect.sync(() => process.stdout.write(`${target}\n`))
+    })
+).pipe(Command.withDescription("write a session as one self-contained HTML page"))
+
+const cli = process.argv[2] === "export"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+    name: "effect-agent",
+    version: "0.1.0"
+  })
+  : Command.run(agent, { name: "effect-agent", version: "0.1.0" })
 
 /** Warnings (a repaired session) and, with --verbose, debug logs, on stderr. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {
