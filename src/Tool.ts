@@ -198,8 +198,19 @@ export const definition = (tool: Any): Definition => ({
 })
 
 /**
- * Decodes a call's raw arguments with the tool's schema; the error lists every issue and what was
- * received, formatted for a model to read.
+ * How deeply a tool's arguments may nest (arrays and objects); deeper input is `ToolInputInvalid`
+ * before it is decoded.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxInputDepth = 100
+
+/**
+ * Decodes a call's raw arguments with the tool's schema; the error lists the issues and what was
+ * received, formatted for a model to read, and capped (at most 20 issues of 500 characters each): a
+ * huge or over-deep input is not echoed back whole. Input nested deeper than `maxInputDepth` is
+ * refused without decoding.
  *
  * @since 0.1.0
  * @category Combinators
@@ -207,18 +218,48 @@ export const definition = (tool: Any): Definition => ({
 export const decodeInput = <Input>(
   tool: { readonly name: string; readonly parameters: Schema.Schema<Input, any, never> },
   input: unknown
-): Either.Either<Input, Errors.ToolInputInvalid> =>
-  Either.mapLeft(
-    ParseResult.decodeUnknownEither(tool.parameters, decodeOptions)(input),
-    (error) =>
+): Either.Either<Input, Errors.ToolInputInvalid> => {
+  if (depthExceeds(input, maxInputDepth)) {
+    return Either.left(
       new Errors.ToolInputInvalid({
         toolName: tool.name,
-        issues: ParseResult.ArrayFormatter.formatIssueSync(error)
-          .map((issue) => `- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
-          .join("\n"),
-        input
+        issues: `- (root): the arguments are nested deeper than ${maxInputDepth} levels`,
+        input: `(not shown: nested deeper than ${maxInputDepth} levels)`
       })
+    )
+  }
+  return Either.mapLeft(
+    ParseResult.decodeUnknownEither(tool.parameters, decodeOptions)(input),
+    (error) => {
+      const issues = ParseResult.ArrayFormatter.formatIssueSync(error)
+      const shown = issues.slice(0, maxIssues).map((issue) =>
+        cap(`- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`, maxIssueLength)
+      )
+      if (issues.length > maxIssues) shown.push(`- … and ${issues.length - maxIssues} more issues`)
+      return new Errors.ToolInputInvalid({ toolName: tool.name, issues: shown.join("\n"), input })
+    }
   )
+}
+
+const maxIssues = 20
+const maxIssueLength = 500
+
+const cap = (text: string, max: number) =>
+  text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
+
+/** Whether a value nests arrays and objects deeper than `max` (iteratively: no stack to overflow). */
+const depthExceeds = (value: unknown, max: number): boolean => {
+  const stack: Array<[unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (typeof current !== "object" || current === null) continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
 
 const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
 

@@ -136,6 +136,42 @@ describe("bash", () => {
       })
     ))
 
+  it.live("a process that leaves the group with setsid is killed too: on abort, on timeout and at the end", () =>
+    inWorkspace((root) =>
+      Effect.gen(function*() {
+        const escape = "setsid sleep 30 & echo $! >> pids; setsid sh -c 'sleep 30 & echo $! >> pids; wait' &"
+        // abort
+        const fiber = yield* Effect.fork(call(Tools.bash, { command: `${escape} wait` }))
+        const aborted = yield* pidsIn(NodePath.join(root, "pids"), 2)
+        assert.strictEqual(aborted.filter(isRunning).length, 2)
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(aborted.filter(isRunning), [])
+        // timeout
+        NodeFs.rmSync(NodePath.join(root, "pids"))
+        const timedOut = yield* call(Tools.bash, { command: `${escape} wait`, timeout: 0.5 })
+        assert.include(timedOut.text, "timed out")
+        const afterTimeout = yield* pidsIn(NodePath.join(root, "pids"), 2)
+        assert.deepStrictEqual(afterTimeout.filter(isRunning), [])
+        // a command that ends at once, leaving them behind
+        NodeFs.rmSync(NodePath.join(root, "pids"))
+        const ended = yield* call(Tools.bash, { command: `${escape} sleep 0.2; echo done` })
+        assert.isFalse(ended.isError)
+        const afterEnd = yield* pidsIn(NodePath.join(root, "pids"), 2)
+        assert.deepStrictEqual(afterEnd.filter(isRunning), [])
+      })
+    ))
+
+  it.live("a call's timeout is capped by the maximum: 1e308 seconds does not turn it off", () =>
+    inWorkspace(() =>
+      Effect.gen(function*() {
+        const tool = Tools.Bash.make({ maxTimeout: "500 millis" })
+        const result = yield* call(tool, { command: "sleep 5", timeout: 1e308 })
+        assert.isTrue(result.isError)
+        assert.isTrue(result.text.startsWith("Command timed out after 500ms and was stopped."), result.text)
+        assert.include(tool.description, "at most 0.5")
+      })
+    ))
+
   it.live("a run aborted during bash records Operation aborted and leaves no process", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -80,7 +81,151 @@ describe("Permissions.rules", () => {
   })
 })
 
+describe("Permissions.rules under hostile input", () => {
+  it("an allow-list of command prefixes matches only commands it fully understands", () => {
+    const decide = Permissions.rules({ allow: [{ tools: ["bash"], commands: ["ls", "git status", "npm run test:"] }] })
+    const decision = (command: string) => decide(request("bash", { command }))._tag
+    for (
+      const command of [
+        "ls",
+        "ls -la src",
+        "ls 'a b' && ls \"c d\"",
+        "ls | ls; git status --short",
+        "ls\nls # a comment with $(rm -rf x) and > f",
+        "npm run test:unit",
+        "ls \\$HOME"
+      ]
+    ) assert.strictEqual(decision(command), "Allow", command)
+    for (
+      const command of [
+        "ls & echo RAN > pwned.txt",
+        "ls $(echo x > f)",
+        "ls `echo x > f`",
+        "ls > config/prod.json",
+        "ls < /etc/passwd",
+        "ls |& cat",
+        "ls && (rm -rf x)",
+        "ls && { rm -rf x; }",
+        "if ls; then rm -rf x; fi",
+        "! ls",
+        "ls \"$(rm -rf x)\"",
+        "ls ${IFS}x",
+        "ls; rm -rf x",
+        "FOO=1 ls",
+        "ls 'unterminated",
+        "ls &&",
+        "ls ;; ls",
+        "gi't status'",
+        "git stat*",
+        "lsx"
+      ]
+    ) assert.strictEqual(decision(command), "Deny", command)
+  })
+
+  it("deny rules split at &, |&, substitutions and keywords, and see through blanks, quotes and assignments", () => {
+    const decide = Permissions.rules({ deny: [{ commands: ["rm -rf"] }] })
+    for (
+      const command of [
+        "true & rm -rf x",
+        "true |& rm -rf x",
+        "echo $(rm -rf x)",
+        "echo `rm -rf x`",
+        "(rm -rf x)",
+        "if true; then rm -rf x; fi",
+        "rm  -rf x",
+        "r''m -rf x",
+        "\"rm\" -rf x",
+        "FOO=1 rm -rf x"
+      ]
+    ) assert.strictEqual(decide(request("bash", { command }))._tag, "Deny", command)
+    // lexical: these get past a prefix deny rule (see the README)
+    for (const command of ["/bin/rm -rf x", "env rm -rf x", "bash -c 'rm -rf x'", "rm -r -f x"]) {
+      assert.strictEqual(decide(request("bash", { command }))._tag, "Allow", command)
+    }
+  })
+
+  it("path rules match the resolved path, whatever the spelling, with or without a Workspace", () => {
+    const root = NodeFs.realpathSync(NodeFs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-")))
+    try {
+      NodeFs.mkdirSync(NodePath.join(root, "config"))
+      NodeFs.writeFileSync(NodePath.join(root, "config/prod.json"), "{}")
+      NodeFs.symlinkSync("config", NodePath.join(root, "alias"))
+      const name = NodePath.basename(root)
+      const spellings = [
+        `../${name}/config/prod.json`,
+        `${root}//config/prod.json`,
+        `${root}/./config/prod.json`,
+        `${root}/../${name}/config/prod.json`,
+        "alias/prod.json",
+        "config//prod.json"
+      ]
+      const decide = Permissions.rules({ root, deny: [{ paths: ["config/prod.json"] }] })
+      for (const path of spellings) assert.strictEqual(decide(request("read_file", { path }))._tag, "Deny", path)
+      // the jail refuses what it cannot resolve: a deny rule over paths denies it, an allow rule does not allow it
+      const allowOnly = Permissions.rules({ root, allow: [{ paths: ["**"] }] })
+      for (const path of ["a\u0000b", "a/".repeat(3000)]) {
+        assert.strictEqual(decide(request("read_file", { path }))._tag, "Deny")
+        assert.strictEqual(allowOnly(request("read_file", { path }))._tag, "Deny")
+      }
+      // without a root, the current directory (when the rules are built) is the root
+      const cwd = process.cwd()
+      try {
+        process.chdir(root)
+        const here = Permissions.rules({ deny: [{ paths: ["config/prod.json"] }] })
+        for (const path of spellings) assert.strictEqual(here(request("read_file", { path }))._tag, "Deny", path)
+      } finally {
+        process.chdir(cwd)
+      }
+    } finally {
+      NodeFs.rmSync(root, { recursive: true, force: true })
+    }
+  })
+
+  it("path patterns match in linear time: a long path against .env", () => {
+    const decide = Permissions.rules({ root: "/nonexistent-root", deny: [{ paths: [".env", "**/a/**/b/**/c"] }] })
+    assert.strictEqual(decide(request("read_file", { path: "a/".repeat(2000) + "x" }))._tag, "Allow")
+    assert.strictEqual(decide(request("read_file", { path: "a/".repeat(2000) + ".env" }))._tag, "Deny")
+  })
+})
+
 describe("Permissions in a run", () => {
+  it.effect("an allow-list run: a command with & or a redirection is not run", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir({ "a.txt": "a" })
+      const { layer } = scriptedRun([
+        Message.assistant([Message.toolCall("call_1", "bash", { command: "ls & echo RAN > pwned.txt" })]),
+        Message.assistant("never reached")
+      ])
+      const error = yield* Loop.run({ input: "go", tools: Tools.all }).pipe(
+        Effect.provide(layer),
+        Effect.provide(Permissions.layerRules({ allow: [{ tools: ["bash"], commands: ["ls"] }] })),
+        Effect.provide(toolsLayer(root)),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "ToolPermissionDenied")
+      assert.isFalse(NodeFs.existsSync(NodePath.join(root, "pwned.txt")))
+    }).pipe(Effect.scoped))
+
+  it.effect("layerRules resolves paths with the Workspace: a deny rule holds for every spelling", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir({ "config/prod.json": "{}" })
+      const name = NodePath.basename(root)
+      for (const path of [`../${name}/config/prod.json`, `${root}//config/prod.json`]) {
+        const { layer } = scriptedRun([
+          Message.assistant([Message.toolCall("call_1", "edit_file", { path, oldText: "{}", newText: "{\"x\":1}" })]),
+          Message.assistant("never reached")
+        ])
+        const error = yield* Loop.run({ input: "go", tools: Tools.all }).pipe(
+          Effect.provide(layer),
+          Effect.provide(Permissions.layerRules({ deny: [{ paths: ["config/prod.json"] }] })),
+          Effect.provide(toolsLayer(root)),
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "ToolPermissionDenied", path)
+      }
+      assert.strictEqual(NodeFs.readFileSync(NodePath.join(root, "config/prod.json"), "utf8"), "{}")
+    }).pipe(Effect.scoped))
+
   it.effect("a rule's denial ends the run with ToolPermissionDenied, every call paired, nothing written", () =>
     Effect.gen(function*() {
       const root = yield* tempDir({ ".env": "TOKEN=1", "a.txt": "a" })

@@ -6,6 +6,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -289,21 +290,87 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(second.messages, first.messages)
     }))
 
-  it.scoped("fails on a history no repair can fix, leaving the file as it was", () =>
+  it.scoped("repairs a tool-call id reused on a later turn (as earlier versions wrote it), once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
-      const call = Message.toolCall("same", "bash")
-      yield* write(path, [
+      const call = Message.toolCall("c1", "bash")
+      // written line by line, as an earlier version appended what the model sent
+      const header = { type: "session", version: Session.formatVersion, id: "s", createdAt: 1 }
+      const entries = [
+        Message.user("go"),
         Message.assistant([call]),
-        Message.toolResult({ toolCallId: "same", toolName: "bash", content: "ok" }),
-        Message.assistant([call])
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "first" }),
+        Message.assistant([call, Message.toolCall("c1", "bash")]),
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "second" }),
+        Message.toolResult({ toolCallId: "c1", toolName: "bash", content: "third" }),
+        Message.assistant("done")
+      ]
+      yield* Effect.promise(() =>
+        Fs.writeFile(
+          path,
+          [header, ...entries.map((message) => ({ type: "message", role: message.role, message }))]
+            .map((line) => JSON.stringify(line) + "\n").join("")
+        )
+      )
+      const first = yield* reopen(path)
+      assert.strictEqual(first.report.repairs.length, 2)
+      assert.include(first.report.repairs[0]!, "fresh id c1-1")
+      assert.isTrue(Either.isRight(Message.validateHistory(first.messages)))
+      const results = first.messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
+      assert.deepStrictEqual(results.map((m) => [m.toolCallId, Message.textOf(m)]), [
+        ["c1", "first"],
+        ["c1-1", "second"],
+        ["c1-2", "third"]
       ])
-      const before = yield* lines(path)
+      const second = yield* reopen(path)
+      assert.deepStrictEqual(second.report.repairs, [])
+      assert.deepStrictEqual(second.messages, first.messages)
+    }))
+
+  it.scoped("a line that is not valid UTF-8 is reported with its line", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, [Message.user("one"), Message.user("two")])
+      const text = yield* lines(path)
+      const [head, first, second] = text.trimEnd().split("\n")
+      const bad = Buffer.from(second!.replace("two", "t\u00e9o"), "utf8")
+      // a lone continuation byte where the é was
+      const index = bad.indexOf(0xc3)
+      const corrupt = Buffer.concat([bad.subarray(0, index), bad.subarray(index + 1)])
+      yield* Effect.promise(() =>
+        Fs.writeFile(path, Buffer.concat([Buffer.from(`${head}\n${first}\n`), corrupt, Buffer.from("\n")]))
+      )
       const error = yield* Effect.flip(reopen(path))
       assert.strictEqual(error._tag, "SessionCorrupt")
-      assert.include(error.message, "the history cannot be repaired")
-      assert.include(error.message, "tool call id same is used twice")
-      assert.strictEqual(yield* lines(path), before)
+      assert.include(error.message, "s.jsonl:3: corrupt session log: not valid UTF-8")
+    }))
+
+  it.scoped("a file over the size limit is SessionStoreFailed, before it is read", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      yield* write(path, [Message.user("x".repeat(2000))])
+      const error = yield* Effect.flip(
+        Effect.scoped(Session.openJsonl(path, { maxBytes: 1024 }).pipe(Effect.provide(NodeFileSystem.layer)))
+      )
+      assert.strictEqual(error._tag, "SessionStoreFailed")
+      assert.include(error.message, "over the limit of 1024 bytes")
+      assert.strictEqual(Session.maxFileBytes, 512 * 1024 * 1024)
+    }))
+
+  it.scoped("a message JSON cannot hold is SessionStoreFailed, and the file stays valid", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const error = yield* Effect.scoped(Effect.gen(function*() {
+        const { service } = yield* open(path)
+        const deep = JSON.parse("[".repeat(6000) + "]".repeat(6000))
+        const failed = yield* Effect.flip(service.append(Message.assistant([Message.toolCall("c", "bash", deep)])))
+        yield* service.append(Message.user("after"))
+        return failed
+      }))
+      assert.strictEqual(error._tag, "SessionStoreFailed")
+      assert.include(error.message, "cannot be written as JSON")
+      const { messages } = yield* reopen(path)
+      assert.deepStrictEqual(messages.map((m) => m.role), ["user"])
     }))
 
   it.scoped("marks a response whose line was torn as aborted, once", () =>
@@ -330,6 +397,51 @@ describe("Session.layerJsonl", () => {
     }))
 })
 
+/** The epoch files of a session file's lock directory (see Session.ts), highest last. */
+const lockDirOf = (path: string) => {
+  const real = NodeFs.realpathSync(path)
+  const info = NodeFs.statSync(real)
+  return NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
+}
+
+/** Plants a lock held by `pid` (with a start time that is not the running process's). */
+const plantLock = (path: string, pid: number) => {
+  NodeFs.writeFileSync(path, "", { flag: "a" })
+  const dir = lockDirOf(path)
+  NodeFs.mkdirSync(dir, { recursive: true })
+  NodeFs.writeFileSync(NodePath.join(dir, "0"), `${pid}\n1\nold-token\n`)
+  // and as earlier versions wrote it
+  NodeFs.writeFileSync(`${path}.lock`, `${pid}\n`)
+}
+
+/** Starts `hold` agents at once; resolves with how many got the lock, then kills them. */
+const raceHolders = (agent: string, path: string, count: number) =>
+  Effect.promise(async () => {
+    const children = Array.from({ length: count }, () =>
+      ChildProcess.spawn(process.execPath, [agent, "hold", path], { stdio: "pipe" }))
+    try {
+      const outcomes = await Promise.all(children.map((child) =>
+        new Promise<"ready" | "locked">((resolve) => {
+          child.stdout.on("data", (data: Buffer) => {
+            if (data.toString().includes("ready")) {
+              resolve("ready")
+            }
+          })
+          child.once("exit", () =>
+            resolve("locked"))
+        })
+      ))
+      return outcomes.filter((outcome) => outcome === "ready").length
+    } finally {
+      for (const child of children) child.kill("SIGKILL")
+      await Promise.all(children.map((child) =>
+        child.exitCode !== null ? undefined : new Promise((resolve) =>
+          child.once("exit", resolve)
+        )
+      ))
+    }
+  })
+
 describe("Session.layerJsonl: one writer", () => {
   it.scoped("a second opener in the same process gets SessionLocked; closing releases the lock", () =>
     Effect.gen(function*() {
@@ -341,28 +453,37 @@ describe("Session.layerJsonl: one writer", () => {
       assert.strictEqual(error._tag, "SessionLocked")
       if (error._tag === "SessionLocked") {
         assert.strictEqual(error.pid, process.pid)
-        assert.strictEqual(error.lockPath, `${path}.lock`)
+        assert.strictEqual(error.lockPath, lockDirOf(path))
       }
       // released with the first scope
-      assert.isFalse(yield* Effect.promise(() => Fs.access(`${path}.lock`).then(() => true, () => false)))
       yield* reopen(path)
     }))
 
-  it.scoped("an empty lock is held while fresh and taken over once stale", () =>
+  it.scoped("two names of one file (a symlink, a hard link) exclude each other", () =>
     Effect.gen(function*() {
-      const path = NodePath.join(yield* tempDir, "s.jsonl")
-      const lockPath = `${path}.lock`
-      // a writer that has created its lock but not yet written its pid
-      yield* Effect.promise(() => Fs.writeFile(lockPath, ""))
-      const error = yield* Effect.flip(reopen(path))
-      assert.strictEqual(error._tag, "SessionLocked")
-      if (error._tag === "SessionLocked") assert.isUndefined(error.pid)
-      // one that died there long ago
-      const old = new Date(Date.now() - 60_000)
-      yield* Effect.promise(() => Fs.utimes(lockPath, old, old))
-      const { report } = yield* reopen(path)
-      assert.isTrue(report.created)
-      assert.isFalse(yield* Effect.promise(() => Fs.access(lockPath).then(() => true, () => false)))
+      const dir = yield* tempDir
+      const path = NodePath.join(dir, "s.jsonl")
+      yield* write(path, [Message.user("hi")])
+      NodeFs.symlinkSync(path, NodePath.join(dir, "alias.jsonl"))
+      NodeFs.linkSync(path, NodePath.join(dir, "hard.jsonl"))
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* open(path)
+        for (const other of ["alias.jsonl", "hard.jsonl"]) {
+          const error = yield* Effect.flip(Effect.scoped(open(NodePath.join(dir, other))))
+          assert.strictEqual(error._tag, "SessionLocked", other)
+        }
+      }))
+    }))
+
+  it.scoped("a lock naming this process's pid, or pid 1, from an earlier process is taken over", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      for (const pid of [process.pid, 1]) {
+        const path = NodePath.join(dir, `s-${pid}.jsonl`)
+        plantLock(path, pid)
+        const { report } = yield* reopen(path)
+        assert.isTrue(report.created)
+      }
     }))
 
   it.live("a second process gets SessionLocked naming the writer; a dead writer's lock is taken over", () =>
@@ -382,11 +503,29 @@ describe("Session.layerJsonl: one writer", () => {
 
       child.kill("SIGKILL")
       yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
-      // the lock file still names the dead process: it is taken over
-      assert.strictEqual(yield* Effect.promise(() => Fs.readFile(`${path}.lock`, "utf8")), `${child.pid}\n`)
+      // the lock still names the dead process: it is taken over
       const { report } = yield* reopen(path)
       assert.isFalse(report.created)
     })))
+
+  it.live(
+    "processes racing for a dead writer's lock: exactly one gets it, in every trial",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = yield* tempDir
+        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        // a pid that surely does not run
+        const dead = ChildProcess.spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"])
+          .stdout
+          .toString()
+        for (let trial = 0; trial < 4; trial++) {
+          const path = NodePath.join(dir, `race-${trial}.jsonl`)
+          plantLock(path, Number(dead))
+          assert.strictEqual(yield* raceHolders(agent, path, 3), 1, `trial ${trial}`)
+        }
+      })),
+    60_000
+  )
 })
 
 describe("Session.layerJsonl: resume", () => {

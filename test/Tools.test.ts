@@ -4,6 +4,8 @@ import type * as Path from "@effect/platform/Path"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type * as Errors from "../src/Errors.js"
@@ -12,6 +14,7 @@ import * as Message from "../src/Message.js"
 import type * as Model from "../src/Model.js"
 import type * as Session from "../src/services/Session.js"
 import type * as Workspace from "../src/services/Workspace.js"
+import * as Tool from "../src/Tool.js"
 import * as Tools from "../src/tools/index.js"
 import { checkpointScript, scriptedRun } from "./utils/layers.js"
 import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
@@ -138,6 +141,37 @@ describe("read_file", () => {
         })
     ))
 
+  it.effect("reads only the window it shows from a large file, and cuts a huge line", () =>
+    inWorkspace({}, (root) =>
+      Effect.gen(function*() {
+        const line = "x".repeat(99) + "\n"
+        NodeFs.writeFileSync(NodePath.join(root, "big.log"), line.repeat(30_000))
+        const result = yield* call(Tools.readFile, { path: "big.log", offset: 2, limit: 3 })
+        assert.strictEqual(
+          result.text,
+          ["2", "3", "4"].map((n) => `${n}\t${"x".repeat(99)}`).join("\n") +
+            "\n[Showing lines 2-4 of a file of 3000000 bytes. Use offset=5 to read further.]"
+        )
+        NodeFs.writeFileSync(NodePath.join(root, "one-line.txt"), "y".repeat(3_000_000))
+        const huge = yield* call(Tools.ReadFile.make({ maxBytes: 100 }), { path: "one-line.txt" })
+        assert.strictEqual(huge.text, `1\t${"y".repeat(98)} [line cut at 100 bytes]`)
+      })))
+
+  it.effect("refuses a FIFO instead of blocking on it", () =>
+    inWorkspace({}, (root) =>
+      Effect.gen(function*() {
+        ChildProcess.execFileSync("mkfifo", [NodePath.join(root, "pipe")])
+        for (const tool of [Tools.readFile, Tools.editFile]) {
+          const result = yield* call(tool, { path: "pipe", oldText: "a", newText: "b" })
+          assert.isTrue(result.isError)
+          assert.include(result.text, "pipe is not a regular file")
+        }
+      })))
+
+  it("every built-in tool has a default timeout", () => {
+    for (const tool of Tools.all) assert.isDefined(tool.timeout, tool.name)
+  })
+
   it.effect("returns images as image content and refuses other binary files", () =>
     inWorkspace({ "pixel.png": png, "blob.bin": new Uint8Array([1, 2, 0, 3]) }, () =>
       Effect.gen(function*() {
@@ -220,6 +254,53 @@ describe("write_file", () => {
       }
       assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
     }).pipe(Effect.scoped))
+
+  it.effect("does not write through a chain of dangling symlinks longer than the limit", () =>
+    Effect.gen(function*() {
+      const outside = yield* tempDir()
+      const root = yield* tempDir()
+      for (let i = 0; i < 41; i++) NodeFs.symlinkSync(`w${i + 1}`, NodePath.join(root, `w${i}`))
+      NodeFs.symlinkSync(NodePath.join(outside, "planted"), NodePath.join(root, "w41"))
+      const result = yield* Effect.provide(call(Tools.writeFile, { path: "w0", content: "x" }), toolsLayer(root))
+      assert.strictEqual((result.error as any)._tag, "ToolPermissionDenied")
+      assert.deepStrictEqual(NodeFs.readdirSync(outside), [])
+    }).pipe(Effect.scoped))
+
+  it.effect("a path with a NUL byte is a clear, recoverable error", () =>
+    inWorkspace({}, () =>
+      Effect.gen(function*() {
+        const result = yield* call(Tools.writeFile, { path: "x\u0000y", content: "x" })
+        assert.strictEqual((result.error as any)._tag, "ToolExecutionFailed")
+        assert.include(result.text, "NUL byte")
+        assert.notInclude(result.text, "undefined")
+      })))
+})
+
+describe("Tool.decodeInput under hostile input", () => {
+  it("over-deep arguments are ToolInputInvalid, not a RangeError", () => {
+    const deep = JSON.parse("[".repeat(6000) + "]".repeat(6000))
+    for (const input of [deep, { path: deep }]) {
+      const decoded = Tool.decodeInput(Tools.readFile, input)
+      assert.isTrue(Either.isLeft(decoded))
+      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      assert.strictEqual(error._tag, "ToolInputInvalid")
+      assert.include(error.message, `nested deeper than ${Tool.maxInputDepth} levels`)
+    }
+    // nesting within the limit decodes as usual
+    const Nested = Schema.Struct({ value: Schema.Unknown })
+    const tool = Tool.make({ name: "nested", description: "", parameters: Nested, execute: () => Effect.succeed("") })
+    assert.isTrue(Either.isRight(Tool.decodeInput(tool, { value: JSON.parse("[".repeat(50) + "]".repeat(50)) })))
+  })
+
+  it("the error sent back for a huge invalid input is capped", () => {
+    const big = "x".repeat(5_000_000)
+    for (const input of [big, { path: 1, offset: big }, { path: Array.from({ length: 10_000 }, () => 1) }]) {
+      const decoded = Tool.decodeInput(Tools.readFile, input)
+      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      assert.strictEqual(error._tag, "ToolInputInvalid")
+      assert.isBelow(error.message.length, 20_000)
+    }
+  })
 })
 
 describe("edit_file", () => {

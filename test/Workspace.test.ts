@@ -1,6 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Workspace from "../src/services/Workspace.js"
 import { tempDir, toolsLayer } from "./utils/workspace.js"
@@ -53,7 +56,10 @@ describe("Workspace", () => {
           assert.include(error.message, "is outside the workspace")
         }
         const viaLink = yield* Effect.flip(workspace.resolve("link/secret.txt"))
-        assert.strictEqual(viaLink.resolved, NodePath.join(outside, "secret.txt"))
+        assert.strictEqual(
+          viaLink._tag === "PathOutsideWorkspace" && viaLink.resolved,
+          NodePath.join(outside, "secret.txt")
+        )
       })))
 
   it.effect("follows symlinks that stay inside", () =>
@@ -62,6 +68,73 @@ describe("Workspace", () => {
         NodeFs.symlinkSync(NodePath.join(root, "src"), NodePath.join(root, "alias"))
         assert.strictEqual(yield* workspace.resolve("alias/math.ts"), NodePath.join(root, "src/math.ts"))
       })))
+
+  it.effect("a chain of dangling symlinks longer than the limit is a denial, not the link's own path", () =>
+    withWorkspace({}, (root, outside, workspace) =>
+      Effect.gen(function*() {
+        // w0 -> w1 -> ... -> w41 -> <outside>/planted
+        const length = Workspace.maxSymlinks + 1
+        for (let i = 0; i < length; i++) NodeFs.symlinkSync(`w${i + 1}`, NodePath.join(root, `w${i}`))
+        NodeFs.symlinkSync(NodePath.join(outside, "planted"), NodePath.join(root, `w${length}`))
+        const error = yield* Effect.flip(workspace.resolve("w0"))
+        assert.strictEqual(error._tag, "PathOutsideWorkspace")
+        assert.include(error.message, "symbolic links")
+        // a chain within the limit is followed to its end, outside
+        const within = yield* Effect.flip(workspace.resolve(`w${length - Workspace.maxSymlinks + 1}`))
+        assert.strictEqual(within._tag === "PathOutsideWorkspace" && within.resolved, NodePath.join(outside, "planted"))
+        // a loop is refused the same way
+        NodeFs.symlinkSync("loop-b", NodePath.join(root, "loop-a"))
+        NodeFs.symlinkSync("loop-a", NodePath.join(root, "loop-b"))
+        assert.strictEqual((yield* Effect.flip(workspace.resolve("loop-a/x")))._tag, "PathOutsideWorkspace")
+      })))
+
+  it.effect("a path with a NUL byte or over PATH_MAX is invalid, and a long missing path resolves", () =>
+    withWorkspace({ "a/b.txt": "" }, (root, _, workspace) =>
+      Effect.gen(function*() {
+        const nul = yield* Effect.flip(workspace.resolve("a\u0000b"))
+        assert.strictEqual(nul._tag, "PathInvalid")
+        assert.include(nul.message, "NUL byte")
+        const long = yield* Effect.flip(workspace.resolve("a/".repeat(2049)))
+        assert.strictEqual(long._tag, "PathInvalid")
+        assert.include(long.message, "over the limit of 4096")
+        // 2,000 segments below a missing directory: one probe each at most
+        const deep = "x/".repeat(2000) + "y"
+        assert.strictEqual(yield* workspace.resolve(deep), NodePath.join(root, deep))
+        assert.strictEqual(
+          yield* workspace.resolve("x/".repeat(600) + "../".repeat(600) + "a/b.txt"),
+          NodePath.join(root, "a/b.txt")
+        )
+      })))
+
+  it("resolveSync resolves as the service does, without it", () => {
+    const root = NodeFs.realpathSync(NodeFs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-")))
+    try {
+      NodeFs.mkdirSync(NodePath.join(root, "config"))
+      NodeFs.symlinkSync("config", NodePath.join(root, "alias"))
+      const name = NodePath.basename(root)
+      for (
+        const path of [
+          `../${name}/config/prod.json`,
+          `${root}//config/prod.json`,
+          `${root}/./config/prod.json`,
+          `${root}/../${name}/config/prod.json`,
+          "alias/prod.json"
+        ]
+      ) {
+        assert.deepStrictEqual(
+          Workspace.resolveSync(root, path),
+          Either.right(NodePath.join(root, "config/prod.json")),
+          path
+        )
+      }
+      assert.strictEqual(
+        Either.getLeft(Workspace.resolveSync(root, "../x")).pipe(Option.map((e) => e._tag), Option.getOrUndefined),
+        "PathOutsideWorkspace"
+      )
+    } finally {
+      NodeFs.rmSync(root, { recursive: true, force: true })
+    }
+  })
 
   it.effect("fails to build over a missing root", () =>
     Effect.gen(function*() {

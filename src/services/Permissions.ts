@@ -7,8 +7,10 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Glob from "../internal/glob.js"
+import * as Shell from "./internal/shell.js"
 import * as Workspace from "./Workspace.js"
 
 /**
@@ -94,10 +96,22 @@ export const layerAsk = (decide: (request: Request) => Decision | Effect.Effect<
 
 /**
  * A permission rule. It matches a call when every criterion it sets matches: `tools` (tool names),
- * `paths` (glob patterns over the call's `path` argument, workspace-relative: `*`, `?`, `**`; a pattern
- * without `/` matches at any depth, and a pattern matching a directory covers what is under it) and
- * `commands` (prefixes of the call's `command` argument, checked for each part of a command chained
- * with `&&`, `||`, `;`, `|` or a newline).
+ * `paths` and `commands`.
+ *
+ * - `paths`: glob patterns (`*`, `?`, `[…]`, `**`) over the call's `path` argument, resolved as the
+ *   workspace resolves it (`..`, `//`, `.`, absolute spellings and symlinks lead to one
+ *   workspace-relative path); a pattern without `/` matches any segment, and a pattern matching a
+ *   directory covers what is under it. A path that cannot be resolved (a NUL byte, over 4096 bytes, a
+ *   chain of more than 40 symlinks) matches every `deny` rule with `paths` and no `allow` rule.
+ * - `commands`: word prefixes of the call's `command` argument. An `allow` rule matches only a command
+ *   it fully understands: simple commands of plain words and quotes, joined by `&&`, `||`, `;`, `|` or
+ *   newlines, each starting with one of the prefixes. Anything else (`$`, backticks, redirections,
+ *   `&`, `|&`, parentheses, braces, shell keywords such as `if` or `while`, a leading `!`) is not
+ *   matched, so it goes to the other rules and `otherwise`. A `deny` rule matches when any part of the
+ *   command starts with a prefix, the command being split at every operator (also `&`, `|&`, `(`,
+ *   `$(`, backticks), runs of blanks taken as one, leading keywords and `NAME=value` assignments
+ *   skipped, and quotes removed when the command parses. It stays lexical: see the README for what
+ *   gets past it.
  *
  * @since 0.1.0
  * @category Models
@@ -122,37 +136,31 @@ export interface Rules {
   /** What happens to a call no rule matches: `"deny"` when `allow` rules are given, else `"allow"`. */
   readonly otherwise?: "allow" | "deny" | undefined
   /**
-   * The workspace root, so that absolute paths inside it match workspace-relative patterns (for
-   * `layerRules`, the `Workspace` service's root by default, when there is one).
+   * The workspace root that paths are resolved in (for `layerRules`, the `Workspace` service's root
+   * when there is one; else the current directory).
    */
   readonly root?: string | undefined
 }
 
 /**
  * Decides with rules: a matching `deny` rule denies (deny wins), else a matching `allow` rule allows,
- * else `otherwise` decides.
+ * else `otherwise` decides. Paths are resolved with `Workspace.resolveSync` in `root` (default: the
+ * current directory).
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const rules = (options: Rules): (request: Request) => Decision => {
-  const allowRules = options.allow ?? []
-  const denyRules = options.deny ?? []
-  const otherwise = options.otherwise ?? (allowRules.length > 0 ? "deny" : "allow")
+  const decide = decider(options)
+  const root = options.root ?? process.cwd()
   return (request) => {
-    const call = describeCall(request, options.root)
-    for (const rule of denyRules) {
-      if (matches(rule, call, "deny")) return deny(rule.reason ?? `denied by a rule (${describeRule(rule)})`)
-    }
-    for (const rule of allowRules) {
-      if (matches(rule, call, "allow")) return allow
-    }
-    return otherwise === "allow" ? allow : deny(`${request.toolName} is not allowed by any rule`)
+    const path = pathOf(request)
+    return decide(request, path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path)))
   }
 }
 
 /**
- * Decides with rules (see `rules`).
+ * Decides with rules (see `rules`); with a `Workspace` service in context, paths are resolved by it.
  *
  * @example
  * ```ts
@@ -170,67 +178,111 @@ export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
   Layer.effect(
     Permissions,
     Effect.map(Effect.serviceOption(Workspace.Workspace), (workspace) => {
-      const decide = rules(
-        options.root === undefined && workspace._tag === "Some" ? { ...options, root: workspace.value.root } : options
-      )
-      return { check: (request) => Effect.sync(() => decide(request)) }
+      if (workspace._tag === "None" || options.root !== undefined) {
+        const decide = rules(options)
+        return { check: (request) => Effect.sync(() => decide(request)) }
+      }
+      const decide = decider(options)
+      const service = workspace.value
+      return {
+        check: (request) => {
+          const path = pathOf(request)
+          if (path === undefined) return Effect.sync(() => decide(request, undefined))
+          return Effect.map(Effect.either(service.resolve(path)), (resolved) =>
+            decide(request, fromEither(service.root, resolved)))
+        }
+      }
     })
   )
 
+// -----------------------------------------------------------------------------
+// Internals
+// -----------------------------------------------------------------------------
+
+/** A call's path as rules see it: workspace-relative (or absolute, outside), or unresolvable. */
+type ResolvedPath = { readonly _tag: "Path"; readonly path: string } | { readonly _tag: "Unresolvable" }
+
+const fromEither = (
+  root: string,
+  resolved: Either.Either<string, Workspace.PathOutsideWorkspace | Workspace.PathInvalid>
+): ResolvedPath => {
+  if (Either.isRight(resolved)) return { _tag: "Path", path: Workspace.relativeTo(root, resolved.right) }
+  const error = resolved.left
+  if (error._tag === "PathOutsideWorkspace" && error.reason === undefined) {
+    return { _tag: "Path", path: error.resolved.replace(/\\/g, "/") }
+  }
+  return { _tag: "Unresolvable" }
+}
+
+const pathOf = (request: Request): string | undefined => {
+  const input = request.input
+  return typeof input === "object" && input !== null && typeof (input as { path?: unknown }).path === "string"
+    ? (input as { path: string }).path
+    : undefined
+}
+
+const commandOf = (request: Request): string | undefined => {
+  const input = request.input
+  return typeof input === "object" && input !== null && typeof (input as { command?: unknown }).command === "string"
+    ? (input as { command: string }).command
+    : undefined
+}
+
+const decider = (options: Rules) => {
+  const allowRules = options.allow ?? []
+  const denyRules = options.deny ?? []
+  const otherwise = options.otherwise ?? (allowRules.length > 0 ? "deny" : "allow")
+  return (request: Request, path: ResolvedPath | undefined): Decision => {
+    const command = commandOf(request)
+    const call: Call = {
+      toolName: request.toolName,
+      path,
+      denyParts: command === undefined ? undefined : Shell.denyParts(command),
+      allowCommands: command === undefined ? undefined : Shell.parse(command)
+    }
+    for (const rule of denyRules) {
+      if (matches(rule, call, "deny")) return deny(rule.reason ?? `denied by a rule (${describeRule(rule)})`)
+    }
+    for (const rule of allowRules) {
+      if (matches(rule, call, "allow")) return allow
+    }
+    return otherwise === "allow" ? allow : deny(`${request.toolName} is not allowed by any rule`)
+  }
+}
+
 interface Call {
   readonly toolName: string
-  readonly path: string | undefined
-  readonly commands: ReadonlyArray<string> | undefined
-}
-
-const describeCall = (request: Request, root: string | undefined): Call => {
-  const input = typeof request.input === "object" && request.input !== null
-    ? request.input as Record<string, unknown>
-    : {}
-  const path = typeof input.path === "string" ? normalizePath(input.path, root) : undefined
-  const commands = typeof input.command === "string"
-    ? input.command.split(/&&|\|\||[;|\n]/).map((part) => part.trim()).filter((part) => part !== "")
-    : undefined
-  return { toolName: request.toolName, path, commands }
-}
-
-// lexical: the tools resolve symlinks and refuse escapes themselves; this is for matching only
-const normalizePath = (path: string, root: string | undefined): string => {
-  let p = path.replace(/\\/g, "/")
-  const base = root?.replace(/\\/g, "/").replace(/\/+$/, "")
-  const inRoot = base !== undefined && (p === base || p.startsWith(`${base}/`))
-  if (inRoot) p = p.slice(base!.length)
-  const absolute = !inRoot && p.startsWith("/")
-  const out: Array<string> = []
-  for (const segment of p.split("/")) {
-    if (segment === "" || segment === ".") continue
-    if (segment === ".." && out.length > 0 && out[out.length - 1] !== "..") out.pop()
-    else if (segment !== ".." || !absolute) out.push(segment)
-  }
-  const joined = out.join("/")
-  return absolute ? `/${joined}` : joined === "" ? "." : joined
+  readonly path: ResolvedPath | undefined
+  /** For deny rules: every part of the command, split at every operator. */
+  readonly denyParts: ReadonlyArray<string> | undefined
+  /** For allow rules: the simple commands as words, or `undefined` when the command is not understood. */
+  readonly allowCommands: ReadonlyArray<ReadonlyArray<Shell.Word>> | undefined
 }
 
 const matches = (rule: Rule, call: Call, mode: "allow" | "deny"): boolean => {
   if (rule.tools !== undefined && !rule.tools.includes(call.toolName)) return false
   if (rule.paths !== undefined) {
     if (call.path === undefined) return false
-    const path = call.path
+    // a path the jail refuses to resolve is denied, never allowed, by a path rule
+    if (call.path._tag === "Unresolvable") return mode === "deny"
+    const path = call.path.path
     if (!rule.paths.some((pattern) => Glob.matchesPath(pattern, path))) return false
   }
   if (rule.commands !== undefined) {
-    if (call.commands === undefined || call.commands.length === 0) return false
-    const prefixed = (part: string) => rule.commands!.some((prefix) => startsWithWord(part, prefix))
-    // deny when any part matches; allow only when every part does
-    if (mode === "deny" ? !call.commands.some(prefixed) : !call.commands.every(prefixed)) return false
+    if (mode === "deny") {
+      if (call.denyParts === undefined) return false
+      const parts = call.denyParts
+      if (!rule.commands.some((prefix) => parts.some((part) => Shell.startsWithPrefix(part, prefix)))) return false
+    } else {
+      // allow only a command understood whole, every simple command of it starting with a prefix
+      const commands = call.allowCommands
+      if (commands === undefined || commands.length === 0) return false
+      const prefixes = rule.commands.map(Shell.prefixWords)
+      if (!commands.every((words) => prefixes.some((prefix) => Shell.wordsStartWith(words, prefix)))) return false
+    }
   }
   return true
 }
-
-// "git" covers "git status" but not "gitk"
-const startsWithWord = (command: string, prefix: string) =>
-  command === prefix || command.startsWith(prefix.endsWith(" ") ? prefix : `${prefix} `) ||
-  (command.startsWith(prefix) && /\W$/.test(prefix))
 
 const describeRule = (rule: Rule): string =>
   [

@@ -7,13 +7,17 @@
  *
  * @since 0.1.0
  */
+import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
@@ -186,6 +190,8 @@ export interface JsonlContents {
   readonly header: Header | undefined
   /** The history as recorded (repairs already in the file applied). */
   readonly messages: ReadonlyArray<Message.Message>
+  /** For each message, the (1-based) line it was read from. */
+  readonly lines: ReadonlyArray<number>
   /** The latest compaction entry, if any. */
   readonly compaction: Compaction.Compaction | undefined
   /** The last line, when a crash cut it off mid-write (it is not part of `messages`). */
@@ -222,7 +228,18 @@ export interface LoadReport {
 export interface JsonlOptions {
   /** The session id written in the header of a new file (default: a random UUID). */
   readonly id?: string | undefined
+  /** The largest session file read back, in bytes (default `maxFileBytes`, 512 MiB). */
+  readonly maxBytes?: number | undefined
 }
+
+/**
+ * The largest session file read back by default: 512 MiB. A larger file fails to open with
+ * `SessionStoreFailed` instead of exhausting memory.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxFileBytes = 512 * 1024 * 1024
 
 /**
  * The text of the aborted assistant message that stands for a response whose line was torn.
@@ -239,19 +256,33 @@ export const cutOffText = "The session ended while this response was being writt
  * @since 0.1.0
  * @category Constructors
  */
-export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string) {
+export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, options?: JsonlOptions) {
   const fs = yield* FileSystem.FileSystem
+  const maxBytes = options?.maxBytes ?? maxFileBytes
+  const notFound = (error: PlatformError.PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+  const info = yield* fs.stat(path).pipe(
+    Effect.map(Option.some),
+    Effect.catchIf(notFound, () => Effect.succeedNone),
+    Effect.mapError((error) => storeFailed(path, "reading the session", error))
+  )
+  if (Option.isSome(info) && Number(info.value.size) > maxBytes) {
+    return yield* new Errors.SessionStoreFailed({
+      path,
+      description:
+        `the session file is ${info.value.size} bytes, over the limit of ${maxBytes} bytes; compact it into a new session, or raise maxBytes`
+    })
+  }
   const bytes = yield* fs.readFile(path).pipe(
     Effect.map(Option.some),
-    Effect.catchIf((error) => error._tag === "SystemError" && error.reason === "NotFound", () => Effect.succeedNone),
+    Effect.catchIf(notFound, () => Effect.succeedNone),
     Effect.mapError((error) => storeFailed(path, "reading the session", error))
   )
   return yield* parse(path, Option.getOrElse(bytes, () => new Uint8Array(0)))
 })
 
 /**
- * Opens a session file as the single writer, for the life of the Scope: takes the lock
- * (`<path>.lock`), creates the file or reads it back, repairs the history (a torn last line is
+ * Opens a session file as the single writer, for the life of the Scope: takes the lock (a directory
+ * `.session-<device>-<inode>.lock` beside the file's real path), creates the file or reads it back, repairs the history (a torn last line is
  * dropped; a tool call without a result gets an error result; a torn response becomes an `aborted`
  * message) and records the repair in the file, then appends every message as it is added and fsyncs
  * at every `sync`.
@@ -262,7 +293,7 @@ export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string) 
 export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, options?: JsonlOptions) {
   const fs = yield* FileSystem.FileSystem
   yield* acquireLock(fs, path)
-  const contents = yield* readJsonl(path)
+  const contents = yield* readJsonl(path, options)
   const fail = (description: string) => (error: unknown) => storeFailed(path, description, error)
   const repairs: Array<string> = []
   let messages = contents.messages.slice()
@@ -295,9 +326,11 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     if (contents.validBytes > 0 || contents.torn !== undefined) truncateTo = 0
     out = JSON.stringify(header) + "\n"
   }
-  const repaired = Message.repairHistory(messages)
+  const renamed = freshIds(messages)
+  if (renamed.repairs.length > 0) repairs.push(...renamed.repairs)
+  const repaired = Message.repairHistory(renamed.messages)
   let recorded = false
-  if (repaired.repairs.length > 0) {
+  if (repaired.repairs.length > 0 || renamed.repairs.length > 0) {
     repairs.push(...repaired.repairs)
     if (isPrefix(messages, repaired.messages)) {
       for (const message of repaired.messages.slice(messages.length)) out += messageLine(message)
@@ -313,9 +346,13 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   }
   // checked before anything is written, so an unrepairable file is left as it was
   yield* Message.validateHistory(messages).pipe(
-    Effect.mapError((error) =>
-      new SessionCorrupt({ path, line: 0, description: `the history cannot be repaired: ${error.message}` })
-    )
+    Effect.mapError((error) => {
+      // the line of the first message the recorded history breaks the law at (else the last line)
+      const original = Message.validateHistory(contents.messages)
+      const index = Either.isLeft(original) ? original.left.index : contents.messages.length - 1
+      const line = contents.lines[index] ?? Math.max(1, contents.lines[contents.lines.length - 1] ?? 1)
+      return new SessionCorrupt({ path, line, description: `the history cannot be repaired: ${error.message}` })
+    })
   )
   if (truncateTo !== undefined) {
     yield* fs.truncate(path, truncateTo).pipe(Effect.mapError(fail("dropping a torn line")))
@@ -343,14 +380,22 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   const service: Service = {
     messages: Effect.sync(() => history.slice()),
     append: (...appended) =>
-      appended.length === 0 ? Effect.void : guard(
-        Effect.zipRight(
-          file.writeAll(encoder.encode(appended.map(messageLine).join(""))),
-          Effect.sync(() => {
-            for (const message of appended) history.push(message)
-          })
-        ),
-        "appending to the session"
+      appended.length === 0 ? Effect.void : Effect.flatMap(
+        // a message JSON cannot hold (nested too deeply for JSON.stringify) fails before anything is written
+        Effect.try({
+          try: () => encoder.encode(appended.map(messageLine).join("")),
+          catch: (error) => storeFailed(path, "a message cannot be written as JSON", error)
+        }),
+        (bytes) =>
+          guard(
+            Effect.zipRight(
+              file.writeAll(bytes),
+              Effect.sync(() => {
+                for (const message of appended) history.push(message)
+              })
+            ),
+            "appending to the session"
+          )
       ),
     sync: guard(file.sync, "syncing the session"),
     latestCompaction: Effect.sync(() => compaction),
@@ -406,6 +451,61 @@ type SessionStoreFailed = Errors.SessionStoreFailed
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
+const strictDecoder = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * Gives every tool call whose id was already used in the history a fresh one, and its results with
+ * it (earlier versions stored what a model sent, and some models repeat ids across turns).
+ */
+const freshIds = (messages: ReadonlyArray<Message.Message>) => {
+  const repairs: Array<string> = []
+  const all = new Set<string>()
+  for (const message of messages) {
+    if (message.role === "assistant") {
+      for (const block of message.content) if (block.type === "toolCall") all.add(block.id)
+    }
+  }
+  const seen = new Set<string>()
+  // the ids the results of the current turn take, in call order, per id the model sent
+  let turn = new Map<string, Array<string>>()
+  let changed = false
+  const out = messages.map((message, index): Message.Message => {
+    if (message.role === "assistant") {
+      turn = new Map()
+      let renamedAny = false
+      const content = message.content.map((block) => {
+        if (block.type !== "toolCall") return block
+        let id = block.id
+        if (seen.has(id)) {
+          let n = 1
+          while (all.has(`${block.id}-${n}`)) n++
+          id = `${block.id}-${n}`
+          all.add(id)
+          renamedAny = true
+          repairs.push(`gave tool call ${block.id} of message ${index + 1} the fresh id ${id} (the id was used before)`)
+        }
+        seen.add(id)
+        const queue = turn.get(block.id) ?? []
+        queue.push(id)
+        turn.set(block.id, queue)
+        return id === block.id ? block : { ...block, id }
+      })
+      if (!renamedAny) return message
+      changed = true
+      return { ...message, content }
+    }
+    if (message.role === "toolResult") {
+      const queue = turn.get(message.toolCallId)
+      const id = queue?.shift()
+      if (id !== undefined && id !== message.toolCallId) {
+        changed = true
+        return { ...message, toolCallId: id }
+      }
+    }
+    return message
+  })
+  return { messages: changed ? out : messages, repairs }
+}
 
 const storeFailed = (path: string, description: string, error: unknown) =>
   new Errors.SessionStoreFailed({
@@ -429,11 +529,31 @@ const rolePrefix = /^\{"type":"message","role":"(user|assistant|toolResult)"/
 const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, SessionCorrupt> =>
   Effect.suspend(() => {
     const lastNewline = bytes.lastIndexOf(10)
-    const complete = decoder.decode(bytes.subarray(0, lastNewline + 1)).split("\n")
+    const completeBytes = bytes.subarray(0, lastNewline + 1)
+    let completeText: string
+    try {
+      completeText = strictDecoder.decode(completeBytes)
+    } catch {
+      // name the first line that is not valid UTF-8
+      let start = 0
+      let line = 1
+      for (;;) {
+        const end = completeBytes.indexOf(10, start)
+        try {
+          strictDecoder.decode(completeBytes.subarray(start, end))
+        } catch {
+          return Effect.fail(new SessionCorrupt({ path, line, description: "not valid UTF-8" }))
+        }
+        start = end + 1
+        line++
+      }
+    }
+    const complete = completeText.split("\n")
     complete.pop()
     const trailing = decoder.decode(bytes.subarray(lastNewline + 1))
     let header: Header | undefined
     let messages: Array<Message.Message> = []
+    let lines: Array<number> = []
     let compaction: Compaction.Compaction | undefined
     const corrupt = (line: number, description: string) => Effect.fail(new SessionCorrupt({ path, line, description }))
     // returns an error description, or undefined when the line was taken
@@ -458,10 +578,12 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
       const entry = decoded.right
       if (entry.type === "message") {
         messages.push(entry.message)
+        lines.push(line)
       } else if (entry.type === "compaction") {
         compaction = entry.compaction
       } else if (entry.history !== undefined) {
         messages = entry.history.slice()
+        lines = messages.map(() => line)
         // the replaced history may not line up with the compaction's index any more
         compaction = undefined
       }
@@ -486,59 +608,144 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
         torn = { line, bytes: bytes.length - validBytes, role: rolePrefix.exec(trailing)?.[1] }
       }
     }
-    return Effect.succeed({ path, header, messages, compaction, torn, validBytes, missingNewline })
+    return Effect.succeed({ path, header, messages, lines, compaction, torn, validBytes, missingNewline })
   })
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 
-const lockFor = (path: string) => `${path}.lock`
+// -----------------------------------------------------------------------------
+// The writer's lock
+// -----------------------------------------------------------------------------
 
-const isAlive = (pid: number) => {
+/*
+ * One writer per file, whatever name it is opened by: the lock is a directory beside the file's real
+ * path, named by the file's device and inode (a symlink and a hard link lead to the same one). In it,
+ * numbered files ("epochs"); the highest one names the holder. A lock is taken by creating the next
+ * epoch with link(2), which the kernel makes atomic and exclusive, with its whole content at once;
+ * epochs are never reused (a release rewrites its own epoch as "released"), so two openers that both
+ * found the lock free race for the same epoch and exactly one wins. A holder is alive when its pid
+ * runs with the start time recorded (a reused pid, or pid 1 after a container restart, is not the
+ * holder); a lock naming this process is held only while this process holds it.
+ */
+
+/** The tokens of the locks this process holds. */
+const heldHere = new Set<string>()
+
+const released = "released\n"
+
+const startTimeOf = (pid: number): string => {
   try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? ""
+  } catch {
+    return ""
   }
 }
 
-// an empty or unreadable lock younger than this may be one being written right now
-const freshLockMillis = 2000
-
-const acquireLock = (fs: FileSystem.FileSystem, path: string) => {
-  const lockPath = lockFor(path)
-  const owner = `${process.pid}\n`
-  const attempt = (tries: number): Effect.Effect<void, SessionLocked | SessionStoreFailed> =>
-    fs.writeFileString(lockPath, owner, { flag: "wx" }).pipe(
-      Effect.catchAll((error) => {
-        if (!(error._tag === "SystemError" && error.reason === "AlreadyExists")) {
-          return Effect.fail(storeFailed(path, `creating the lock file ${lockPath}`, error))
-        }
-        return Effect.gen(function*() {
-          const held = yield* fs.readFileString(lockPath).pipe(Effect.option)
-          if (Option.isNone(held)) return yield* tries > 0 ? attempt(tries - 1) : locked(undefined)
-          const pid = Number.parseInt(held.value, 10)
-          let stale: boolean
-          if (Number.isNaN(pid)) {
-            const info = yield* fs.stat(lockPath).pipe(Effect.option)
-            const mtime = Option.flatMap(info, (info) => info.mtime)
-            stale = Option.isSome(mtime) && Date.now() - mtime.value.getTime() > freshLockMillis
-          } else {
-            stale = pid !== process.pid && !isAlive(pid)
-          }
-          if (!stale || tries === 0) return yield* locked(Number.isNaN(pid) ? undefined : pid)
-          // a dead writer's lock: take it over, unless someone else just did (best effort: two processes
-          // taking over the same stale lock at the same instant is not excluded)
-          const again = yield* fs.readFileString(lockPath).pipe(Effect.option)
-          if (Option.isSome(again) && again.value === held.value) yield* fs.remove(lockPath).pipe(Effect.ignore)
-          return yield* attempt(tries - 1)
-        })
-      })
-    )
-  const locked = (pid: number | undefined) => Effect.fail(new SessionLocked({ path, lockPath, pid }))
-  const release = fs.readFileString(lockPath).pipe(
-    Effect.flatMap((held) => held === owner ? fs.remove(lockPath) : Effect.void),
-    Effect.ignore
-  )
-  return Effect.acquireRelease(attempt(3), () => release)
+const isAlive = (pid: number, start: string) => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false
+  }
+  return start === "" || startTimeOf(pid) === "" || startTimeOf(pid) === start
 }
+
+interface Holder {
+  readonly pid: number
+  readonly live: boolean
+}
+
+const holderOf = (content: string): Holder | undefined => {
+  if (content === released) return undefined
+  const [pid, start, token] = content.split("\n")
+  const number = Number(pid)
+  if (!Number.isInteger(number) || number <= 0) return undefined
+  const live = number === process.pid ? heldHere.has(token ?? "") : isAlive(number, start ?? "")
+  return { pid: number, live }
+}
+
+const epochsIn = (dir: string): Array<number> =>
+  NodeFs.readdirSync(dir).filter((name) => /^\d+$/.test(name)).map(Number).sort((a, b) => a - b)
+
+/** Takes the lock, or fails with the live holder's pid (synchronous file system calls, each atomic). */
+const lockSync = (
+  path: string
+): { readonly lockPath: string; readonly release: () => void } | {
+  readonly pid: number
+  readonly lockPath: string
+} => {
+  // the file is created (empty) if missing, so that it has an inode to lock
+  NodeFs.closeSync(NodeFs.openSync(path, "a"))
+  const real = NodeFs.realpathSync(path)
+  const info = NodeFs.statSync(real)
+  const lockPath = NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
+  NodeFs.mkdirSync(lockPath, { recursive: true })
+  const token = crypto.randomUUID()
+  const temp = NodePath.join(lockPath, `tmp-${token}`)
+  NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
+  try {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const epochs = epochsIn(lockPath)
+      const highest = epochs.length === 0 ? -1 : epochs[epochs.length - 1]!
+      if (highest >= 0) {
+        let content: string
+        try {
+          content = NodeFs.readFileSync(NodePath.join(lockPath, String(highest)), "utf8")
+        } catch {
+          continue
+        }
+        const holder = holderOf(content)
+        if (holder !== undefined && holder.live) return { pid: holder.pid, lockPath }
+      }
+      const mine = NodePath.join(lockPath, String(highest + 1))
+      try {
+        NodeFs.linkSync(temp, mine)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "EEXIST") continue
+        throw error
+      }
+      const after = epochsIn(lockPath)
+      if (after[after.length - 1]! > highest + 1) {
+        // someone already went past this epoch: let the higher one decide
+        NodeFs.rmSync(mine, { force: true })
+        continue
+      }
+      heldHere.add(token)
+      for (const epoch of after) {
+        if (epoch < highest + 1) NodeFs.rmSync(NodePath.join(lockPath, String(epoch)), { force: true })
+      }
+      const release = () => {
+        heldHere.delete(token)
+        try {
+          const current = NodeFs.readFileSync(mine, "utf8")
+          if (!current.includes(token)) return
+          const releasing = NodePath.join(lockPath, `tmp-${token}-released`)
+          NodeFs.writeFileSync(releasing, released)
+          NodeFs.renameSync(releasing, mine)
+        } catch {
+          // the lock directory is gone: nothing to release
+        }
+      }
+      return { lockPath, release }
+    }
+    throw new globalThis.Error(`the lock ${lockPath} kept changing`)
+  } finally {
+    NodeFs.rmSync(temp, { force: true })
+  }
+}
+
+const acquireLock = (_fs: FileSystem.FileSystem, path: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => lockSync(path),
+      catch: (error) => storeFailed(path, "taking the lock", error)
+    }).pipe(
+      Effect.flatMap((result) =>
+        "pid" in result
+          ? Effect.fail(new SessionLocked({ path, lockPath: result.lockPath, pid: result.pid }))
+          : Effect.succeed(result)
+      )
+    ),
+    (lock) => Effect.sync(() => lock.release())
+  )

@@ -10,15 +10,19 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 
 // -----------------------------------------------------------------------------
 // Models
 // -----------------------------------------------------------------------------
 
 /**
- * A path resolves outside the workspace.
+ * A path resolves outside the workspace, or cannot be resolved safely (a chain of more symbolic links
+ * than the limit, where following it further could lead anywhere): a denial.
  *
  * @since 0.1.0
  * @category Errors
@@ -26,15 +30,52 @@ import * as Schema from "effect/Schema"
 export class PathOutsideWorkspace
   extends Schema.TaggedError<PathOutsideWorkspace>("effect-agent/PathOutsideWorkspace")("PathOutsideWorkspace", {
     path: Schema.String,
-    resolved: Schema.String
+    resolved: Schema.String,
+    reason: Schema.optional(Schema.String)
   })
 {
   override get message(): string {
+    if (this.reason !== undefined) return `${this.path} is refused: ${this.reason}`
     return this.path === this.resolved
       ? `${this.path} is outside the workspace`
       : `${this.path} is outside the workspace (it resolves to ${this.resolved})`
   }
 }
+
+/**
+ * A path that is not a usable path at all: it contains a NUL byte, or is longer than `maxPathBytes`.
+ * The tools feed it back to the model (it is a mistake, not a denial).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class PathInvalid extends Schema.TaggedError<PathInvalid>("effect-agent/PathInvalid")("PathInvalid", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid path ${
+      JSON.stringify(this.path.length > 200 ? `${this.path.slice(0, 200)}…` : this.path)
+    }: ${this.reason}`
+  }
+}
+
+/**
+ * The longest path accepted, in UTF-8 bytes (Linux's `PATH_MAX`).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxPathBytes = 4096
+
+/**
+ * How many symbolic links one resolution follows at most (Linux's own limit); a longer chain is a
+ * denial.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxSymlinks = 40
 
 /**
  * The Workspace service.
@@ -49,7 +90,7 @@ export interface Service {
    * Resolves a path (relative to the root, or absolute) to an absolute path with the symlinks of its
    * existing part resolved; fails when the result is outside the root. The path need not exist.
    */
-  readonly resolve: (path: string) => Effect.Effect<string, PathOutsideWorkspace>
+  readonly resolve: (path: string) => Effect.Effect<string, PathOutsideWorkspace | PathInvalid>
   /** The workspace-relative, `/`-separated form of an absolute path inside the root (`.` for the root). */
   readonly relative: (absolute: string) => string
 }
@@ -85,47 +126,27 @@ export const make = Effect.fn("Workspace.make")(function*(root: string) {
     })
   }
 
-  const inside = (absolute: string) => absolute === realRoot || absolute.startsWith(realRoot + path.sep)
+  const relative = (absolute: string) => relativeTo(realRoot, absolute)
 
-  const relative = (absolute: string) => {
-    const rel = path.relative(realRoot, absolute)
-    return rel === "" ? "." : rel.split(path.sep).join("/")
-  }
-
-  // walks the path one segment at a time so that `..` applies to where a symlink really points; a
-  // dangling symlink is followed by hand (writing through it would create its target)
-  const walk = (start: string, segments: ReadonlyArray<string>, depth: number): Effect.Effect<string> =>
-    Effect.gen(function*() {
-      let current = start
-      for (const segment of segments) {
-        if (segment === "" || segment === ".") continue
-        if (segment === "..") {
-          current = path.dirname(current)
-          continue
-        }
-        const candidate = path.join(current, segment)
-        const real = yield* Effect.option(fs.realPath(candidate))
-        if (real._tag === "Some") {
-          current = real.value
-          continue
-        }
-        const link = yield* Effect.option(fs.readLink(candidate))
-        if (link._tag === "Some" && depth < 40) {
-          const target = path.resolve(current, link.value)
-          current = yield* walk(path.parse(target).root, target.split(/[\\/]+/), depth + 1)
-          continue
-        }
-        current = candidate
-      }
-      return current
-    })
+  // one probe per segment (readlink, then stat): linear in the length of the path, interruptible
+  // between the steps
+  const probe = (candidate: string): Effect.Effect<Probe> =>
+    fs.readLink(candidate).pipe(
+      Effect.map((target): Probe => ({ _tag: "Link", target })),
+      Effect.catchAll(() =>
+        fs.stat(candidate).pipe(
+          Effect.map((info): Probe => ({ _tag: info.type === "Directory" ? "Directory" : "Other" })),
+          Effect.orElseSucceed((): Probe => ({ _tag: "Missing" }))
+        )
+      )
+    )
 
   const resolve = (input: string) =>
-    Effect.gen(function*() {
-      const start = path.isAbsolute(input) ? path.parse(input).root : realRoot
-      const resolved = yield* walk(start, input.split(/[\\/]+/), 0)
-      if (!inside(resolved)) return yield* new PathOutsideWorkspace({ path: input, resolved })
-      return resolved
+    Effect.suspend(() => {
+      const steps = resolution(realRoot, input)
+      const drive = (next: IteratorResult<string, Result>): Effect.Effect<string, PathOutsideWorkspace | PathInvalid> =>
+        next.done ? finish(input, next.value) : Effect.flatMap(probe(next.value), (result) => drive(steps.next(result)))
+      return drive(steps.next())
     })
 
   return { root: realRoot, resolve, relative } satisfies Service
@@ -140,3 +161,135 @@ export const make = Effect.fn("Workspace.make")(function*(root: string) {
 export const layer = (
   root: string
 ): Layer.Layer<Workspace, Error.PlatformError, FileSystem.FileSystem | Path.Path> => Layer.effect(Workspace, make(root))
+
+/**
+ * Resolves a path inside a root synchronously, exactly as the Workspace service does (for callers
+ * without the service, such as permission rules over a root): the absolute path, or the error.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const resolveSync = (root: string, input: string): Either.Either<string, PathOutsideWorkspace | PathInvalid> => {
+  let realRoot: string
+  try {
+    realRoot = NodeFs.realpathSync(NodePath.resolve(root))
+  } catch {
+    realRoot = NodePath.resolve(root)
+  }
+  const steps = resolution(realRoot, input)
+  let next = steps.next()
+  while (!next.done) next = steps.next(probeSync(next.value))
+  return next.value._tag === "Ok" ? Either.right(next.value.path) : Either.left(next.value.error(input))
+}
+
+/**
+ * The workspace-relative, `/`-separated form of an absolute path inside a root (`.` for the root).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const relativeTo = (root: string, absolute: string): string => {
+  const rel = NodePath.relative(root, absolute)
+  return rel === "" ? "." : rel.split(NodePath.sep).join("/")
+}
+
+// -----------------------------------------------------------------------------
+// Internals
+// -----------------------------------------------------------------------------
+
+type Probe =
+  | { readonly _tag: "Link"; readonly target: string }
+  | { readonly _tag: "Directory" }
+  | { readonly _tag: "Other" }
+  | { readonly _tag: "Missing" }
+
+type Result =
+  | { readonly _tag: "Ok"; readonly path: string }
+  | { readonly _tag: "Error"; readonly error: (input: string) => PathOutsideWorkspace | PathInvalid }
+
+const finish = (input: string, result: Result) =>
+  result._tag === "Ok" ? Effect.succeed(result.path) : Effect.fail(result.error(input))
+
+const probeSync = (candidate: string): Probe => {
+  try {
+    return { _tag: "Link", target: NodeFs.readlinkSync(candidate) }
+  } catch {
+    try {
+      return { _tag: NodeFs.statSync(candidate).isDirectory() ? "Directory" : "Other" }
+    } catch {
+      return { _tag: "Missing" }
+    }
+  }
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * The resolution, as a generator that yields the paths it needs probed: it walks the path one segment
+ * at a time so that `..` applies to where a symlink really points, follows symlinks by hand (also a
+ * dangling one: writing through it would create its target), and denies a chain longer than
+ * `maxSymlinks`. Once a segment is missing, what follows is resolved without probing (nothing below a
+ * missing directory exists), so each segment costs at most one probe.
+ */
+function* resolution(realRoot: string, input: string): Generator<string, Result, Probe> {
+  if (input.includes("\0")) {
+    return { _tag: "Error", error: (path) => new PathInvalid({ path, reason: "it contains a NUL byte" }) }
+  }
+  const bytes = encoder.encode(input).length
+  if (bytes > maxPathBytes) {
+    return {
+      _tag: "Error",
+      error: (path) => new PathInvalid({ path, reason: `it is ${bytes} bytes long, over the limit of ${maxPathBytes}` })
+    }
+  }
+  let links = 0
+  // the segments still to walk, the next one last
+  const pending = splitReversed(input)
+  let current = NodePath.isAbsolute(input) ? NodePath.parse(NodePath.resolve(input)).root : realRoot
+  // how many segments at the end of `current` do not exist (no probing below them)
+  let missing = 0
+  while (pending.length > 0) {
+    const segment = pending.pop()!
+    if (segment === "" || segment === ".") continue
+    if (segment === "..") {
+      current = NodePath.dirname(current)
+      if (missing > 0) missing--
+      continue
+    }
+    const candidate = NodePath.join(current, segment)
+    if (missing > 0) {
+      current = candidate
+      missing++
+      continue
+    }
+    const probed: Probe = yield candidate
+    if (probed._tag === "Link") {
+      links++
+      if (links > maxSymlinks) {
+        return {
+          _tag: "Error",
+          error: (path) =>
+            new PathOutsideWorkspace({
+              path,
+              resolved: candidate,
+              reason: `it goes through more than ${maxSymlinks} symbolic links`
+            })
+        }
+      }
+      const target = probed.target
+      if (NodePath.isAbsolute(target)) current = NodePath.parse(target).root
+      // the target's segments are walked next, in order
+      pending.push(...splitReversed(target))
+      continue
+    }
+    current = candidate
+    if (probed._tag === "Missing") missing = 1
+  }
+  const resolved = current
+  const inside = resolved === realRoot ||
+    resolved.startsWith(realRoot.endsWith(NodePath.sep) ? realRoot : realRoot + NodePath.sep)
+  if (!inside) return { _tag: "Error", error: (path) => new PathOutsideWorkspace({ path, resolved }) }
+  return { _tag: "Ok", path: resolved }
+}
+
+const splitReversed = (path: string): Array<string> => path.split(/[\\/]+/).reverse()

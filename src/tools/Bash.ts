@@ -18,13 +18,15 @@ import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
 
 /**
- * The defaults: timeout of a command, grace between SIGTERM and SIGKILL, bytes of output kept.
+ * The defaults: timeout of a command, the most a call's own `timeout` may ask for, grace between
+ * SIGTERM and SIGKILL, bytes of output kept.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const defaults = {
   timeout: Duration.seconds(120),
+  maxTimeout: Duration.minutes(10),
   killGrace: Duration.seconds(2),
   maxOutputBytes: 50 * 1024
 } as const
@@ -51,11 +53,13 @@ export const Parameters = Schema.Struct({
 export const make = (
   options: {
     readonly timeout?: Duration.DurationInput | undefined
+    readonly maxTimeout?: Duration.DurationInput | undefined
     readonly killGrace?: Duration.DurationInput | undefined
     readonly maxOutputBytes?: number | undefined
   } = {}
 ) => {
-  const defaultTimeout = Duration.decode(options.timeout ?? defaults.timeout)
+  const maxTimeout = Duration.decode(options.maxTimeout ?? defaults.maxTimeout)
+  const defaultTimeout = Duration.min(Duration.decode(options.timeout ?? defaults.timeout), maxTimeout)
   const killGrace = Duration.decode(options.killGrace ?? defaults.killGrace)
   const maxOutputBytes = options.maxOutputBytes ?? defaults.maxOutputBytes
   return Tool.make({
@@ -65,25 +69,34 @@ export const make = (
         maxOutputBytes / 2
       } bytes when longer. Times out after ${
         Duration.toSeconds(defaultTimeout)
-      } seconds unless timeout (in seconds) is given. A non-zero exit code is reported as an error with the output.`,
+      } seconds unless timeout (in seconds, at most ${
+        Duration.toSeconds(maxTimeout)
+      }) is given. A non-zero exit code is reported as an error with the output.`,
     parameters: Parameters,
+    // a bound for the whole call, in case stopping the command itself hangs
+    timeout: Duration.sum(maxTimeout, Duration.sum(killGrace, Duration.seconds(5))),
     execute: Effect.fn("Bash.execute")(function*({ command, timeout }, context) {
       const workspace = yield* Workspace.Workspace
-      const duration = timeout === undefined ? defaultTimeout : Duration.seconds(timeout)
+      // a call may ask for a longer timeout, never for more than the maximum (nor for none: 1e308 s)
+      const duration = timeout === undefined ? defaultTimeout : Duration.min(Duration.seconds(timeout), maxTimeout)
       const output = new Output(maxOutputBytes)
       const run = Effect.gen(function*() {
         // @effect/platform's Command spawns the command as the leader of its own process group
         // (`detached`), but its own cleanup sends SIGTERM once and then waits for the exit without bound;
         // the finalizer added here runs first (finalizers run in reverse order) and escalates to SIGKILL
+        // every process the command starts inherits this mark, also one that leaves the process group
+        // (`setsid`, a double fork): on Linux they are found by it in /proc and killed with the group
+        const mark = `${markVariable}=${crypto.randomUUID()}`
         const child = yield* Command.make("bash", "-c", command).pipe(
           Command.workingDirectory(workspace.root),
+          Command.env({ [markVariable]: mark.slice(markVariable.length + 1) }),
           Command.feed(""),
           Command.start,
           Effect.mapError((error) =>
             new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
           )
         )
-        yield* Effect.addFinalizer(() => killGroup(child.pid, killGrace))
+        yield* Effect.addFinalizer(() => killGroup(child.pid, mark, killGrace))
         const collect = Stream.merge(child.stdout, child.stderr).pipe(
           Stream.runForEach((chunk) =>
             Effect.zipRight(
@@ -139,18 +152,24 @@ export const bash = make()
 // Internals
 // -----------------------------------------------------------------------------
 
-/** SIGTERM to the group, SIGKILL after the grace period if any member still runs. */
-const killGroup = (pgid: number, grace: Duration.Duration) =>
+/** The environment variable that marks the processes of one command. */
+const markVariable = "EFFECT_AGENT_BASH_RUN"
+
+/**
+ * SIGTERM to the group and to every marked process, SIGKILL after the grace period if any of them
+ * still runs.
+ */
+const killGroup = (pgid: number, mark: string, grace: Duration.Duration) =>
   Effect.gen(function*() {
-    if (!groupRunning(pgid)) return
-    signalGroup(pgid, "SIGTERM")
+    if (!running(pgid, mark)) return
+    signalAll(pgid, mark, "SIGTERM")
     const deadline = Date.now() + Duration.toMillis(grace)
-    while (groupRunning(pgid) && Date.now() < deadline) yield* sleep(20)
-    if (!groupRunning(pgid)) return
-    signalGroup(pgid, "SIGKILL")
+    while (running(pgid, mark) && Date.now() < deadline) yield* sleep(20)
+    if (!running(pgid, mark)) return
+    signalAll(pgid, mark, "SIGKILL")
     // SIGKILL cannot be ignored; wait (bounded) until the kernel has taken them down
     const killDeadline = Date.now() + 1000
-    while (groupRunning(pgid) && Date.now() < killDeadline) yield* sleep(10)
+    while (running(pgid, mark) && Date.now() < killDeadline) yield* sleep(10)
   }).pipe(Effect.uninterruptible)
 
 // real time, whatever Clock the caller runs with: these waits are about real processes
@@ -160,42 +179,68 @@ const sleep = (millis: number) =>
     return Effect.sync(() => clearTimeout(timer))
   })
 
-const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
+const signalAll = (pgid: number, mark: string, signal: NodeJS.Signals) => {
   try {
     globalThis.process.kill(-pgid, signal)
   } catch {
     // the group is already gone
   }
+  for (const pid of scan(pgid, mark).marked) {
+    try {
+      globalThis.process.kill(pid, signal)
+    } catch {
+      // it ended meanwhile
+    }
+  }
+}
+
+const running = (pgid: number, mark: string): boolean => {
+  const { group, marked } = scan(pgid, mark)
+  return group || marked.length > 0
 }
 
 /**
- * Whether a member of the process group is still running. On Linux it reads /proc so that zombies
- * (dead, waiting to be reaped by an init that may never do it) do not count; elsewhere it asks kill(0).
+ * The live (not zombie) processes of the command: whether a member of the process group runs, and
+ * the marked processes outside it. On Linux it reads /proc (zombies, dead and waiting for an init that
+ * may never reap them, do not count); elsewhere it asks kill(0) for the group and finds no marks.
  */
-const groupRunning = (pgid: number): boolean => {
-  try {
-    globalThis.process.kill(-pgid, 0)
-  } catch {
-    return false
-  }
+const scan = (pgid: number, mark: string): { readonly group: boolean; readonly marked: ReadonlyArray<number> } => {
   let entries: Array<string>
   try {
     entries = NodeFs.readdirSync("/proc")
   } catch {
-    return true
+    try {
+      globalThis.process.kill(-pgid, 0)
+      return { group: true, marked: [] }
+    } catch {
+      return { group: false, marked: [] }
+    }
   }
+  let group = false
+  const marked: Array<number> = []
+  const needle = Buffer.from(`\0${mark}\0`)
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue
     try {
       const stat = NodeFs.readFileSync(`/proc/${entry}/stat`, "utf8")
       // the command name may contain spaces and parentheses: the fields follow the last ")"
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (Number(fields[2]) === pgid && fields[0] !== "Z") return true
+      if (fields[0] === "Z") continue
+      if (Number(fields[2]) === pgid) {
+        group = true
+        continue
+      }
+      const pid = Number(entry)
+      if (pid === globalThis.process.pid) continue
+      const environ = NodeFs.readFileSync(`/proc/${entry}/environ`)
+      if (environ.subarray(0, mark.length + 1).equals(needle.subarray(1)) || environ.includes(needle)) {
+        marked.push(pid)
+      }
     } catch {
-      // the process ended meanwhile
+      // the process ended meanwhile, or is not ours to read
     }
   }
-  return false
+  return { group, marked }
 }
 
 /** Output kept within a cap: the head and the tail, with a marker for what was left out. */

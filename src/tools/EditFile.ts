@@ -9,8 +9,8 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
-import * as Files from "../internal/files.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * The parameters of `edit_file`.
@@ -37,6 +37,7 @@ export const editFile = Tool.make({
   description:
     "Replace one exact occurrence of oldText with newText in a file of the workspace. oldText must match the file exactly (whitespace included) and occur exactly once: include enough surrounding lines to make it unique.",
   parameters: Parameters,
+  timeout: Files.timeout,
   key: Files.pathKey,
   execute: Effect.fn("EditFile.execute")(function*({ newText, oldText, path }, context) {
     const fs = yield* FileSystem.FileSystem

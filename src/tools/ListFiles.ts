@@ -8,9 +8,9 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import * as Files from "../internal/files.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * How many files a listing shows before its "N more" marker.
@@ -45,6 +45,7 @@ export const make = (options: { readonly limit?: number | undefined } = {}) => {
     description:
       "List the files under a directory of the workspace, recursively, as paths relative to the workspace root. Skips .git, node_modules and files ignored by .gitignore.",
     parameters: Parameters,
+    timeout: Files.timeout,
     execute: Effect.fn("ListFiles.execute")(function*({ path }, context) {
       const fs = yield* FileSystem.FileSystem
       const input = path ?? "."

@@ -9,9 +9,9 @@ import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
-import * as Files from "../internal/files.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tool from "../Tool.js"
+import * as Files from "./internal/files.js"
 
 /**
  * The parameters of `write_file`.
@@ -35,6 +35,7 @@ export const writeFile = Tool.make({
   description:
     "Write a file of the workspace, replacing its content if it exists; parent directories are created. Prefer edit_file for changes to an existing file.",
   parameters: Parameters,
+  timeout: Files.timeout,
   key: Files.pathKey,
   execute: Effect.fn("WriteFile.execute")(function*({ content, path }, context) {
     const fs = yield* FileSystem.FileSystem

@@ -5,26 +5,32 @@
 import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Errors from "../Errors.js"
-import * as Workspace from "../services/Workspace.js"
-import type * as Tool from "../Tool.js"
-import * as Glob from "./glob.js"
+import * as Errors from "../../Errors.js"
+import * as Glob from "../../internal/glob.js"
+import * as Workspace from "../../services/Workspace.js"
+import type * as Tool from "../../Tool.js"
 
 /** Names never listed or searched (`.git` is a file in a git worktree). */
-export const skippedDirectories: ReadonlySet<string> = new Set([".git", "node_modules"])
+const skippedDirectories: ReadonlySet<string> = new Set([".git", "node_modules"])
 
-/** Resolves a tool's path argument; a path outside the workspace is a permission denial (terminal). */
+/**
+ * Resolves a tool's path argument: a path outside the workspace is a permission denial (terminal); an
+ * invalid path (a NUL byte, over the length limit) is fed back to the model.
+ */
 export const resolve = (context: Tool.Context, input: string) =>
   Effect.flatMap(
     Workspace.Workspace,
     (workspace) =>
       Effect.mapError(workspace.resolve(input), (error) =>
-        new Errors.ToolPermissionDenied({
-          toolName: context.toolName,
-          toolCallId: context.toolCallId,
-          reason: error.message
-        }))
+        error._tag === "PathInvalid"
+          ? new Errors.ToolExecutionFailed({ description: `${error.message}.` })
+          : new Errors.ToolPermissionDenied({
+            toolName: context.toolName,
+            toolCallId: context.toolCallId,
+            reason: error.message
+          }))
   )
 
 /**
@@ -42,6 +48,13 @@ export const existingFile = (context: Tool.Context, input: string, directoryHint
     if (info.value.type === "Directory") {
       return yield* new Errors.ToolExecutionFailed({
         description: `${shown} is a directory, not a file${directoryHint}.`
+      })
+    }
+    if (info.value.type !== "File") {
+      // a FIFO or a device could block the read forever, or never end
+      return yield* new Errors.ToolExecutionFailed({
+        description:
+          `${shown} is not a regular file (it is a ${info.value.type}); only regular files can be read or edited.`
       })
     }
     return { absolute, shown, info: info.value }
@@ -188,7 +201,7 @@ const closest = (target: string, candidates: ReadonlyArray<string>, basename: st
 }
 
 /** Edit distance, giving up (returning `limit + 1`) once it exceeds `limit`. */
-export const levenshtein = (a: string, b: string, limit = Infinity): number => {
+const levenshtein = (a: string, b: string, limit = Infinity): number => {
   if (Math.abs(a.length - b.length) > limit) return limit + 1
   let previous = Array.from({ length: b.length + 1 }, (_, i) => i)
   for (let i = 1; i <= a.length; i++) {
@@ -205,3 +218,6 @@ export const levenshtein = (a: string, b: string, limit = Infinity): number => {
   }
   return previous[b.length]!
 }
+
+/** The timeout of the built-in file tools: they touch one file or walk the workspace. */
+export const timeout = Duration.seconds(60)
