@@ -351,20 +351,37 @@ export class Assembler {
   get size(): number {
     return this.blocks.length
   }
-  /** The kind of the block at `index`. */
+  /**
+   * The kind of the block at `index`.
+   *
+   * @since 0.1.0
+   */
   kindAt(index: number): "text" | "thinking" | "toolCall" | undefined {
     return this.blocks[index]?.type
   }
-  /** The signature of the thinking block at `index`, if any. */
+  /**
+   * The signature of the thinking block at `index`, if any.
+   *
+   * @since 0.1.0
+   */
   signatureAt(index: number): string | undefined {
     const block = this.blocks[index]
     return block?.type === "thinking" ? block.signature : undefined
   }
-  /** The argument text received so far for the tool call at `index`. */
+  /**
+   * The argument text received so far for the tool call at `index`.
+   *
+   * @since 0.1.0
+   */
   argumentsAt(index: number): string | undefined {
     const block = this.blocks[index]
     return block?.type === "toolCall" ? block.json : undefined
   }
+  /**
+   * Takes the next delta.
+   *
+   * @since 0.1.0
+   */
   push(event: Event): void {
     switch (event._tag) {
       case "TextDelta": {
@@ -396,22 +413,38 @@ export class Assembler {
         break
     }
   }
-  /** Appends to the signature of the thinking block at `index` (creating the block if needed). */
+  /**
+   * Appends to the signature of the thinking block at `index` (creating the block if needed).
+   *
+   * @since 0.1.0
+   */
   sign(index: number, signature: string): void {
     const block = this.blocks[index]
     if (block?.type === "thinking") block.signature = (block.signature ?? "") + signature
     else this.blocks[index] = { type: "thinking", thinking: "", signature }
   }
-  /** Puts a redacted thinking block, kept verbatim as its signature, at `index`. */
+  /**
+   * Puts a redacted thinking block, kept verbatim as its signature, at `index`.
+   *
+   * @since 0.1.0
+   */
   redacted(index: number, data: string): void {
     this.blocks[index] = { type: "thinking", thinking: "", signature: data, redacted: true }
   }
-  /** Sets the name of the tool call at `index` (servers that send it after the start). */
+  /**
+   * Sets the name of the tool call at `index` (servers that send it after the start).
+   *
+   * @since 0.1.0
+   */
   rename(index: number, name: string): void {
     const block = this.blocks[index]
     if (block?.type === "toolCall") block.name = name
   }
-  /** The input to use for the tool call at `index` when no argument text arrives. */
+  /**
+   * The input to use for the tool call at `index` when no argument text arrives.
+   *
+   * @since 0.1.0
+   */
   initialInput(index: number, input: unknown): void {
     const block = this.blocks[index]
     if (block?.type === "toolCall") block.initial = input
@@ -419,6 +452,8 @@ export class Assembler {
   /**
    * Ends the tool call at `index`: returns its `ToolCallEnd` event (its arguments decoded), or
    * nothing when there is no open call there.
+   *
+   * @since 0.1.0
    */
   end(index: number): Extract<Event, { readonly _tag: "ToolCallEnd" }> | undefined {
     const block = this.blocks[index]
@@ -427,7 +462,11 @@ export class Assembler {
     this.push(event)
     return event
   }
-  /** Ends every tool call not ended yet, in order; returns their `ToolCallEnd` events. */
+  /**
+   * Ends every tool call not ended yet, in order; returns their `ToolCallEnd` events.
+   *
+   * @since 0.1.0
+   */
   endAll(): Array<Event> {
     const events: Array<Event> = []
     for (let index = 0; index < this.blocks.length; index++) {
@@ -436,7 +475,11 @@ export class Assembler {
     }
     return events
   }
-  /** The complete message. */
+  /**
+   * The complete message.
+   *
+   * @since 0.1.0
+   */
   finish(finish: Finish): Message.AssistantMessage {
     const message: { -readonly [K in keyof Message.AssistantMessage]: Message.AssistantMessage[K] } = {
       role: "assistant",
@@ -450,12 +493,21 @@ export class Assembler {
     if (finish.errorMessage !== undefined) message.errorMessage = finish.errorMessage
     return message
   }
-  /** The message so far, for a response that was cut off, with the given stop reason. */
+  /**
+   * The message so far, for a response that was cut off, with the given stop reason.
+   *
+   * @since 0.1.0
+   */
   partial(stopReason: Message.StopReason, errorMessage?: string, timestamp?: number): Message.AssistantMessage {
     const message = Message.assistant(this.content(), { stopReason })
     const stamped = timestamp === undefined ? message : { ...message, timestamp }
     return errorMessage === undefined ? stamped : { ...stamped, errorMessage }
   }
+  /**
+   * The content blocks received so far.
+   *
+   * @since 0.1.0
+   */
   private content(): Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> {
     const content: Array<Message.TextContent | Message.ThinkingContent | Message.ToolCall> = []
     for (const block of this.blocks) {

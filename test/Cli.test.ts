@@ -3,12 +3,14 @@
  * file, an answer cut off at the output limit, and every kind of bad input or failed request, each
  * with its message, its exit code, nothing on stdout and no stack trace.
  */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as NodePath from "node:path"
+import * as Session from "../src/services/Session.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
 import * as ProviderServer from "./utils/providerServer.js"
@@ -238,8 +240,8 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const session = NodePath.join(dir, "s.jsonl")
-      // the lock of a live process: this one
-      yield* Effect.promise(() => Fs.writeFile(`${session}.lock`, `${process.pid}\n`))
+      // the session open for writing in a live process: this one
+      yield* Session.openJsonl(session).pipe(Effect.provide(NodeFileSystem.layer))
       const outcome = yield* Cli.run(main, ["--workspace", dir, "--session", session, "hi"])
       assertFailure(outcome, 1, [
         new RegExp(`^effect-agent: ${session} is already open by another writer \\(process ${process.pid}\\)`),

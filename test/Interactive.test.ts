@@ -163,7 +163,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const terminal = yield* open()
         yield* terminal.waitFor(/\/help for the commands/)
         yield* terminal.type("list the files")
-        const screen = yield* terminal.waitFor(/There are 30 files/)
+        const screen = yield* terminal.waitFor(/There are 30 files[^]*\[completed: 2 turns/)
         // the call is one line, and its 30-line result shows two lines and a count of the rest
         assert.match(screen, /✓ list_files \{\}/)
         assert.match(screen, /file01\.txt/)
@@ -227,6 +227,11 @@ describe("the chat in a real terminal (tmux)", () => {
         const next = server.requests.find((body) => ChatServer.lastUserText(body) === "are you there?")
         const toolResult = next.messages.find((message: any) => message.role === "tool")
         assert.match(toolResult.content, /aborted/i)
+        // Esc aborts too
+        yield* terminal.type("run forever")
+        yield* terminal.waitFor(/› run forever\n[^]*bash: started/)
+        yield* terminal.keys("Escape")
+        yield* terminal.waitFor(/\[aborted: [^]*\[aborted: /)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
         yield* checkSessions(sessionsDir)
@@ -332,6 +337,14 @@ describe("without a terminal", () => {
         const empty = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" }, "")
         assert.strictEqual(empty.code, 2)
         assert.match(empty.stderr, /effect-agent: no prompt\n {2}give one/)
+        // --continue: the next one-shot run goes on with this workspace's latest session
+        const next = yield* Cli.run(main, [...args, "--continue", "and then?"], { OPENAI_API_KEY: "sk-test" })
+        assert.strictEqual(next.stdout.trim(), "You said: and then?", next.stderr)
+        const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and then?")
+        assert.deepStrictEqual(
+          continued.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
+          ["from a pipe", "and then?"]
+        )
       }),
     { timeout: 60_000 }
   )
