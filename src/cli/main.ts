@@ -16,6 +16,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -24,6 +25,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
 import * as readline from "node:readline"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
@@ -36,8 +38,11 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as Export from "./Export.js"
+import * as Interactive from "./Interactive.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
+import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 
 const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
@@ -78,7 +83,17 @@ const workspace = Options.text("workspace").pipe(
 )
 const sessionFile = Options.text("session").pipe(
   Options.optional,
-  Options.withDescription("a JSON Lines session file to resume and append to")
+  Options.withDescription(
+    "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
+  )
+)
+const continueLatest = Options.boolean("continue").pipe(
+  Options.withAlias("c"),
+  Options.withDescription("continue this workspace's latest session")
+)
+const interactive = Options.boolean("interactive").pipe(
+  Options.withAlias("i"),
+  Options.withDescription("open the chat (the default without a prompt on a terminal)")
 )
 const maxTurns = Options.text("max-turns").pipe(
   Options.mapEffect((text) =>
@@ -98,7 +113,10 @@ const yes = Options.boolean("yes").pipe(
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
 )
-const prompt = Args.text({ name: "prompt" }).pipe(Args.atLeast(1), Args.withDescription("what to ask the agent"))
+const prompt = Args.text({ name: "prompt" }).pipe(
+  Args.repeated,
+  Args.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
+)
 
 const systemPrompt = "You are a coding agent working in a workspace directory. Use the tools to inspect and " +
   "change files and to run commands. Be concise."
@@ -129,26 +147,29 @@ const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: nu
   )
 const retryOptions = { jitter: true, onRetry: reportRetry }
 
-const defaultModels: Record<ProviderName, string> = {
+const defaultModels: Record<ProviderName | "demo", string> = {
+  demo: "demo",
   openai: "gpt-4.1-mini",
   "openai-responses": "gpt-5.1",
   anthropic: "claude-sonnet-4-5",
   google: "gemini-3-pro-preview"
 }
 
-/** A provider's Model layer, after its settings (base URL, API key) were checked. */
-const providerLayer = (name: ProviderName, model: string, baseUrl: Option.Option<string>) =>
+/** A provider's Model layer for a model name, after its settings (base URL, API key) were checked. */
+const providerLayer = (name: ProviderName, baseUrl: Option.Option<string>) =>
   Effect.gen(function*() {
     const env = Preflight.providerEnv[name]
     const settings = yield* Preflight.provider(env, { baseUrl, environment: process.env })
-    const options = { ...settings, model, retry: retryOptions }
-    const layer = name === "openai"
-      ? OpenAiCompat.layer(options)
-      : name === "openai-responses"
-      ? OpenAiResponses.layer(options)
-      : name === "anthropic"
-      ? Anthropic.layer(options)
-      : Google.layer(options)
+    const layer = (model: string) => {
+      const options = { ...settings, model, retry: retryOptions }
+      return name === "openai"
+        ? OpenAiCompat.layer(options)
+        : name === "openai-responses"
+        ? OpenAiResponses.layer(options)
+        : name === "anthropic"
+        ? Anthropic.layer(options)
+        : Google.layer(options)
+    }
     return { layer, settings, env }
   })
 
@@ -164,31 +185,38 @@ const fallbackLayer = (spec: string) => {
       })
     )
   }
-  return Effect.map(providerLayer(name, spec.slice(at + 1), Option.none()), ({ layer }) => layer)
+  return Effect.map(providerLayer(name, Option.none()), ({ layer }) => layer(spec.slice(at + 1)))
 }
 
-/** The command's Model layer: the demo model, or a provider with its fallbacks. */
+/**
+ * The command's Model layer for a model name (the chat's `/model` changes it): the demo model, or a
+ * provider with its fallbacks.
+ */
 const modelLayer = (
   name: ProviderName | "demo",
-  options: {
-    readonly model: Option.Option<string>
-    readonly baseUrl: Option.Option<string>
-    readonly fallback: ReadonlyArray<string>
-  }
+  options: { readonly baseUrl: Option.Option<string>; readonly fallback: ReadonlyArray<string> }
 ) =>
   Effect.gen(function*() {
-    if (name === "demo") return demoModel
-    const primary = yield* providerLayer(
-      name,
-      Option.getOrElse(options.model, () => defaultModels[name]),
-      options.baseUrl
-    )
+    if (name === "demo") return (_model: string) => demoModel
+    const primary = yield* providerLayer(name, options.baseUrl)
     const { env, settings } = primary
     report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
     const others = yield* Effect.forEach(options.fallback, fallbackLayer)
-    const layer = others.length === 0 ? primary.layer : Model.layerFallback(primary.layer, ...others)
-    return layer.pipe(Layer.provide(NodeHttpClient.layerUndici))
+    return (model: string) =>
+      (others.length === 0 ? primary.layer(model) : Model.layerFallback(primary.layer(model), ...others)).pipe(
+        Layer.provide(NodeHttpClient.layerUndici)
+      )
   })
+
+/** The whole of stdin, when it is not a terminal (the prompt of `echo "…" | effect-agent`). */
+const readStdin = Effect.async<string>((resume) => {
+  if (process.stdin.isTTY) return resume(Effect.succeed(""))
+  let text = ""
+  process.stdin.setEncoding("utf8")
+  process.stdin.on("data", (chunk) => (text += chunk))
+  process.stdin.on("end", () => resume(Effect.succeed(text)))
+  process.stdin.on("error", () => resume(Effect.succeed(text)))
+})
 
 /** Asks on the terminal before a call that writes or runs something. */
 const askOnTerminal = Permissions.layerAsk((request) =>
@@ -263,13 +291,60 @@ const abort = new AbortController()
 
 const agent = Command.make(
   "effect-agent",
-  { provider, model, baseUrl, fallback, workspace, sessionFile, maxTurns, yes, verbose, prompt },
+  {
+    provider,
+    model,
+    baseUrl,
+    fallback,
+    workspace,
+    sessionFile,
+    continueLatest,
+    interactive,
+    maxTurns,
+    yes,
+    verbose,
+    prompt
+  },
   (options) =>
     Effect.gen(function*() {
       if (options.verbose) report.verbose = true
       const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
       const root = yield* Preflight.workspace(options.workspace)
-      const model = yield* modelLayer(options.provider, options)
+      const models = yield* modelLayer(options.provider, options)
+      const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
+      const sessionsDir = Sessions.directory(root)
+      const sessionPath = Option.getOrElse(
+        options.sessionFile,
+        () => (options.continueLatest ? Sessions.latest(sessionsDir) : undefined) ?? Sessions.create(sessionsDir)
+      )
+      const chat = options.interactive || words.length === 0
+      if (chat && process.stdin.isTTY && process.stdout.isTTY) {
+        yield* Effect.sync(() => (report.runStarted = true))
+        yield* Effect.scoped(Interactive.run({
+          model: modelName,
+          modelLayer: models,
+          systemPrompt,
+          maxTurns: options.maxTurns,
+          root,
+          yes: options.yes,
+          sessionPath,
+          sessionsDir,
+          initial: words.length > 0 ? words.join(" ") : undefined,
+          hurry: killChildGroups,
+          stop: abort.signal,
+          explain: (cause) => Report.explain(cause, report.context)
+        })).pipe(Effect.provide(trackedCommands))
+        if (abort.signal.aborted) report.aborted = true
+        return
+      }
+      const input = words.length > 0 ? words.join(" ") : (yield* readStdin).trim()
+      if (input === "") {
+        return yield* new Preflight.UsageError({
+          description: "no prompt",
+          hint: "give one (effect-agent \"…\"), pipe one on stdin, or run it in a terminal for the chat"
+        })
+      }
+      const model = models(modelName)
       // whether the current line of stdout holds streamed text
       let midLine = false
       let lastAnswer: Message.AssistantMessage | undefined
@@ -278,7 +353,7 @@ const agent = Command.make(
         midLine = false
       }
       const run = Loop.stream({
-        input: words.join(" "),
+        input,
         tools: Tools.all,
         systemPrompt,
         maxTurns: options.maxTurns,
@@ -318,10 +393,7 @@ const agent = Command.make(
           }
         })
       )
-      const session = Option.match(options.sessionFile, {
-        onNone: () => Session.layerMemory(),
-        onSome: (path) => Session.layerJsonl(path)
-      })
+      const session = Session.layerJsonl(sessionPath)
       yield* Effect.sync(() => (report.runStarted = true))
       yield* run.pipe(
         Effect.provide(Layer.mergeAll(
@@ -340,7 +412,47 @@ const agent = Command.make(
     })
 )
 
-const cli = Command.run(agent, { name: "effect-agent", version: "0.1.0" })
+/** `effect-agent export <session.jsonl> [-o file.html]`: the session as one HTML page. */
+const exportCommand = Command.make(
+  "export",
+  {
+    file: Args.text({ name: "session.jsonl" }).pipe(Args.withDescription("the session file to export")),
+    output: Options.text("output").pipe(
+      Options.withAlias("o"),
+      Options.optional,
+      Options.withDescription("the HTML file to write (default: the session file's name with .html)")
+    )
+  },
+  ({ file, output }) =>
+    Effect.gen(function*() {
+      const contents = yield* Session.readJsonl(file)
+      if (contents.header === undefined) {
+        return yield* new Preflight.UsageError({
+          description: `${file} is not a session file (it is missing, empty, or has no header line)`,
+          hint: "give a .jsonl file written by effect-agent (see /sessions in the chat)"
+        })
+      }
+      const target = Option.getOrElse(output, () => file.replace(/\.jsonl$/, "") + ".html")
+      const html = Export.toHtml(contents.messages, {
+        title: `effect-agent session ${NodePath.basename(file)}`,
+        id: contents.header.id,
+        createdAt: contents.header.createdAt
+      })
+      const fs = yield* FileSystem.FileSystem
+      yield* Effect.mapError(
+        fs.writeFileString(target, html),
+        (error) => new Preflight.UsageError({ description: `cannot write ${target}: ${error.message}` })
+      )
+      yield* Effect.sync(() => process.stdout.write(`${target}\n`))
+    })
+).pipe(Command.withDescription("write a session as one self-contained HTML page"))
+
+const cli = process.argv[2] === "export"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+    name: "effect-agent",
+    version: "0.1.0"
+  })
+  : Command.run(agent, { name: "effect-agent", version: "0.1.0" })
 
 /** Warnings (a repaired session) and, with --verbose, debug logs, on stderr. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {

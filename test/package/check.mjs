@@ -116,10 +116,16 @@ try {
   console.log("tsc: no errors")
 
   step("npx effect-agent --provider demo")
+  const data = path.join(tmp, "data")
   const answer = run(npx, ["--no-install", "effect-agent", "--provider", "demo", "what is in this folder?"], {
-    cwd: app
+    cwd: app,
+    env: { XDG_DATA_HOME: data }
   })
   if (!answer.includes("smoke.mjs")) fail(`the demo answer does not list the workspace: ${answer}`)
+  // the run is stored under the data directory, one directory per workspace
+  const sessions = fs.readdirSync(path.join(data, "effect-agent", "sessions"), { recursive: true })
+    .filter((name) => String(name).endsWith(".jsonl"))
+  if (sessions.length !== 1) fail(`expected one session file under ${data}, found: ${sessions.join(", ")}`)
 
   step("one copy of effect")
   run(npm, ["ls", "effect", "--all"], { cwd: app })

@@ -43,24 +43,34 @@ export interface Outcome {
   readonly stderr: string
 }
 
-/** Runs the bundled command with `args`; `env` replaces the variables it names (undefined removes one). */
+/**
+ * Runs the bundled command with `args`; `env` replaces the variables it names (undefined removes one).
+ * Its data directory (`XDG_DATA_HOME`, where sessions go by default) is next to the bundle, unless
+ * `env` names one. `stdin` is written to its standard input (none: no input).
+ */
 export const run = (
   main: string,
   args: ReadonlyArray<string>,
-  env: Readonly<Record<string, string | undefined>> = {}
+  env: Readonly<Record<string, string | undefined>> = {},
+  stdin?: string
 ) =>
   Effect.async<Outcome>((resume) => {
-    const environment: Record<string, string | undefined> = { ...process.env, ...env }
+    const environment: Record<string, string | undefined> = {
+      ...process.env,
+      XDG_DATA_HOME: NodePath.join(NodePath.dirname(main), "data"),
+      ...env
+    }
     for (const key of Object.keys(environment)) if (environment[key] === undefined) delete environment[key]
     const child = ChildProcess.spawn(process.execPath, [main, ...args], {
       cwd: root,
       env: environment,
-      stdio: ["ignore", "pipe", "pipe"]
+      stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })
+    if (stdin !== undefined) child.stdin!.end(stdin)
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (chunk) => (stdout += chunk))
-    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.stdout!.on("data", (chunk) => (stdout += chunk))
+    child.stderr!.on("data", (chunk) => (stderr += chunk))
     child.on("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
     return Effect.sync(() => child.kill("SIGKILL"))
   })

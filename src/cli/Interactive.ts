@@ -1,0 +1,650 @@
+/**
+ * The command's interactive mode: a chat in the terminal. Each prompt is a run of the loop on one
+ * session that stays open between runs; the answer streams line by line (light Markdown styling),
+ * tool calls are one line each with a spinner in the status line while they run, and a message typed
+ * while the agent works is queued in the `Inbox` and sent at the next turn boundary. Ctrl-C (or Esc)
+ * aborts the current run and the prompt comes back; Ctrl-C at an empty prompt, Ctrl-D or `/exit`
+ * leave. The pure parts (commands, folding, the status line, Markdown) are exported for tests.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as readline from "node:readline"
+import * as Compaction from "../Compaction.js"
+import type * as Event from "../Event.js"
+import * as Loop from "../Loop.js"
+import * as Message from "../Message.js"
+import * as Model from "../Model.js"
+import * as Inbox from "../services/Inbox.js"
+import * as Permissions from "../services/Permissions.js"
+import * as Session from "../services/Session.js"
+import * as Workspace from "../services/Workspace.js"
+import * as Tools from "../tools/index.js"
+import * as Report from "./Report.js"
+import * as Sessions from "./Sessions.js"
+import * as Signals from "./Signals.js"
+
+// -----------------------------------------------------------------------------
+// Commands
+// -----------------------------------------------------------------------------
+
+/**
+ * A line typed at the prompt: a prompt for the agent, a `/command`, an unknown command, or nothing.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Input =
+  | { readonly _tag: "Prompt"; readonly text: string }
+  | { readonly _tag: "Command"; readonly name: CommandName; readonly argument: string }
+  | { readonly _tag: "Unknown"; readonly name: string }
+  | { readonly _tag: "Empty" }
+
+/**
+ * The commands of the interactive mode, with what each does.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const commands = {
+  help: "show the commands",
+  new: "start a new session",
+  model: "switch the model: /model <name>",
+  compact: "summarize the older turns of the session into a compaction entry",
+  sessions: "list the sessions of this workspace (date, size, first prompt)",
+  resume: "continue a listed session: /resume <n>",
+  cost: "show the tokens and the cost of this session",
+  exit: "leave (also Ctrl-D, or Ctrl-C at an empty prompt)"
+} as const
+
+/**
+ * The name of a command.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type CommandName = keyof typeof commands
+
+/**
+ * Reads a typed line: `/name argument` is a command (an unknown name is `Unknown`), anything else a
+ * prompt; `//text` sends `/text` as a prompt.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const parse = (line: string): Input => {
+  const text = line.trim()
+  if (text === "") return { _tag: "Empty" }
+  if (text.startsWith("//")) return { _tag: "Prompt", text: text.slice(1) }
+  if (!text.startsWith("/")) return { _tag: "Prompt", text }
+  const match = /^\/(\S*)\s*([\s\S]*)$/.exec(text)!
+  const name = match[1]!
+  return Object.hasOwn(commands, name)
+    ? { _tag: "Command", name: name as CommandName, argument: match[2]!.trim() }
+    : { _tag: "Unknown", name }
+}
+
+/**
+ * The text of `/help`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const helpText = (): string =>
+  [
+    "commands:",
+    ...Object.entries(commands).map(([name, what]) => `  /${name.padEnd(8)} ${what}`),
+    "while the agent works: type to queue a message for its next turn; Ctrl-C or Esc stops the run"
+  ].join("\n")
+
+// -----------------------------------------------------------------------------
+// Rendering
+// -----------------------------------------------------------------------------
+
+/**
+ * Folds a text to at most `lines` lines of at most `width` characters, saying how much was left out.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const fold = (text: string, options: { readonly lines: number; readonly width: number }): Array<string> => {
+  const all = text.replace(/\r/g, "").split("\n").filter((line) => line.trim() !== "")
+  const shown = all.slice(0, options.lines).map((line) => clip(line, options.width))
+  if (all.length > options.lines) shown.push(`… ${all.length - options.lines} more lines`)
+  return shown
+}
+
+/**
+ * One line for a tool call: its name and its input, clipped to `width`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const toolLine = (name: string, input: unknown, width: number): string =>
+  clip(`${name} ${inputPreview(input)}`, width)
+
+/**
+ * What the status line shows.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Status {
+  readonly model: string
+  readonly turn: number
+  readonly usage: Message.Usage
+}
+
+/**
+ * The status line: the model, the turn, the tokens and the cost so far (when the prices are known).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const statusLine = (status: Status): string => {
+  const cost = status.usage.cost === undefined ? "" : ` · $${status.usage.cost.total.toFixed(4)}`
+  return `${status.model} · turn ${status.turn} · ${tokens(status.usage.totalTokens)} tokens${cost}`
+}
+
+/**
+ * Styles one line of Markdown for the terminal: headings and `**bold**` bold, `` `code` `` and code
+ * blocks cyan, list bullets as `•`. `inCode` says whether the line is inside a fenced code block; the
+ * result says whether the next one is.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const markdownLine = (
+  line: string,
+  inCode: boolean,
+  color: boolean
+): { readonly text: string; readonly inCode: boolean } => {
+  const style = styles(color)
+  if (/^\s*```/.test(line)) return { text: style.dim(line), inCode: !inCode }
+  if (inCode) return { text: style.cyan(line), inCode }
+  const heading = /^#{1,6}\s+(.*)$/.exec(line)
+  if (heading !== null) return { text: style.bold(heading[1]!), inCode }
+  const text = line
+    .replace(/^(\s*)[-*+]\s+/, "$1• ")
+    .replace(/\*\*([^*]+)\*\*/g, (_, inner: string) => style.bold(inner))
+    .replace(/`([^`]+)`/g, (_, inner: string) => style.cyan(inner))
+  return { text, inCode }
+}
+
+const tokens = (n: number) => n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n)
+
+const clip = (line: string, width: number) => {
+  const max = Math.max(width, 10)
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+}
+
+const inputPreview = (input: unknown): string => {
+  if (typeof input === "object" && input !== null) {
+    const record = input as Record<string, unknown>
+    // the argument a person recognizes a call by
+    for (const key of ["command", "path"]) {
+      if (typeof record[key] === "string") return (record[key] as string).replace(/\s+/g, " ")
+    }
+  }
+  return JSON.stringify(input) ?? ""
+}
+
+const styles = (color: boolean) => {
+  const wrap = (open: number, close: number) => (text: string) => color ? `\x1b[${open}m${text}\x1b[${close}m` : text
+  return {
+    bold: wrap(1, 22),
+    dim: wrap(2, 22),
+    red: wrap(31, 39),
+    green: wrap(32, 39),
+    yellow: wrap(33, 39),
+    cyan: wrap(36, 39)
+  }
+}
+
+// -----------------------------------------------------------------------------
+// The chat
+// -----------------------------------------------------------------------------
+
+/**
+ * What the interactive mode needs from the command.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options {
+  /** The model's name, for the status line and `/model`. */
+  readonly model: string
+  /** The Model layer for a model name (`/model` switches to another one). */
+  readonly modelLayer: (name: string) => Layer.Layer<Model.Model, unknown>
+  readonly systemPrompt: string
+  readonly maxTurns: number
+  /** The workspace directory. */
+  readonly root: string
+  /** Allow every call without asking. */
+  readonly yes: boolean
+  /** The session file to open first. */
+  readonly sessionPath: string
+  /** Where this workspace's sessions are (`/new` creates one there, `/sessions` lists them). */
+  readonly sessionsDir: string
+  /** A prompt to send first. */
+  readonly initial?: string | undefined
+  /** Stops the tools' processes at once (a third Ctrl-C while a run stops). */
+  readonly hurry: () => void
+  /** Aborted when the process is asked to stop (SIGTERM): the current run is aborted and the chat ends. */
+  readonly stop: AbortSignal
+  /** Explains a failure (the provider's context). */
+  readonly explain: (cause: Cause.Cause<unknown>) => Report.Explained
+  readonly input?: NodeJS.ReadableStream | undefined
+  readonly output?: NodeJS.WritableStream & { readonly columns?: number | undefined } | undefined
+}
+
+type Mode =
+  | { readonly _tag: "Idle" }
+  | { readonly _tag: "Running"; readonly controller: AbortController; signals: Signals.State }
+  | { readonly _tag: "Asking"; readonly running: Mode & { _tag: "Running" }; readonly answer: (line: string) => void }
+
+type Idle = { readonly _tag: "Line"; readonly text: string } | { readonly _tag: "Leave" }
+
+const spinnerFrames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+/**
+ * Runs the chat until the person leaves (Ctrl-D, `/exit`, Ctrl-C at an empty prompt) or the process
+ * is asked to stop.
+ *
+ * @since 0.1.0
+ * @category Runs
+ */
+export const run = Effect.fn("Interactive.run")(function*(options: Options) {
+  const input = options.input ?? process.stdin
+  const output = options.output ?? process.stdout
+  const color = (process.env.NO_COLOR ?? "") === ""
+  const style = styles(color)
+  const width = () => Math.max((output.columns ?? 80) - 2, 20)
+  const idle = yield* Queue.unbounded<Idle>()
+  const inbox = yield* Inbox.make
+  const rl = readline.createInterface({ input, output, terminal: true, historySize: 200 })
+  yield* Effect.addFinalizer(() => Effect.sync(() => rl.close()))
+
+  let mode: Mode = { _tag: "Idle" }
+  let modelName = options.model
+  let status = ""
+  let frame = 0
+  let closed = false
+  const idlePrompt = () => `${style.bold("›")} `
+
+  /** Prints whole lines above the prompt, keeping what is being typed. */
+  const print = (text: string) => {
+    readline.clearLine(output, 0)
+    readline.cursorTo(output, 0)
+    output.write(text.endsWith("\n") ? text : `${text}\n`)
+    if (!closed) rl.prompt(true)
+  }
+  const setPrompt = () => {
+    rl.setPrompt(
+      mode._tag === "Idle"
+        ? idlePrompt()
+        : mode._tag === "Asking"
+        ? `${style.yellow("allow? [y]es / [n]o / [a]lways")} › `
+        : `${style.dim(`${spinnerFrames[frame % spinnerFrames.length]} ${status}`)} › `
+    )
+    if (!closed) rl.prompt(true)
+  }
+  const spinner = setInterval(() => {
+    if (mode._tag !== "Running") return
+    frame++
+    setPrompt()
+  }, 120)
+  yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(spinner)))
+
+  const abortRun = (running: Mode & { _tag: "Running" }) => {
+    const step = Signals.next(running.signals, "SIGINT")
+    running.signals = step.state
+    switch (step.action) {
+      case "abort":
+        running.controller.abort()
+        return print(style.yellow("(stopping the run; Ctrl-C twice more stops its tools at once)"))
+      case "wait":
+        return print(style.yellow("(stopping: saving the session)"))
+      case "hurry":
+        print(style.yellow("(stopping at once)"))
+        return options.hurry()
+      case "ignore":
+        return
+    }
+  }
+  const runningOf = (current: Mode) =>
+    current._tag === "Running" ? current : current._tag === "Asking" ? current.running : undefined
+
+  rl.on("line", (line) => {
+    if (mode._tag === "Idle") return void Queue.unsafeOffer(idle, { _tag: "Line", text: line })
+    if (mode._tag === "Asking") return mode.answer(line)
+    const text = line.trim()
+    if (text === "") return
+    if (parse(text)._tag !== "Prompt") {
+      Queue.unsafeOffer(idle, { _tag: "Line", text })
+      return print(style.dim(`(after this run) ${text}`))
+    }
+    Effect.runSync(inbox.offer(text))
+    print(style.dim(`(queued for the next turn) ${text}`))
+  })
+  rl.on("SIGINT", () => {
+    const running = runningOf(mode)
+    if (running !== undefined) return abortRun(running)
+    if (rl.line !== "") {
+      // like a shell: Ctrl-C drops the line being typed
+      rl.write(null, { ctrl: true, name: "u" })
+      return
+    }
+    Queue.unsafeOffer(idle, { _tag: "Leave" })
+  })
+  rl.on("close", () => {
+    closed = true
+    const running = runningOf(mode)
+    if (running !== undefined) running.controller.abort()
+    Queue.unsafeOffer(idle, { _tag: "Leave" })
+  })
+  const onKey = (_: unknown, key: { readonly name?: string } | undefined) => {
+    const running = runningOf(mode)
+    if (key?.name === "escape" && running !== undefined) abortRun(running)
+  }
+  input.on("keypress", onKey)
+  yield* Effect.addFinalizer(() => Effect.sync(() => input.removeListener("keypress", onKey)))
+  const onStop = () => {
+    const running = runningOf(mode)
+    if (running !== undefined) running.controller.abort()
+    Queue.unsafeOffer(idle, { _tag: "Leave" })
+  }
+  options.stop.addEventListener("abort", onStop, { once: true })
+  yield* Effect.addFinalizer(() => Effect.sync(() => options.stop.removeEventListener("abort", onStop)))
+
+  /** Asks inline before a call that writes or runs something; `always` allows the tool for the chat. */
+  const always = new Set<string>()
+  const permissions = options.yes ?
+    Permissions.layerAllowAll :
+    Permissions.layerAsk((request) =>
+      request.toolName === "list_files" || request.toolName === "read_file" || always.has(request.toolName)
+        ? Permissions.allow
+        : Effect.async<Permissions.Decision>((resume) => {
+          const running = runningOf(mode)
+          if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
+          print(style.yellow(`allow ${toolLine(request.toolName, request.input, width() - 6)}?`))
+          mode = {
+            _tag: "Asking",
+            running,
+            answer: (line) => {
+              const answer = line.trim().toLowerCase()
+              if (!/^(y|yes|n|no|a|always)$/.test(answer)) return print("answer y (yes), n (no) or a (always)")
+              mode = running
+              setPrompt()
+              if (answer.startsWith("a")) always.add(request.toolName)
+              resume(Effect.succeed(answer.startsWith("n") ? Permissions.deny("the user said no") : Permissions.allow))
+            }
+          }
+          setPrompt()
+          // an aborted run stops asking
+          return Effect.sync(() => {
+            if (mode._tag === "Asking") mode = mode.running
+          })
+        })
+    )
+
+  const explainLines = (cause: Cause.Cause<unknown>) => {
+    for (const line of options.explain(cause).lines) print(style.red(line))
+  }
+
+  // the session file, open (and locked) until another one is opened
+  let sessionScope = yield* Scope.make()
+  yield* Effect.addFinalizer(() => Scope.close(sessionScope, Exit.void))
+  let sessionPath = options.sessionPath
+  const openFile = (path: string) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const { report, service } = yield* Session.openJsonl(path).pipe(
+        Scope.extend(scope),
+        Effect.onError(() => Scope.close(scope, Exit.void))
+      )
+      yield* Scope.close(sessionScope, Exit.void)
+      sessionScope = scope
+      sessionPath = path
+      if (report.repairs.length > 0) print(style.yellow(`repaired: ${report.repairs.join("; ")}`))
+      print(style.dim(`session: ${path}${report.loaded > 0 ? ` (${report.loaded} messages)` : ""}`))
+      return service
+    })
+  const newFile = () => Sessions.create(options.sessionsDir)
+  let session: Session.Service
+  {
+    const first = yield* Effect.exit(openFile(sessionPath))
+    if (Exit.isSuccess(first)) session = first.value
+    else {
+      // a corrupt or locked file is left as it is
+      explainLines(first.cause)
+      print(style.yellow("starting a new session instead"))
+      session = yield* openFile(newFile())
+    }
+  }
+  let total = Message.emptyUsage
+  let listed: ReadonlyArray<Sessions.Entry> = []
+  const switchTo = (path: string) =>
+    Effect.gen(function*() {
+      const opened = yield* Effect.exit(openFile(path))
+      if (Exit.isFailure(opened)) return explainLines(opened.cause)
+      session = opened.value
+      total = Message.emptyUsage
+    })
+
+  /** One run of the loop for a prompt (and then for whatever was queued after its last turn). */
+  const runPrompt = (text: string | ReadonlyArray<Message.Message>) =>
+    Effect.gen(function*() {
+      const running: Mode & { _tag: "Running" } = {
+        _tag: "Running",
+        controller: new AbortController(),
+        signals: Signals.initial
+      }
+      mode = running
+      let turn = 0
+      let usage = Message.emptyUsage
+      let partial = ""
+      let inCode = false
+      let lastAnswer: Message.AssistantMessage | undefined
+      const update = (what: string) => {
+        status = `${statusLine({ model: modelName, turn, usage: Message.addUsage(total, usage) })} · ${what}`
+        setPrompt()
+      }
+      const flushLine = (line: string) => {
+        const rendered = markdownLine(line, inCode, color)
+        inCode = rendered.inCode
+        print(rendered.text)
+      }
+      const render = (event: Event.AgentEvent): void => {
+        switch (event._tag) {
+          case "TurnStart":
+            turn = event.turn
+            return update("thinking")
+          case "MessageUpdate": {
+            const delta = event.event
+            if (delta._tag === "ThinkingDelta") return update(`thinking: ${clip(delta.delta.trim(), 40)}`)
+            if (delta._tag !== "TextDelta") return
+            partial += delta.delta
+            const lines = partial.split("\n")
+            partial = lines.pop()!
+            for (const line of lines) flushLine(line)
+            return update("answering")
+          }
+          case "MessageEnd": {
+            if (partial !== "") flushLine(partial)
+            partial = ""
+            if (event.message.role !== "assistant") return
+            lastAnswer = event.message
+            if (event.message.usage !== undefined) usage = Message.addUsage(usage, event.message.usage)
+            for (const block of event.message.content) {
+              if (block.type === "thinking" && block.thinking.trim() !== "") {
+                for (const line of fold(block.thinking, { lines: 2, width: width() - 2 })) {
+                  print(style.dim(`  ${line}`))
+                }
+              }
+            }
+            return
+          }
+          case "ToolStart":
+            return update(toolLine(event.toolName, event.input, 40))
+          case "ToolUpdate": {
+            const progress = (event.update as { readonly output?: unknown }).output
+            if (typeof progress !== "string") return
+            const last = progress.split("\n").filter((line) => line.trim() !== "").pop()
+            if (last !== undefined) update(`${event.toolName}: ${clip(last, 40)}`)
+            return
+          }
+          case "ToolEnd": {
+            const failed = event.result.isError === true
+            const mark = failed ? style.red("✗") : style.green("✓")
+            print(`${mark} ${style.bold(toolLine(event.toolName, inputOf(event), width() - 2))}`)
+            for (const line of fold(Message.textOf(event.result), { lines: 2, width: width() - 4 })) {
+              print(failed ? style.red(`  ${line}`) : style.dim(`  ${line}`))
+            }
+            return update("thinking")
+          }
+          case "ContextCompacted":
+            return print(style.dim(`(context compacted: ${event.compaction.tokensBefore} tokens summarized)`))
+          case "RunEnd": {
+            total = Message.addUsage(total, event.usage)
+            const line = Report.endLine(event, lastAnswer)
+            print(
+              event.outcome._tag === "Completed"
+                ? style.dim(line)
+                : event.outcome._tag === "Failed"
+                ? style.red(line)
+                : style.yellow(line)
+            )
+            return
+          }
+          default:
+            return
+        }
+      }
+      const starts = new Map<string, unknown>()
+      const inputOf = (event: Event.ToolEnd) => starts.get(event.toolCallId)
+      const exit = yield* Loop.stream({
+        input: text,
+        tools: Tools.all,
+        systemPrompt: options.systemPrompt,
+        maxTurns: options.maxTurns,
+        signal: running.controller.signal
+      }).pipe(
+        Stream.runForEach((event) =>
+          Effect.sync(() => {
+            if (event._tag === "ToolStart") starts.set(event.toolCallId, event.input)
+            render(event)
+          })
+        ),
+        Effect.provide(Layer.mergeAll(
+          options.modelLayer(modelName),
+          Layer.succeed(Session.Session, session),
+          Layer.succeed(Inbox.Inbox, inbox),
+          Workspace.layer(options.root),
+          permissions
+        )),
+        Effect.exit
+      )
+      mode = { _tag: "Idle" }
+      if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) explainLines(exit.cause)
+      print(style.dim(statusLine({ model: modelName, turn, usage: total })))
+    })
+
+  const compact = Effect.gen(function*() {
+    const messages = yield* session.messages
+    const previous = yield* session.latestCompaction
+    const from = previous?.firstKeptIndex ?? 0
+    const estimate = messages.slice(from).reduce((sum, message) => sum + Compaction.estimateTokens(message), 0)
+    const cut = Compaction.cutPoint(messages, from, Math.floor(estimate / 4))
+    if (cut <= from) return print("nothing to compact yet")
+    const model = yield* Effect.provide(Model.Model, options.modelLayer(modelName))
+    const { compaction, usage } = yield* Compaction.summarize(model, {
+      messages: messages.slice(from, cut),
+      previous,
+      firstKeptIndex: cut,
+      tokensBefore: estimate
+    })
+    yield* session.appendCompaction(compaction)
+    if (usage !== undefined) total = Message.addUsage(total, usage)
+    print(`compacted: ${cut - from} messages (about ${estimate} tokens) are now a summary`)
+  })
+
+  print(style.dim(`effect-agent · ${modelName} · /help for the commands, Ctrl-D to leave`))
+  if (options.initial !== undefined) Queue.unsafeOffer(idle, { _tag: "Line", text: options.initial })
+  while (true) {
+    setPrompt()
+    const next = yield* Queue.take(idle)
+    if (next._tag === "Leave") break
+    const typed = parse(next.text)
+    switch (typed._tag) {
+      case "Empty":
+        continue
+      case "Unknown":
+        print(style.red(`unknown command /${typed.name}`))
+        print(helpText())
+        continue
+      case "Prompt": {
+        yield* runPrompt(typed.text)
+        // a message typed after the run's last turn boundary starts the next run
+        let queued = yield* inbox.drain
+        while (queued.length > 0 && !options.stop.aborted && !closed) {
+          yield* runPrompt(queued)
+          queued = yield* inbox.drain
+        }
+        if (options.stop.aborted) break
+        continue
+      }
+      case "Command":
+        switch (typed.name) {
+          case "help":
+            print(helpText())
+            continue
+          case "exit":
+            break
+          case "new":
+            yield* switchTo(newFile())
+            continue
+          case "sessions":
+            listed = Sessions.list(options.sessionsDir)
+            print(Sessions.format(listed, width()))
+            if (listed.length > 0) print(style.dim("continue one with /resume <n>"))
+            continue
+          case "resume": {
+            if (listed.length === 0) listed = Sessions.list(options.sessionsDir)
+            const n = Number(typed.argument)
+            const entry = Number.isInteger(n) ? listed[n - 1] : undefined
+            if (entry === undefined) {
+              print(style.red(`/resume needs a number from /sessions (1 to ${listed.length})`))
+              continue
+            }
+            if (entry.path !== sessionPath) yield* switchTo(entry.path)
+            continue
+          }
+          case "model":
+            if (typed.argument === "") print(`model: ${modelName} (switch with /model <name>)`)
+            else {
+              modelName = typed.argument
+              print(`model: ${modelName}`)
+            }
+            continue
+          case "cost":
+            print(statusLine({ model: modelName, turn: 0, usage: total }).replace(/ · turn 0/, ""))
+            continue
+          case "compact": {
+            const exit = yield* Effect.exit(compact)
+            if (Exit.isFailure(exit)) explainLines(exit.cause)
+            continue
+          }
+        }
+    }
+    break
+  }
+  closed = true
+  rl.close()
+})

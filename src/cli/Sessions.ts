@@ -1,0 +1,152 @@
+/**
+ * Where the command keeps its sessions: one directory per workspace under the user's data directory
+ * (`$XDG_DATA_HOME/effect-agent/sessions/<workspace-slug>/`, else `~/.local/share/…`), one
+ * `<timestamp>-<id>.jsonl` file per session, so that the names sort by age and `--continue` picks
+ * the latest. Also the list that `/sessions` shows.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+
+/**
+ * The directory for the sessions of a workspace.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const directory = (
+  root: string,
+  environment: { readonly [name: string]: string | undefined } = process.env
+): string => {
+  const xdg = environment.XDG_DATA_HOME?.trim()
+  const data = xdg !== undefined && xdg !== "" && NodePath.isAbsolute(xdg)
+    ? xdg
+    : NodePath.join(environment.HOME ?? Os.homedir(), ".local", "share")
+  return NodePath.join(data, "effect-agent", "sessions", slug(root))
+}
+
+/**
+ * A workspace path as one directory name: `/home/ann/my app` → `home-ann-my-app`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const slug = (root: string): string =>
+  NodePath.resolve(root).replace(/[^A-Za-z0-9._]+/g, "-").replace(/^-+|-+$/g, "") || "root"
+
+/**
+ * The path of a new session file in `dir`: `<timestamp>-<id>.jsonl`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const newPath = (dir: string, now: Date = new Date(), id: string = crypto.randomUUID()): string =>
+  NodePath.join(dir, `${now.toISOString().replace(/[:.]/g, "-")}-${id.slice(0, 8)}.jsonl`)
+
+/**
+ * Creates `dir` when missing and returns the path of a new session file in it.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const create = (dir: string): string => {
+  Fs.mkdirSync(dir, { recursive: true })
+  return newPath(dir)
+}
+
+/**
+ * A stored session, as `/sessions` lists it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Entry {
+  readonly path: string
+  readonly modified: Date
+  readonly bytes: number
+  /** The first prompt, on one line (empty when the session has none yet). */
+  readonly firstPrompt: string
+}
+
+/**
+ * The sessions in `dir`, newest first (none when it does not exist).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const list = (dir: string): Array<Entry> => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(dir).filter((name) => name.endsWith(".jsonl"))
+  } catch {
+    return []
+  }
+  return names.sort().reverse().map((name) => {
+    const path = NodePath.join(dir, name)
+    const stat = Fs.statSync(path)
+    return { path, modified: stat.mtime, bytes: stat.size, firstPrompt: firstPrompt(path) }
+  })
+}
+
+/**
+ * The latest session in `dir`, if any.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const latest = (dir: string): string | undefined => list(dir)[0]?.path
+
+/**
+ * The `/sessions` list: number, date, size and first prompt, one line each.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const format = (entries: ReadonlyArray<Entry>, width: number): string =>
+  entries.length === 0
+    ? "no sessions yet for this workspace"
+    : entries.map((entry, index) => {
+      const date = entry.modified.toISOString().slice(0, 16).replace("T", " ")
+      const line = `${String(index + 1).padStart(3)}  ${date}  ${size(entry.bytes).padStart(7)}  ${
+        entry.firstPrompt === "" ? "(empty)" : entry.firstPrompt
+      }`
+      return line.length > width ? `${line.slice(0, width - 1)}…` : line
+    }).join("\n")
+
+const size = (bytes: number) => bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} kB`
+
+// reads only the start of the file: a session can be large
+const firstPrompt = (path: string): string => {
+  let text: string
+  try {
+    const handle = Fs.openSync(path, "r")
+    try {
+      const buffer = Buffer.alloc(64 * 1024)
+      const read = Fs.readSync(handle, buffer, 0, buffer.length, 0)
+      text = buffer.subarray(0, read).toString("utf8")
+    } finally {
+      Fs.closeSync(handle)
+    }
+  } catch {
+    return ""
+  }
+  for (const line of text.split("\n")) {
+    try {
+      const entry = JSON.parse(line)
+      if (entry?.type === "message" && entry.message?.role === "user") {
+        const content = entry.message.content
+        const words = typeof content === "string"
+          ? content
+          : Array.isArray(content)
+          ? content.map((part: { readonly text?: string }) => part.text ?? "").join(" ")
+          : ""
+        return words.replace(/\s+/g, " ").trim()
+      }
+    } catch {
+      // a torn or partial line
+    }
+  }
+  return ""
+}

@@ -1,0 +1,351 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs/promises"
+import * as NodePath from "node:path"
+import * as Interactive from "../src/cli/Interactive.js"
+import * as Sessions from "../src/cli/Sessions.js"
+import * as ChatServer from "./utils/chatServer.js"
+import * as Cli from "./utils/cli.js"
+import * as Tmux from "./utils/tmux.js"
+
+describe("the chat's pure parts", () => {
+  it("reads commands, prompts and unknown commands", () => {
+    assert.deepStrictEqual(Interactive.parse("  fix it "), { _tag: "Prompt", text: "fix it" })
+    assert.deepStrictEqual(Interactive.parse("/model gpt-x"), { _tag: "Command", name: "model", argument: "gpt-x" })
+    assert.deepStrictEqual(Interactive.parse("/resume 2"), { _tag: "Command", name: "resume", argument: "2" })
+    assert.deepStrictEqual(Interactive.parse("/frobnicate now"), { _tag: "Unknown", name: "frobnicate" })
+    assert.deepStrictEqual(Interactive.parse("/toString"), { _tag: "Unknown", name: "toString" })
+    assert.deepStrictEqual(Interactive.parse("//etc/hosts?"), { _tag: "Prompt", text: "/etc/hosts?" })
+    assert.deepStrictEqual(Interactive.parse("   "), { _tag: "Empty" })
+  })
+
+  it("folds a long result to two clipped lines and says how much is left out", () => {
+    const text = ["first line", "", "x".repeat(100), "third", "fourth"].join("\n")
+    assert.deepStrictEqual(Interactive.fold(text, { lines: 2, width: 20 }), [
+      "first line",
+      `${"x".repeat(19)}…`,
+      "… 2 more lines"
+    ])
+    assert.deepStrictEqual(Interactive.fold("one", { lines: 2, width: 20 }), ["one"])
+  })
+
+  it("shows a tool call by the argument a person knows it by", () => {
+    assert.strictEqual(Interactive.toolLine("bash", { command: "npm   test" }, 80), "bash npm test")
+    assert.strictEqual(Interactive.toolLine("read_file", { path: "src/a.ts" }, 80), "read_file src/a.ts")
+    assert.strictEqual(Interactive.toolLine("list_files", {}, 80), "list_files {}")
+  })
+
+  it("the status line: model, turn, tokens and the cost when known", () => {
+    const usage = { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15 }
+    assert.strictEqual(Interactive.statusLine({ model: "m", turn: 2, usage }), "m · turn 2 · 15 tokens")
+    assert.strictEqual(
+      Interactive.statusLine({
+        model: "m",
+        turn: 3,
+        usage: {
+          ...usage,
+          totalTokens: 12_345,
+          cost: { input: 0.01, output: 0.02, cacheRead: 0, cacheWrite: 0, total: 0.03 }
+        }
+      }),
+      "m · turn 3 · 12.3k tokens · $0.0300"
+    )
+  })
+
+  it("styles Markdown line by line, code blocks included", () => {
+    assert.strictEqual(Interactive.markdownLine("# Title", false, false).text, "Title")
+    assert.strictEqual(
+      Interactive.markdownLine("- **a** `b`", false, true).text,
+      "• \x1b[1ma\x1b[22m \x1b[36mb\x1b[39m"
+    )
+    const fence = Interactive.markdownLine("```ts", false, false)
+    assert.isTrue(fence.inCode)
+    assert.deepStrictEqual(Interactive.markdownLine("- not a bullet", true, false), {
+      text: "- not a bullet",
+      inCode: true
+    })
+    assert.isFalse(Interactive.markdownLine("```", true, false).inCode)
+  })
+
+  it("sessions live under XDG_DATA_HOME (else ~/.local/share), one directory per workspace", () => {
+    assert.strictEqual(
+      Sessions.directory("/home/ann/my app", { XDG_DATA_HOME: "/data" }),
+      "/data/effect-agent/sessions/home-ann-my-app"
+    )
+    assert.strictEqual(
+      Sessions.directory("/w", { HOME: "/home/ann", XDG_DATA_HOME: "relative" }),
+      "/home/ann/.local/share/effect-agent/sessions/w"
+    )
+    const path = Sessions.newPath("/d", new Date("2026-01-02T03:04:05.678Z"), "abcdef12-3456")
+    assert.strictEqual(path, "/d/2026-01-02T03-04-05-678Z-abcdef12.jsonl")
+  })
+})
+
+/** The fake server's reply to each scenario, chosen from the request. */
+const answer = (body: any): ChatServer.Reply => {
+  const last = ChatServer.lastUserText(body)
+  const afterTool = ChatServer.afterToolResult(body)
+  if (last === "also look at b.txt") return ChatServer.text(["Steered: I read your note."])
+  if (last === "list the files") {
+    return afterTool
+      ? ChatServer.text(["There are **30** files.\n", "- one\n", "- two"])
+      : ChatServer.toolCall("call_list", "list_files", {})
+  }
+  if (last === "run the slow thing") {
+    return afterTool
+      ? ChatServer.text(["The slow thing finished."])
+      : ChatServer.toolCall("call_slow", "bash", { command: "sleep 2 && echo slow-done" })
+  }
+  if (last === "run forever") {
+    return afterTool
+      ? ChatServer.text(["unexpected"])
+      : ChatServer.toolCall("call_forever", "bash", { command: "echo started && sleep 60" })
+  }
+  if (last === "write a file") {
+    return afterTool
+      ? ChatServer.text(["unexpected"])
+      : ChatServer.toolCall("call_write", "write_file", { path: "notes.txt", content: "hello" })
+  }
+  return ChatServer.text([`You said: ${last}`])
+}
+
+const setup = Effect.gen(function*() {
+  const main = yield* Effect.acquireRelease(
+    Effect.promise(Cli.bundle),
+    (main) => Effect.promise(() => Cli.removeBundle(main))
+  )
+  const dir = yield* Cli.tempDir
+  const workspace = NodePath.join(dir, "workspace")
+  yield* Effect.promise(() => Fs.mkdir(workspace))
+  for (let i = 1; i <= 30; i++) {
+    yield* Effect.promise(() => Fs.writeFile(NodePath.join(workspace, `file${String(i).padStart(2, "0")}.txt`), "x"))
+  }
+  const server = yield* ChatServer.make(answer)
+  const data = NodePath.join(dir, "data")
+  const open = (args: ReadonlyArray<string> = []) =>
+    Tmux.start({
+      main,
+      dir,
+      cwd: workspace,
+      args: ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model", ...args],
+      env: { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
+    })
+  const sessionsDir = Sessions.directory(workspace, { XDG_DATA_HOME: data })
+  return { main, dir, workspace, server, open, sessionsDir }
+})
+
+/** Every line of every session file parses, and each tool call has its one result. */
+const checkSessions = (dir: string) =>
+  Effect.promise(async () => {
+    const names = (await Fs.readdir(dir)).filter((name) => name.endsWith(".jsonl"))
+    for (const name of names) {
+      const lines = (await Fs.readFile(NodePath.join(dir, name), "utf8")).trim().split("\n").map((line) =>
+        JSON.parse(line)
+      )
+      const calls = lines.flatMap((entry) =>
+        entry.type === "message" && entry.message.role === "assistant"
+          ? entry.message.content.filter((block: any) => block.type === "toolCall").map((block: any) => block.id)
+          : []
+      )
+      const results = lines.filter((entry) => entry.type === "message" && entry.message.role === "toolResult")
+        .map((entry) => entry.message.toolCallId)
+      assert.deepStrictEqual(results.slice().sort(), calls.slice().sort(), `${name}: every call has one result`)
+    }
+    return names
+  })
+
+describe("the chat in a real terminal (tmux)", () => {
+  it.scopedLive(
+    "a prompt answered with a tool call: the call on one line, its result folded",
+    () =>
+      Effect.gen(function*() {
+        const { open, sessionsDir } = yield* setup
+        const terminal = yield* open()
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("list the files")
+        const screen = yield* terminal.waitFor(/There are 30 files[^]*\[completed: 2 turns/)
+        // the call is one line, and its 30-line result shows two lines and a count of the rest
+        assert.match(screen, /✓ list_files \{\}/)
+        assert.match(screen, /file01\.txt/)
+        assert.match(screen, /… 28 more lines/)
+        assert.notMatch(screen, /file15\.txt/)
+        // Markdown: the bold markers are gone, the bullets are bullets
+        assert.match(screen, /• one/)
+        assert.match(screen, /\[completed: 2 turns/)
+        yield* terminal.waitFor(/test-model · turn 2 · \d+ tokens\n[^\n]*› *$/)
+        // an unknown command shows the help
+        yield* terminal.type("/frobnicate")
+        yield* terminal.waitFor(/unknown command \/frobnicate\n[^]*\/sessions/)
+        // Ctrl-C at an empty prompt leaves, with 0
+        yield* terminal.keys("C-c")
+        yield* terminal.waitFor(/\[exit 0\]/)
+        const names = yield* checkSessions(sessionsDir)
+        assert.strictEqual(names.length, 1)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "a message typed while a slow tool runs is queued and sent at the next turn",
+    () =>
+      Effect.gen(function*() {
+        const { open, server } = yield* setup
+        const terminal = yield* open(["--yes"])
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("run the slow thing")
+        yield* terminal.waitFor(/bash sleep 2/)
+        yield* terminal.type("also look at b.txt")
+        yield* terminal.waitFor(/\(queued for the next turn\) also look at b\.txt/)
+        const screen = yield* terminal.waitFor(/Steered: I read your note\./)
+        assert.match(screen, /✓ bash sleep 2 && echo slow-done\n\s+slow-done/)
+        // the queued message went after the tool's result, in the same run's next request
+        const steered = server.requests.find((body) => ChatServer.lastUserText(body) === "also look at b.txt")
+        const roles = steered.messages.map((message: any) => message.role)
+        assert.deepStrictEqual(roles.slice(-3), ["assistant", "tool", "user"])
+        assert.match(screen, /\[completed: 2 turns/)
+        yield* terminal.keys("C-d")
+        yield* terminal.waitFor(/\[exit 0\]/)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "Ctrl-C during a run aborts it; the prompt comes back and the session goes on",
+    () =>
+      Effect.gen(function*() {
+        const { open, server, sessionsDir } = yield* setup
+        const terminal = yield* open(["--yes"])
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("run forever")
+        yield* terminal.waitFor(/bash: started/)
+        yield* terminal.keys("C-c")
+        const aborted = yield* terminal.waitFor(/\[aborted: /)
+        assert.match(aborted, /✗ bash echo started && sleep 60/)
+        yield* terminal.type("are you there?")
+        yield* terminal.waitFor(/You said: are you there\?/)
+        // the next request carried the aborted call with its result
+        const next = server.requests.find((body) => ChatServer.lastUserText(body) === "are you there?")
+        const toolResult = next.messages.find((message: any) => message.role === "tool")
+        assert.match(toolResult.content, /aborted/i)
+        // Esc aborts too
+        yield* terminal.type("run forever")
+        yield* terminal.waitFor(/› run forever\n[^]*bash: started/)
+        yield* terminal.keys("Escape")
+        yield* terminal.waitFor(/\[aborted: [^]*\[aborted: /)
+        yield* terminal.type("/exit")
+        yield* terminal.waitFor(/\[exit 0\]/)
+        yield* checkSessions(sessionsDir)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "an approval answered n: the call is denied and the denial shown; nothing written",
+    () =>
+      Effect.gen(function*() {
+        const { open, workspace } = yield* setup
+        const terminal = yield* open()
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("write a file")
+        yield* terminal.waitFor(/allow write_file notes\.txt\?/)
+        yield* terminal.type("n")
+        const screen = yield* terminal.waitFor(/\[failed: /)
+        assert.match(screen, /✗ write_file notes\.txt/)
+        assert.match(screen, /the user said no/)
+        const exists = yield* Effect.promise(() =>
+          Fs.stat(NodePath.join(workspace, "notes.txt")).then(() => true, () => false)
+        )
+        assert.isFalse(exists)
+        // the chat goes on
+        yield* terminal.type("hello")
+        yield* terminal.waitFor(/You said: hello/)
+        yield* terminal.keys("C-c")
+        yield* terminal.waitFor(/\[exit 0\]/)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "/sessions lists this workspace's sessions; /resume continues one; --continue the latest",
+    () =>
+      Effect.gen(function*() {
+        const { open, server } = yield* setup
+        const terminal = yield* open()
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("first chat")
+        yield* terminal.waitFor(/You said: first chat/)
+        yield* terminal.type("/new")
+        yield* terminal.waitFor(/session: .*\n[^]*session: /)
+        yield* terminal.type("second chat")
+        yield* terminal.waitFor(/You said: second chat/)
+        yield* terminal.type("/sessions")
+        const listed = yield* terminal.waitFor(/ 2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first chat/)
+        assert.match(listed, / 1 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +second chat/)
+        yield* terminal.type("/resume 2")
+        yield* terminal.waitFor(/\(2 messages\)/)
+        yield* terminal.type("back again")
+        yield* terminal.waitFor(/You said: back again/)
+        const resumed = server.requests.find((body) => ChatServer.lastUserText(body) === "back again")
+        assert.deepStrictEqual(
+          resumed.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
+          ["first chat", "back again"]
+        )
+        yield* terminal.type("/exit")
+        yield* terminal.waitFor(/\[exit 0\]/)
+        // --continue opens the latest session of the workspace
+        const again = yield* open(["--continue"])
+        yield* again.waitFor(/\(\d+ messages\)/)
+        yield* again.type("and more")
+        yield* again.waitFor(/You said: and more/)
+        const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and more")
+        assert.strictEqual(continued.messages.filter((m: any) => m.role === "user").length, 2)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "a corrupt --session file: SessionCorrupt with its line, a new session, the file untouched",
+    () =>
+      Effect.gen(function*() {
+        const { dir, open } = yield* setup
+        const file = NodePath.join(dir, "broken.jsonl")
+        const text = `${JSON.stringify({ type: "session", version: 1, id: "x", createdAt: 1 })}\nnot json\n{}\n`
+        yield* Effect.promise(() => Fs.writeFile(file, text))
+        const terminal = yield* open(["--session", file])
+        const screen = yield* terminal.waitFor(/starting a new session instead/)
+        assert.match(screen, /broken\.jsonl:2: corrupt session log/)
+        yield* terminal.type("hi")
+        yield* terminal.waitFor(/You said: hi/)
+        assert.strictEqual(yield* Effect.promise(() => Fs.readFile(file, "utf8")), text)
+        yield* terminal.keys("C-d")
+        yield* terminal.waitFor(/\[exit 0\]/)
+      }),
+    { timeout: 60_000 }
+  )
+})
+
+describe("without a terminal", () => {
+  it.scopedLive(
+    "no prompt and piped stdin: one-shot mode with the prompt read from stdin",
+    () =>
+      Effect.gen(function*() {
+        const { main, server } = yield* setup
+        const args = ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model"]
+        const piped = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" }, "from a pipe\n")
+        assert.strictEqual(piped.code, 0, piped.stderr)
+        assert.strictEqual(piped.stdout.trim(), "You said: from a pipe")
+        const empty = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" }, "")
+        assert.strictEqual(empty.code, 2)
+        assert.match(empty.stderr, /effect-agent: no prompt\n {2}give one/)
+        // --continue: the next one-shot run goes on with this workspace's latest session
+        const next = yield* Cli.run(main, [...args, "--continue", "and then?"], { OPENAI_API_KEY: "sk-test" })
+        assert.strictEqual(next.stdout.trim(), "You said: and then?", next.stderr)
+        const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and then?")
+        assert.deepStrictEqual(
+          continued.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
+          ["from a pipe", "and then?"]
+        )
+      }),
+    { timeout: 60_000 }
+  )
+})
