@@ -13,6 +13,7 @@ import * as NodePath from "node:path"
 import * as Session from "../src/services/Session.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import { fixtureBin, isAlive } from "./utils/mcp.js"
 import * as ProviderServer from "./utils/providerServer.js"
 
 let main: string
@@ -62,6 +63,62 @@ const assertFailure = (outcome: Cli.Outcome, code: number, lines: ReadonlyArray<
 }
 
 describe("the effect-agent command", () => {
+  it.scopedLive(
+    "--mcp: the config file's servers' tools are offered and called, and the servers end with the command",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* ChatServer.make((body) =>
+          ChatServer.afterToolResult(body)
+            ? ChatServer.text(["done"])
+            : ChatServer.toolCall("c1", "mcp__fixture__pid", {})
+        )
+        const dir = yield* Cli.tempDir
+        const config = NodePath.join(dir, "mcp.json")
+        yield* Effect.promise(() =>
+          Fs.writeFile(
+            config,
+            JSON.stringify({
+              mcpServers: {
+                fixture: {
+                  command: process.execPath,
+                  args: [fixtureBin, "normal"],
+                  env: { MCP_FIXTURE_LOG: NodePath.join(dir, "mcp.log") }
+                }
+              }
+            })
+          )
+        )
+        const outcome = yield* Cli.run(
+          main,
+          [...againstServer(server.url, dir, NodePath.join(dir, "s.jsonl")), "--mcp", config, "which", "pid?"],
+          { OPENAI_API_KEY: "sk-test" }
+        )
+        assert.strictEqual(outcome.code, 0, outcome.stderr)
+        assert.strictEqual(outcome.stdout.trim(), "done")
+        const offered = server.requests[0]!.tools.map((tool: any) => tool.function.name)
+        assert.includeMembers(offered, ["list_files", "bash", "mcp__fixture__pid", "mcp__fixture__wait"])
+        const result = server.requests[1]!.messages.at(-1)
+        assert.strictEqual(result.role, "tool")
+        const pid = Number(typeof result.content === "string" ? result.content : result.content[0].text)
+        assert.isTrue(Number.isInteger(pid) && pid > 0, JSON.stringify(result))
+        assert.isFalse(isAlive(pid), "the MCP server's process ended with the command")
+        const missing = yield* Cli.run(
+          main,
+          [
+            ...againstServer(server.url, dir, NodePath.join(dir, "t.jsonl")),
+            "--mcp",
+            NodePath.join(dir, "no.json"),
+            "hi"
+          ],
+          { OPENAI_API_KEY: "sk-test" }
+        )
+        assert.strictEqual(missing.code, 1, missing.stderr)
+        assert.include(missing.stderr, "no.json")
+        assert.notMatch(missing.stderr, /^\s+at /m)
+      }),
+    60_000
+  )
+
   it.scopedLive("runs a two-turn conversation against an OpenAI-compatible server and stores the session", () =>
     Effect.gen(function*() {
       const server = yield* ProviderServer.make([

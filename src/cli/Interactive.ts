@@ -224,6 +224,8 @@ export interface Options {
   readonly modelLayer: (name: string) => Layer.Layer<Model.Model, unknown>
   readonly systemPrompt: string
   readonly maxTurns: number
+  /** Tools read again at every turn besides the built-in ones (the servers of `--mcp`). */
+  readonly dynamicTools?: Loop.RunOptions["dynamicTools"]
   /** The workspace directory. */
   readonly root: string
   /** Allow every call without asking. */
@@ -532,6 +534,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       const exit = yield* Loop.stream({
         input: text,
         tools: Tools.all,
+        dynamicTools: options.dynamicTools,
         systemPrompt: options.systemPrompt,
         maxTurns: options.maxTurns,
         signal: running.controller.signal

@@ -18,6 +18,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -113,6 +114,31 @@ const yes = Options.boolean("yes").pipe(
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
 )
+const mcp = Options.text("mcp").pipe(
+  Options.optional,
+  Options.withDescription(
+    "an MCP servers file ({ \"mcpServers\": { … } }): their tools join the built-in ones, read again at every turn"
+  )
+)
+
+/**
+ * Starts the MCP servers of a config file for the rest of the command, and returns their tools as a
+ * run's `dynamicTools`. The MCP module is loaded only here: its SDK is an optional peer dependency.
+ */
+const connectMcp = (file: string) =>
+  Effect.gen(function*() {
+    const Mcp = yield* Effect.tryPromise({
+      try: () => import("../Mcp.js"),
+      catch: () =>
+        new Preflight.UsageError({
+          description: "--mcp needs the package @modelcontextprotocol/sdk, which is not installed",
+          hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
+        })
+    })
+    const services = yield* Layer.build(Mcp.fromConfig(file).pipe(Layer.provide(NodeContext.layer)))
+    return Context.get(services, Mcp.Mcp).tools
+  })
+
 const prompt = Args.text({ name: "prompt" }).pipe(
   Args.repeated,
   Args.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
@@ -303,6 +329,7 @@ const agent = Command.make(
     maxTurns,
     yes,
     verbose,
+    mcp,
     prompt
   },
   (options) =>
@@ -312,6 +339,7 @@ const agent = Command.make(
       const root = yield* Preflight.workspace(options.workspace)
       const models = yield* modelLayer(options.provider, options)
       const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
+      const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
       const sessionsDir = Sessions.directory(root)
       const sessionPath = Option.getOrElse(
         options.sessionFile,
@@ -325,6 +353,7 @@ const agent = Command.make(
           modelLayer: models,
           systemPrompt,
           maxTurns: options.maxTurns,
+          dynamicTools,
           root,
           yes: options.yes,
           sessionPath,
@@ -355,6 +384,7 @@ const agent = Command.make(
       const run = Loop.stream({
         input,
         tools: Tools.all,
+        dynamicTools,
         systemPrompt,
         maxTurns: options.maxTurns,
         signal: abort.signal
@@ -409,7 +439,7 @@ const agent = Command.make(
         report.aborted = true
         writeErr("[aborted]\n")
       }
-    })
+    }).pipe(Effect.scoped)
 )
 
 /** `effect-agent export <session.jsonl> [-o file.html]`: the session as one HTML page. */
