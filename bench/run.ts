@@ -2,7 +2,7 @@
  * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
  * process (workload e in one child process per runtime), prints one JSON line per workload and writes
  * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (and then does not rewrite
- * `BENCHMARKS.md`); `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
+ * `BENCHMARKS.md`); `--runtimes a,b` times only the named runtimes; `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
  * rebuilds `BENCHMARKS.md` from saved JSON lines.
  *
  * @since 0.1.0
@@ -25,6 +25,9 @@ const quick = args.includes("--quick")
 const selected = args.filter((a) => /^[a-g]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
+// `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
+const runtimesAt = args.indexOf("--runtimes")
+const runtimeNames = runtimesAt >= 0 ? args[runtimesAt + 1]!.split(",") : undefined
 const runtimes: ReadonlyArray<Harness.Runtime> = [
   Ours.stream(),
   Ours.run(),
@@ -32,7 +35,7 @@ const runtimes: ReadonlyArray<Harness.Runtime> = [
   Pi.loop,
   AiSdk.stream,
   AiSdk.generate
-]
+].filter((runtime) => runtimeNames === undefined || runtimeNames.includes(runtime.name))
 const timing = quick ? { warmup: 1, repeat: 3 } : { warmup: 2, repeat: Harness.repeat }
 // 10,000 concurrent AI SDK runs take several minutes and GBs: `--e-runtimes ours.stream,pi.runAgentLoop` skips it
 const eRuntimesAt = args.indexOf("--e-runtimes")
@@ -90,7 +93,9 @@ const main = async (): Promise<void> => {
       { sleepMs: 50, calls: 10, ...timing }
     ))
   await step("g", () => Abort.latency({ graceMs: 250, ...timing }))
-  if (selected.length === 0 && !quick) await Report.write("BENCHMARKS.md", results, started)
+  if (selected.length === 0 && !quick && runtimeNames === undefined) {
+    await Report.write("BENCHMARKS.md", results, started)
+  }
 }
 
 main().catch((error) => {

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Errors from "./Errors.js"
@@ -158,18 +159,20 @@ export const summarize = (
     readonly instruction?: string | undefined
   }
 ): Effect.Effect<{ readonly compaction: Compaction; readonly usage: Message.Usage | undefined }, Errors.ModelError> =>
-  Effect.map(
+  Effect.zipWith(
     model.complete({
       systemPrompt: options.instruction ?? defaultInstruction,
       tools: [],
       messages: [Message.user(transcript(options.messages, options.previous))]
     }),
-    (response) => ({
+    // stamped with the Clock service, so TestClock drives it
+    Clock.currentTimeMillis,
+    (response, timestamp) => ({
       compaction: {
         summary: Message.textOf(response),
         firstKeptIndex: options.firstKeptIndex,
         tokensBefore: options.tokensBefore,
-        timestamp: Date.now()
+        timestamp
       },
       usage: response.usage
     })

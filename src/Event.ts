@@ -16,7 +16,11 @@ import type * as Model from "./Model.js"
  * @category Models
  */
 export type Outcome =
-  | { readonly _tag: "Completed" }
+  | {
+    readonly _tag: "Completed"
+    /** The stop reason of the last answer (`"length"`: cut by the output limit, its text incomplete). */
+    readonly stopReason: Message.StopReason
+  }
   | { readonly _tag: "Failed"; readonly error: unknown }
   | { readonly _tag: "Aborted" }
 

@@ -1,9 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
@@ -292,6 +295,106 @@ describe("Loop.run", () => {
       const { layer } = scriptedRun([])
       const error = yield* Effect.flip(Loop.run({ input: "hi" }).pipe(Effect.provide(layer)))
       assert.strictEqual(error._tag, "ModelRequestFailed")
+    }))
+})
+
+describe("honest endings", () => {
+  it.effect("a last answer cut by the output limit says so: RunResult.stopReason and RunEnd's outcome are length", () =>
+    Effect.gen(function*() {
+      const script = [
+        Message.assistant([call("c1", "echo", { text: "a" })]),
+        Message.assistant("The files are README.md and sr", { stopReason: "length" })
+      ]
+      const result = yield* Loop.run({ input: "go", tools: [echo] }).pipe(Effect.provide(scriptedRun(script).layer))
+      assert.strictEqual(result.endedBy, "answer")
+      assert.strictEqual(result.stopReason, "length")
+      const events = yield* Loop.stream({ input: "go", tools: [echo] }).pipe(
+        Stream.runCollect,
+        Effect.provide(scriptedRun(script).layer)
+      )
+      const end = Chunk.last(events).pipe(Option.getOrThrow)
+      assert.deepStrictEqual(end._tag === "RunEnd" ? end.outcome : undefined, {
+        _tag: "Completed",
+        stopReason: "length"
+      })
+    }))
+
+  it.effect("a finished answer ends with stopReason stop", () =>
+    Effect.gen(function*() {
+      const { layer } = scriptedRun(checkpointScript)
+      const result = yield* Loop.run({ input: "go", tools: [listFilesFixed([])] }).pipe(Effect.provide(layer))
+      assert.strictEqual(result.stopReason, "stop")
+    }))
+
+  it.effect("tool results are stamped with the Clock service, so TestClock drives them", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_234_000)
+      const { layer } = scriptedRun([
+        Message.assistant([call("c1", "echo", { text: "a" }), call("c2", "nope", {})]),
+        Message.assistant("done")
+      ])
+      const result = yield* Loop.run({ input: "go", tools: [echo] }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(results(result.messages).map((r) => r.timestamp), [1_234_000, 1_234_000])
+    }))
+})
+
+describe("Loop.turn", () => {
+  it.effect("runs one turn at a time: the answer, its results, and whether the loop goes on", () =>
+    Effect.gen(function*() {
+      const { layer, model, session } = scriptedRun(checkpointScript)
+      const tools = [listFilesFixed(["README.md"])]
+      const first = yield* Loop.turn({ input: "list", tools }).pipe(Effect.provide(layer))
+      assert.isTrue(first.continue)
+      assert.deepStrictEqual(first.messages.map((m) => m.role), ["user", "assistant", "toolResult"])
+      assert.deepStrictEqual(first.toolResults.map((r) => Message.textOf(r)), ["README.md"])
+      assert.strictEqual(first.stats.toolCalls.length, 1)
+      // the next turn reads the history from the session, as a backend resuming a stored run does
+      const second = yield* Loop.turn({ input: [], tools }).pipe(Effect.provide(layer))
+      assert.isFalse(second.continue)
+      assert.strictEqual(second.stopReason, "stop")
+      assert.deepStrictEqual(second.messages, [second.answer])
+      assert.deepStrictEqual(model.requests[1]!.messages.map((m) => m.role), ["user", "assistant", "toolResult"])
+      const history = yield* session.messages
+      assert.strictEqual(history.length, 4)
+      assertValid(history)
+    }))
+
+  it.effect("a terminal tool error fails the turn typed, after every call of the answer has its result", () =>
+    Effect.gen(function*() {
+      const budget = Tool.make({
+        name: "spend",
+        description: "spends",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.fail(new BudgetExhausted({ spent: 3 }))
+      })
+      const { layer, session } = scriptedRun([
+        Message.assistant([call("c1", "spend", {}), call("c2", "echo", { text: "later" })])
+      ])
+      const error = yield* Effect.flip(
+        Loop.turn({ input: "go", tools: [budget, echo], concurrency: 1 }).pipe(Effect.provide(layer))
+      )
+      assert.strictEqual(error._tag, "BudgetExhausted")
+      const history = yield* session.messages
+      assertValid(history)
+      assert.strictEqual(results(history).length, 2)
+    }))
+
+  it.effect("interrupting a turn pairs its calls", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const hang = Tool.make({
+        name: "hang",
+        description: "never finishes",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+      })
+      const { layer, session } = scriptedRun([Message.assistant([call("c1", "hang", {})])])
+      const fiber = yield* Effect.fork(Loop.turn({ input: "go", tools: [hang] }).pipe(Effect.provide(layer)))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      const history = yield* session.messages
+      assertValid(history)
+      assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
     }))
 })
 

@@ -1,7 +1,9 @@
 /**
  * The pairing law as a property: for random scripts (streamed responses, 0–5 calls a turn, random tool
  * outcomes, write keys and exclusive tools, queued input) and a random interruption point, the history
- * after the run always pairs every tool call with exactly one result.
+ * after the run always pairs every tool call with exactly one result. Driven through `Loop.run`
+ * (interrupted) and through `Loop.stream` (aborted by its signal), where every start event must also have
+ * its end.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -13,6 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as Errors from "../src/Errors.js"
+import type * as Event from "../src/Event.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import type * as Model from "../src/Model.js"
@@ -105,37 +108,69 @@ const response = (turn: number, calls: ReadonlyArray<Spec>, deltaMs: number, sto
   )
 }
 
+/** Every start event has exactly one end, and the run's end comes last. */
+const assertPairedEvents = (events: ReadonlyArray<Event.AgentEvent>) => {
+  const tools = new Map<string, number>()
+  let turns = 0
+  for (const event of events) {
+    if (event._tag === "ToolStart") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) + 1)
+    if (event._tag === "ToolEnd") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) - 1)
+    if (event._tag === "TurnStart") turns++
+    if (event._tag === "TurnEnd") turns--
+  }
+  for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id}`)
+  assert.strictEqual(turns, 0, "TurnStart/TurnEnd")
+  assert.strictEqual(events[0]?._tag, "RunStart")
+  assert.strictEqual(events[events.length - 1]?._tag, "RunEnd")
+}
+
 describe("the pairing law", () => {
-  it.effect.prop(
-    "every tool call has exactly one result after any exit",
-    [Scenario],
-    ([scenario]) =>
-      Effect.gen(function*() {
-        const inbox = yield* Inbox.make
-        const script = [
-          ...scenario.turns.map((t, i) => response(i + 1, t.calls, t.deltaMs, t.stopReason)),
-          // answers for turns started by queued input or after the script's tool turns
-          ...Array.from({ length: 8 }, (_, i) => response(100 + i, [], 1, "stop"))
-        ]
-        const { layer, session } = scriptedRun(script)
-        const tools = [makeTool("work", "parallel", inbox), makeTool("solo", "exclusive", inbox)]
-        const fiber = yield* Effect.fork(
-          Loop.run({ input: "go", tools, concurrency: scenario.concurrency, maxTurns: 6 }).pipe(
-            Effect.provide(Layer.merge(layer, Layer.succeed(Inbox.Inbox, inbox)))
-          )
-        )
-        // one adjustment runs every sleep that falls before the interruption point, in time order
-        yield* TestClock.adjust(scenario.interruptAt)
-        yield* Fiber.interrupt(fiber)
-        const history = yield* session.messages
-        const checked = Message.validateHistory(history)
-        if (Either.isLeft(checked)) {
-          assert.fail(`${checked.left.message}\n${JSON.stringify(history.map((m) => [m.role, Message.textOf(m)]))}`)
-        }
-        const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
-        const results = history.filter((m) => m.role === "toolResult")
-        assert.strictEqual(results.length, calls.length)
-      }),
-    { fastCheck: { numRuns: 200 } }
-  )
+  for (const via of ["Loop.run", "Loop.stream"] as const) {
+    it.effect.prop(
+      `every tool call has exactly one result after any exit (${via})`,
+      [Scenario],
+      ([scenario]) =>
+        Effect.gen(function*() {
+          const inbox = yield* Inbox.make
+          const script = [
+            ...scenario.turns.map((t, i) => response(i + 1, t.calls, t.deltaMs, t.stopReason)),
+            // answers for turns started by queued input or after the script's tool turns
+            ...Array.from({ length: 8 }, (_, i) => response(100 + i, [], 1, "stop"))
+          ]
+          const { layer, session } = scriptedRun(script)
+          const tools = [makeTool("work", "parallel", inbox), makeTool("solo", "exclusive", inbox)]
+          const options = { input: "go", tools, concurrency: scenario.concurrency, maxTurns: 6 }
+          const services = Layer.merge(layer, Layer.succeed(Inbox.Inbox, inbox))
+          const events: Array<Event.AgentEvent> = []
+          if (via === "Loop.run") {
+            const fiber = yield* Effect.fork(Effect.provide(Loop.run(options), services))
+            // one adjustment runs every sleep that falls before the interruption point, in time order
+            yield* TestClock.adjust(scenario.interruptAt)
+            yield* Fiber.interrupt(fiber)
+          } else {
+            const controller = new AbortController()
+            const fiber = yield* Effect.fork(
+              Loop.stream({ ...options, signal: controller.signal }).pipe(
+                Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+                Effect.provide(services),
+                Effect.either
+              )
+            )
+            yield* TestClock.adjust(scenario.interruptAt)
+            controller.abort()
+            yield* Fiber.join(fiber)
+            assertPairedEvents(events)
+          }
+          const history = yield* session.messages
+          const checked = Message.validateHistory(history)
+          if (Either.isLeft(checked)) {
+            assert.fail(`${checked.left.message}\n${JSON.stringify(history.map((m) => [m.role, Message.textOf(m)]))}`)
+          }
+          const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
+          const results = history.filter((m) => m.role === "toolResult")
+          assert.strictEqual(results.length, calls.length)
+        }),
+      { fastCheck: { numRuns: 200 } }
+    )
+  }
 })

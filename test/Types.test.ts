@@ -70,4 +70,11 @@ describe("the run's types", () => {
       Stream.Stream<Event.AgentEvent, LoopErrors | BudgetExhausted, Model.Model | Session.Session | Database>
     >()
   })
+
+  it("one turn carries the same error and requirement types as a run", () => {
+    const turn = Loop.turn({ input: "hi", tools: [terminal, needsDatabase] })
+    expectTypeOf(turn).toEqualTypeOf<
+      Effect.Effect<Loop.TurnResult, LoopErrors | BudgetExhausted, Model.Model | Session.Session | Database>
+    >()
+  })
 })
