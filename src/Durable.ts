@@ -764,30 +764,17 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     }
   }).pipe(Effect.orDie)
 
-/**
- * One turn of the loop: its input, one answer, the answer's tool calls.
- */
+/** One turn of the loop (`Loop.turn`): its input, one answer, the answer's tool calls. */
 const runTurn = (options: {
   readonly input: ReadonlyArray<Message.Message>
   readonly tools: ReadonlyArray<Tool.Any>
   readonly systemPrompt: string | undefined
-}): Effect.Effect<{ readonly continue: boolean }, unknown, Model.Model | Session.Session> =>
-  Effect.map(
-    Loop.run({
-      input: options.input,
-      tools: options.tools,
-      systemPrompt: options.systemPrompt,
-      maxTurns: 1,
-      shouldContinue: () => false
-    }) as Effect.Effect<Loop.RunResult, unknown, Model.Model | Session.Session>,
-    (result) => {
-      const answers = result.messages.filter((message): message is Message.AssistantMessage =>
-        message.role === "assistant"
-      )
-      const last = answers[answers.length - 1]
-      return { continue: last !== undefined && Message.toolCalls(last).length > 0 }
-    }
-  )
+}): Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session> =>
+  Loop.turn({
+    input: options.input,
+    tools: options.tools,
+    systemPrompt: options.systemPrompt
+  }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session>
 
 const awaitApproval = (toolCallId: string, timeout: Duration.Duration) =>
   DurableDeferred.raceAll<
