@@ -12,25 +12,27 @@
  */
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as DeliverAt from "@effect/cluster/DeliverAt"
 import * as Entity from "@effect/cluster/Entity"
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
-import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
+import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PrimaryKey from "effect/PrimaryKey"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -169,6 +171,27 @@ export const approvalTimedOutText = (after: Duration.Duration) => `No approval c
 // -----------------------------------------------------------------------------
 
 /**
+ * The payload of the message a run schedules when it asks for an approval: delivered at `at`, it denies
+ * the call if no decision came first (a decision already made is kept).
+ *
+ * @since 0.1.0
+ * @category Entity
+ */
+export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent/Durable/ApprovalTimeout")({
+  runId: Schema.String,
+  toolCallId: Schema.String,
+  at: Schema.Number,
+  after: Schema.Number
+}) {
+  [DeliverAt.symbol](): DateTime.DateTime {
+    return DateTime.unsafeMake(this.at)
+  }
+  [PrimaryKey.symbol](): string {
+    return `${this.runId}/${this.toolCallId}`
+  }
+}
+
+/**
  * The session entity: addressed by session id; `Prompt`, `Steer`, `Abort` and `Approve` are persisted
  * and deduplicated by the client-given id, so a retried request acts once.
  *
@@ -199,6 +222,7 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
     error: Schema.Union(StoreFailed, SessionNotFound),
     primaryKey: ({ toolCallId }) => toolCallId
   }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("History", {
     success: Schema.Array(Message.Message),
     error: Schema.Union(StoreFailed, SessionNotFound)
@@ -335,7 +359,8 @@ export const checkedSql = <E, R>(
 ): Layer.Layer<SqlClient.SqlClient, DatabaseUnreachable, R> => {
   const unreachable = (error: unknown) => new DatabaseUnreachable({ url: redactUrl(url), description: describe(error) })
   return Layer.flatMap(
-    Layer.mapError(sql, unreachable),
+    // a driver may also throw (SQLite, for a missing directory)
+    Layer.catchAllCause(sql, (cause) => Layer.fail(unreachable(Cause.squash(cause)))),
     (context) =>
       Layer.effectContext(
         Effect.as(
@@ -446,6 +471,26 @@ const entityHandlers = Effect.gen(function*() {
       yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
     })
 
+  /** Completes the approval of a call; the first decision stands (a later one is deduplicated). */
+  const decide = (runId: string, toolCallId: string, decision: Decision) =>
+    Effect.gen(function*() {
+      const executionId = yield* RunWorkflow.executionId({ sessionId, runId })
+      const deferred = approvalDeferred(toolCallId)
+      yield* DurableDeferred.done(deferred, {
+        token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
+        exit: Exit.succeed(decision)
+      })
+      // a decision that lands while the run is still on its way to suspending finds nothing to resume:
+      // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
+      yield* Effect.forkDaemon(
+        Effect.forEach(
+          [100, 400, 1000, 3000],
+          (millis) => Effect.zipRight(Effect.sleep(millis), RunWorkflow.resume(executionId)),
+          { discard: true }
+        ).pipe(Effect.provide(context))
+      )
+    })
+
   return SessionEntity.of({
     Prompt: ({ payload }) =>
       withStore(Effect.gen(function*() {
@@ -476,15 +521,15 @@ const entityHandlers = Effect.gen(function*() {
         return yield* withStore(Effect.gen(function*() {
           const running = yield* runningRun(sessionId)
           if (Option.isNone(running)) return {}
-          const executionId = yield* RunWorkflow.executionId({ sessionId, runId: running.value.run_id })
-          const deferred = approvalDeferred(payload.toolCallId)
-          yield* DurableDeferred.done(deferred, {
-            token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
-            exit: Exit.succeed(payload.decision)
-          })
+          yield* decide(running.value.run_id, payload.toolCallId, payload.decision)
           return { runId: running.value.run_id }
         }))
       }),
+    ApprovalTimeout: ({ payload }) =>
+      withStore(decide(payload.runId, payload.toolCallId, {
+        _tag: "Deny",
+        reason: approvalTimedOutText(Duration.millis(payload.after))
+      })),
     History: () =>
       Effect.zipRight(
         requireSession,
@@ -583,7 +628,9 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     const { runId, sessionId } = payload
     const sql = yield* SqlClient.SqlClient
     const model = yield* Model.Model
-    const workflowContext = yield* Effect.context<WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>()
+    const workflowContext = yield* Effect.context<
+      WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine | Sharding.Sharding
+    >()
     const instance = Context.get(workflowContext, WorkflowEngine.WorkflowInstance)
     const store = yield* SessionSql.makeSql(sessionId)
     const pollEvery = Duration.decode(options.abortPollInterval ?? "200 millis")
@@ -694,7 +741,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const verdict = options.policy?.(request) ?? "Allow"
         if (verdict === "Allow") return Effect.succeed(Permissions.allow)
         if (verdict !== "Ask") return Effect.succeed(Permissions.deny(verdict.reason))
-        return awaitApproval(request.toolCallId, approvalTimeout).pipe(
+        return awaitApproval(sessionId, runId, request.toolCallId, approvalTimeout).pipe(
           Effect.map((decision) => decision._tag === "Allow" ? Permissions.allow : Permissions.deny(decision.reason)),
           Effect.provide(workflowContext),
           Effect.orDie
@@ -749,6 +796,8 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         runTurn({ input, tools, systemPrompt: options.systemPrompt }).pipe(Effect.provide(services))
       )
       turns++
+      // a suspension (waiting for an approval) or a shutdown interrupts the turn: the workflow resumes later
+      if (Exit.isFailure(exit) && Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
       if (Exit.isFailure(exit)) {
         const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
         return yield* finish({ _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
@@ -776,24 +825,28 @@ const runTurn = (options: {
     systemPrompt: options.systemPrompt
   }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session>
 
-const awaitApproval = (toolCallId: string, timeout: Duration.Duration) =>
-  DurableDeferred.raceAll<
-    [Effect.Effect<Decision, never, any>, Effect.Effect<Decision, never, any>],
-    Decision,
-    never,
-    never,
-    never
-  >({
-    name: `approval-or-timeout/${toolCallId}`,
-    success: Decision,
-    error: Schema.Never,
-    effects: [
-      DurableDeferred.await(approvalDeferred(toolCallId)),
-      Effect.as(
-        DurableClock.sleep({ name: `approval-timeout/${toolCallId}`, duration: timeout, inMemoryThreshold: 0 }),
-        { _tag: "Deny", reason: approvalTimedOutText(timeout) } as Decision
+/**
+ * Waits for the decision on a call: schedules the timeout message once (an activity), then awaits the
+ * deferred, suspending the run (no memory is held while it waits).
+ */
+const awaitApproval = (sessionId: string, runId: string, toolCallId: string, timeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const makeClient = yield* SessionEntity.client
+    yield* Activity.make({
+      name: `approval-timeout/${toolCallId}`,
+      execute: Effect.orDie(
+        makeClient(sessionId).ApprovalTimeout(
+          new ApprovalTimeout({
+            runId,
+            toolCallId,
+            at: Date.now() + Duration.toMillis(timeout),
+            after: Duration.toMillis(timeout)
+          }),
+          { discard: true }
+        )
       )
-    ]
+    })
+    return yield* DurableDeferred.await(approvalDeferred(toolCallId))
   })
 
 const abortedAnswer = (): Message.AssistantMessage => ({
