@@ -46,6 +46,13 @@ import * as SessionSql from "./services/SessionSql.js"
 import * as Tool from "./Tool.js"
 import * as Tools from "./tools/index.js"
 
+/**
+ * The SQL session store (`SessionSql.layerSql`), which durable runs keep their history in.
+ *
+ * @since 0.1.0
+ */
+export * as SessionSql from "./services/SessionSql.js"
+
 // -----------------------------------------------------------------------------
 // Errors
 // -----------------------------------------------------------------------------

@@ -29,7 +29,8 @@ export const fakeProvider = (options: {
   Effect.acquireRelease(
     Effect.async<{ readonly server: Http.Server; readonly handle: FakeProvider }>((resume) => {
       const requests = new Map<string, number>()
-      const handle: FakeProvider = { url: "", requests, total: () => sum(requests) }
+      const log: Array<ProviderRequest> = []
+      const handle: FakeProvider = { url: "", requests, log, total: () => sum(requests) }
       const server = Http.createServer((req, res) => {
         const chunks: Array<Buffer> = []
         req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -42,6 +43,7 @@ export const fakeProvider = (options: {
           const turn = body.messages.filter((message) => message.role === "assistant").length
           const key = `${sessionId}#${turn}`
           requests.set(key, (requests.get(key) ?? 0) + 1)
+          log.push({ sessionId, turn, pid: Number(req.headers["x-runner-pid"] ?? 0), at: Date.now() })
           const step = options.script(sessionId, turn)
           const frames = step._tag === "Answer"
             ? [
@@ -98,10 +100,19 @@ export const fakeProvider = (options: {
       })
   ).pipe(Effect.map(({ handle }) => handle))
 
+/** One model request: whose, which turn, from which runner process, when. */
+export interface ProviderRequest {
+  readonly sessionId: string
+  readonly turn: number
+  readonly pid: number
+  readonly at: number
+}
+
 /** A running fake provider: `requests` counts the model requests of each `session#turn`. */
 export interface FakeProvider {
   readonly url: string
   readonly requests: Map<string, number>
+  readonly log: Array<ProviderRequest>
   readonly total: () => number
 }
 
