@@ -80,6 +80,47 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
+      "Steer and a Prompt during a run are queued and taken at the next turn boundary, in order",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          let release = false
+          const requests: Array<ReadonlyArray<Message.Message>> = []
+          const model = Model.make({
+            complete: (request) =>
+              Effect.gen(function*() {
+                requests.push(request.messages)
+                if (requests.length === 1) {
+                  while (!release) yield* Effect.sleep("20 millis")
+                  return Message.assistant([Message.toolCall("c1", "echo", { text: "a" })])
+                }
+                return Message.assistant("done")
+              })
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("steer")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "first" })
+            yield* waitUntil(() => requests.length === 1)
+            yield* client.Steer({ inputId: "s1", text: "steered" })
+            yield* client.Steer({ inputId: "s1", text: "steered" })
+            const second = yield* client.Prompt({ inputId: "p2", text: "second" })
+            assert.deepStrictEqual(second, { runId, queued: true })
+            release = true
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(
+              history.map((message) => `${message.role}:${Message.textOf(message)}`),
+              ["user:first", "assistant:", "toolResult:a", "user:steered", "user:second", "assistant:done"]
+            )
+            assert.strictEqual(requests.length, 2)
+            assert.deepStrictEqual(requests[1]!.slice(-2).map(Message.textOf), ["steered", "second"])
+          }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "Abort mid-tool interrupts the running call: it gets `Operation aborted` and the run ends Aborted",
       () =>
         Effect.gen(function*() {
