@@ -49,7 +49,7 @@ const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) =>
   Effect.gen(function*() {
     const deadline = Date.now() + timeoutMs
     while (!check()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      if (Date.now() > deadline) return yield* Effect.fail(`timed out waiting for ${what}`)
       yield* Effect.sleep("20 millis")
     }
   })
@@ -182,7 +182,11 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
         }
         let kills = 0
         for (let round = 0; round < 4; round++) {
+          const before = provider.total()
           const current = yield* spawn(config)
+          // the restarted runner first re-asks the turns the last kill cut off: the next kill waits until
+          // they were answered (up to 3 s), so that it lands in a later step
+          yield* waitFor(() => provider.total() >= before + sessions.length, "progress", 3000).pipe(Effect.ignore)
           const delay = yield* Random.nextIntBetween(300, 1200)
           yield* Effect.sleep(delay)
           if (current.runner.exited()) return assert.fail(current.runner.output())
