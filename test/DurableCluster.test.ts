@@ -107,7 +107,11 @@ const killTest = (storeLayer: Effect.Effect<Store, unknown, Scope.Scope>) =>
     )
     while (kills.length < killCount) {
       yield* Effect.sleep(yield* Random.nextIntBetween(700, 1800))
-      const index = yield* Random.nextIntBetween(0, 3)
+      // a random runner among those that took a step in the last second (so the kill cuts off work)
+      const busy = new Set(progress(provider, work).filter((event) => event.at > Date.now() - 1000).map((e) => e.pid))
+      const candidates = [0, 1, 2].filter((index) => busy.has(runners[index]!.runner.child.pid!))
+      const pool = candidates.length > 0 ? candidates : [0, 1, 2]
+      const index = pool[yield* Random.nextIntBetween(0, pool.length)]!
       const { runner, scope } = runners[index]!
       kills.push({ pid: runner.child.pid!, at: Date.now() })
       yield* runner.kill("SIGKILL")
