@@ -44,6 +44,12 @@ export interface Context {
   readonly toolName: string
   /** Reports progress; it reaches the run's event stream as a `ToolUpdate` event. */
   readonly update: (progress: unknown) => Effect.Effect<void>
+  /**
+   * A key that stays the same when the call is run again (a durable run re-runs a step cut off by a
+   * crash): the tool-call id. A tool with side effects can pass it on (as an idempotency key of an API)
+   * so a re-run does not repeat them. Set by durable runs; absent in the local loop.
+   */
+  readonly idempotencyKey?: string | undefined
 }
 
 /**
@@ -76,6 +82,11 @@ export interface Tool<in out Input, out E = never, out R = never> {
   readonly key?: ((input: Input) => Effect.Effect<string | undefined, never, R>) | undefined
   /** Interrupts the call after this long; the model gets an error result naming the limit. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Whether running the call again with the same input is safe (a durable run re-runs a call cut off
+   * by a crash only if it is; otherwise the call gets an error result instead of running twice).
+   */
+  readonly idempotent?: boolean | undefined
 }
 
 /**
@@ -93,6 +104,7 @@ export interface Any {
   readonly execution: Execution
   readonly key?: ((input: any) => Effect.Effect<string | undefined, never, any>) | undefined
   readonly timeout?: Duration.DurationInput | undefined
+  readonly idempotent?: boolean | undefined
 }
 
 /**
@@ -163,6 +175,7 @@ export const make = <Input, E = never, R = never>(options: {
   readonly execution?: Execution | undefined
   readonly key?: ((input: Input) => string | undefined | Effect.Effect<string | undefined, never, R>) | undefined
   readonly timeout?: Duration.DurationInput | undefined
+  readonly idempotent?: boolean | undefined
 }): Tool<Input, E, R> => {
   const { $schema: _, ...jsonSchema } = JSONSchema.make(options.parameters)
   const key = options.key
@@ -177,7 +190,8 @@ export const make = <Input, E = never, R = never>(options: {
       const k = key(input)
       return Effect.isEffect(k) ? k : Effect.succeed(k)
     },
-    timeout: options.timeout
+    timeout: options.timeout,
+    idempotent: options.idempotent
   }
 }
 

@@ -8,6 +8,7 @@ import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import * as Durable from "../src/Durable.js"
 import type * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -444,4 +445,17 @@ describe("tools in a run", () => {
         assert.strictEqual(readText(root, "counter.txt"), `n=${steps}`)
         assert.strictEqual(readText(root, "other.txt"), "independent")
       })))
+})
+
+describe("the built-in tools after a crash", () => {
+  it("the file tools may run again with the same input (also when made with options); bash may not", () => {
+    const rerunnable = (tool: Tool.Any) => Durable.mayRerun(tool)
+    assert.deepStrictEqual(
+      [Tools.listFiles, Tools.readFile, Tools.writeFile, Tools.editFile, Tools.ListFiles.make({ limit: 10 })].map(
+        rerunnable
+      ),
+      [true, true, true, true, true]
+    )
+    assert.isFalse(rerunnable(Tools.bash))
+  })
 })

@@ -34,6 +34,7 @@ export const Parameters = Schema.Struct({
  */
 export const editFile = Tool.make({
   name: "edit_file",
+  idempotent: true,
   description:
     "Replace one exact occurrence of oldText with newText in a file of the workspace. oldText must match the file exactly (whitespace included) and occur exactly once: include enough surrounding lines to make it unique.",
   parameters: Parameters,

@@ -42,6 +42,7 @@ export const make = (options: { readonly limit?: number | undefined } = {}) => {
   const limit = options.limit ?? defaultLimit
   return Tool.make({
     name: "list_files",
+    idempotent: true,
     description:
       "List the files under a directory of the workspace, recursively, as paths relative to the workspace root. Skips .git, node_modules and files ignored by .gitignore.",
     parameters: Parameters,

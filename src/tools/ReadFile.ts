@@ -64,6 +64,7 @@ export const make = (
   const maxImageBytes = options.maxImageBytes ?? defaults.maxImageBytes
   return Tool.make({
     name: "read_file",
+    idempotent: true,
     description:
       `Read a file of the workspace. Text comes back with line numbers (\`<number>\\t<line>\`; the numbers are not part of the file), at most ${maxLines} lines or ${maxBytes} bytes at a time: use offset and limit to read further. Images (png, jpg, gif, webp) come back as images.`,
     parameters: Parameters,

@@ -32,6 +32,7 @@ export const Parameters = Schema.Struct({
  */
 export const writeFile = Tool.make({
   name: "write_file",
+  idempotent: true,
   description:
     "Write a file of the workspace, replacing its content if it exists; parent directories are created. Prefer edit_file for changes to an existing file.",
   parameters: Parameters,

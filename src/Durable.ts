@@ -1,0 +1,874 @@
+/**
+ * Durable runs on `@effect/cluster` and `@effect/workflow`: a session is an entity addressed by its id
+ * (RPCs `Prompt`, `Steer`, `Abort`, `Approve`, `History`, `Events`, `Wait`), and a run is a workflow
+ * that takes the loop's turns one at a time, with one activity per model response and one per tool
+ * call. Activity results are persisted, so a run resumed on another runner after a crash replays the
+ * finished steps instead of calling the model again; the history is the session's log in the SQL store
+ * (`Session.layerSql`), written with idempotent appends. Activities run at least once: a tool call cut
+ * off by a crash runs again only if its tool is declared `idempotent`, otherwise it gets the result
+ * `Interrupted by a restart; not re-run`.
+ *
+ * @since 0.1.0
+ */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as DeliverAt from "@effect/cluster/DeliverAt"
+import * as Entity from "@effect/cluster/Entity"
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as HashSet from "effect/HashSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as PrimaryKey from "effect/PrimaryKey"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Errors from "./Errors.js"
+import * as Loop from "./Loop.js"
+import * as Message from "./Message.js"
+import * as Model from "./Model.js"
+import * as Permissions from "./services/Permissions.js"
+import * as Session from "./services/Session.js"
+import * as SessionSql from "./services/SessionSql.js"
+import * as Tool from "./Tool.js"
+
+/**
+ * The SQL session store (`SessionSql.layerSql`), which durable runs keep their history in.
+ *
+ * @since 0.1.0
+ */
+export * as SessionSql from "./services/SessionSql.js"
+
+// -----------------------------------------------------------------------------
+// Errors
+// -----------------------------------------------------------------------------
+
+/**
+ * No session with this id exists in the store.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class SessionNotFound
+  extends Schema.TaggedError<SessionNotFound>("effect-agent/SessionNotFound")("SessionNotFound", {
+    sessionId: Schema.String
+  })
+{
+  override get message(): string {
+    return `No session ${this.sessionId}: send a Prompt to start it`
+  }
+}
+
+/**
+ * The store's database could not be reached when the runner started; `url` has its password redacted.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class DatabaseUnreachable
+  extends Schema.TaggedError<DatabaseUnreachable>("effect-agent/DatabaseUnreachable")("DatabaseUnreachable", {
+    url: Schema.String,
+    description: Schema.String
+  })
+{
+  override get message(): string {
+    return `Cannot reach the database ${this.url}: ${this.description}`
+  }
+}
+
+/**
+ * A durable store operation failed.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class StoreFailed extends Schema.TaggedError<StoreFailed>("effect-agent/DurableStoreFailed")("StoreFailed", {
+  description: Schema.String
+}) {}
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * How a durable run ended.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Outcome = Schema.Union(
+  Schema.TaggedStruct("Completed", { turns: Schema.Number }),
+  Schema.TaggedStruct("Aborted", { turns: Schema.Number }),
+  Schema.TaggedStruct("Failed", { turns: Schema.Number, reason: Schema.String })
+)
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type Outcome = typeof Outcome.Type
+
+/**
+ * A decision on a tool call waiting for approval.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Decision = Schema.Union(
+  Schema.TaggedStruct("Allow", {}),
+  Schema.TaggedStruct("Deny", { reason: Schema.String })
+)
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * What `Events` streams: each message of the session's log as it is stored (with its position), and
+ * the end of each run.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const SessionEvent = Schema.Union(
+  Schema.TaggedStruct("Message", { position: Schema.Number, message: Message.Message }),
+  Schema.TaggedStruct("RunEnd", { runId: Schema.String, outcome: Outcome })
+)
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type SessionEvent = typeof SessionEvent.Type
+
+/**
+ * The text of the result of a call of a tool that may not be re-run, when a crash cut the call off.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const interruptedText = "Interrupted by a restart; not re-run"
+
+/**
+ * The reason a tool call waiting for approval is denied when no decision came in time.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const approvalTimedOutText = (after: Duration.Duration) => `No approval came within ${Duration.format(after)}`
+
+// -----------------------------------------------------------------------------
+// The session entity
+// -----------------------------------------------------------------------------
+
+/**
+ * The payload of the message a run schedules when it asks for an approval: delivered at `at`, it denies
+ * the call if no decision came first (a decision already made is kept).
+ *
+ * @since 0.1.0
+ * @category Entity
+ */
+export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent/Durable/ApprovalTimeout")({
+  runId: Schema.String,
+  toolCallId: Schema.String,
+  at: Schema.Number,
+  after: Schema.Number
+}) {
+  [DeliverAt.symbol](): DateTime.DateTime {
+    return DateTime.unsafeMake(this.at)
+  }
+  [PrimaryKey.symbol](): string {
+    return `${this.runId}/${this.toolCallId}`
+  }
+}
+
+/**
+ * The session entity: addressed by session id; `Prompt`, `Steer`, `Abort` and `Approve` are persisted
+ * and deduplicated by the client-given id, so a retried request acts once.
+ *
+ * @since 0.1.0
+ * @category Entity
+ */
+export const SessionEntity = Entity.make("effect-agent/Session", [
+  Rpc.make("Prompt", {
+    payload: { inputId: Schema.String, text: Schema.String },
+    success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
+    error: StoreFailed,
+    primaryKey: ({ inputId }) => inputId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Steer", {
+    payload: { inputId: Schema.String, text: Schema.String },
+    error: StoreFailed,
+    primaryKey: ({ inputId }) => inputId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Abort", {
+    payload: { requestId: Schema.String },
+    success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
+    error: StoreFailed,
+    primaryKey: ({ requestId }) => requestId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Approve", {
+    payload: { toolCallId: Schema.String, decision: Decision },
+    success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
+    error: Schema.Union(StoreFailed, SessionNotFound),
+    primaryKey: ({ toolCallId }) => toolCallId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("History", {
+    success: Schema.Array(Message.Message),
+    error: Schema.Union(StoreFailed, SessionNotFound)
+  }),
+  Rpc.make("Wait", {
+    payload: { runId: Schema.String },
+    success: Outcome,
+    error: StoreFailed
+  }),
+  Rpc.make("Events", {
+    payload: { after: Schema.optional(Schema.Number) },
+    success: SessionEvent,
+    error: Schema.Union(StoreFailed, SessionNotFound),
+    stream: true
+  })
+])
+
+/**
+ * The run workflow: one execution per run, keyed by its run id.
+ *
+ * @since 0.1.0
+ * @category Workflow
+ */
+export const RunWorkflow = Workflow.make({
+  name: "effect-agent/Run",
+  payload: { sessionId: Schema.String, runId: Schema.String },
+  success: Outcome,
+  idempotencyKey: ({ runId }) => runId
+})
+
+// -----------------------------------------------------------------------------
+// Options
+// -----------------------------------------------------------------------------
+
+/**
+ * What a permission policy says of a tool call in a durable run: `Ask` waits for an `Approve`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Policy = (
+  request: Permissions.Request
+) => "Allow" | "Ask" | { readonly _tag: "Deny"; readonly reason: string }
+
+/**
+ * The options of a durable runner.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<Tool.Any>> {
+  readonly tools?: Tools | undefined
+  readonly systemPrompt?: string | undefined
+  /** The most turns a run takes (default 50); one more fails the run. */
+  readonly maxTurns?: number | undefined
+  /** Decides each tool call; `Ask` suspends the run until an `Approve` (default: allow every call). */
+  readonly policy?: Policy | undefined
+  /** How long an approval may take; then the call is denied with a timeout reason (default 7 days). */
+  readonly approvalTimeout?: Duration.DurationInput | undefined
+  /** How often a running step checks for an `Abort` (default 200 millis). */
+  readonly abortPollInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * Whether a call of this tool may run again after a crash cut it off: tools declared `idempotent` (the
+ * built-in file tools are: re-running them with the same input gives the same result; `bash` is not).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const mayRerun = (tool: Tool.Any): boolean => tool.idempotent === true
+
+// -----------------------------------------------------------------------------
+// Layers
+// -----------------------------------------------------------------------------
+
+/**
+ * Registers the session entity and the run workflow on the runner: provide it with a `Model`, the
+ * tools' requirements, a `SqlClient`, and a cluster (`Sharding` and a `WorkflowEngine`, for example
+ * `layerSingleRunner` or `@effect/platform-node`'s `NodeClusterSocket.layer` with
+ * `ClusterWorkflowEngine.layer`).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
+  options: Options<Tools> = {}
+): Layer.Layer<
+  never,
+  StoreFailed,
+  | Model.Model
+  | SqlClient.SqlClient
+  | Sharding.Sharding
+  | WorkflowEngine.WorkflowEngine
+  | Tool.Requirements<Tools[number]>
+> =>
+  Layer.mergeAll(
+    SessionEntity.toLayer(entityHandlers, { concurrency: "unbounded", maxIdleTime: "30 seconds" }),
+    RunWorkflow.toLayer((payload, executionId) => runWorkflow(options, payload, executionId))
+  ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
+
+/**
+ * A cluster of one runner on the store's database (SQLite: one file, nothing to start): `Sharding` and
+ * the workflow engine. Shards are not locked in the database, so run one runner per database with it.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerSingleRunner = (options?: {
+  readonly shardingConfig?: Parameters<typeof SingleRunner.layer>[0] extends infer O
+    ? O extends { readonly shardingConfig?: infer C } ? C : never
+    : never
+}): Layer.Layer<Sharding.Sharding | WorkflowEngine.WorkflowEngine, never, SqlClient.SqlClient> =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(SingleRunner.layer({
+      runnerStorage: "memory",
+      shardingConfig: { entityMessagePollInterval: "500 millis", ...options?.shardingConfig }
+    })),
+    Layer.orDie
+  )
+
+/**
+ * Wraps a `SqlClient` layer so a database that cannot be reached at start fails with
+ * `DatabaseUnreachable` naming `url` (its password redacted).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const checkedSql = <E, R>(
+  url: string,
+  sql: Layer.Layer<SqlClient.SqlClient, E, R>
+): Layer.Layer<SqlClient.SqlClient, DatabaseUnreachable, R> => {
+  const unreachable = (error: unknown) => new DatabaseUnreachable({ url: redactUrl(url), description: describe(error) })
+  return Layer.flatMap(
+    // a driver may also throw (SQLite, for a missing directory)
+    Layer.catchAllCause(sql, (cause) => Layer.fail(unreachable(Cause.squash(cause)))),
+    (context) =>
+      Layer.effectContext(
+        Effect.as(
+          Effect.mapError(Context.get(context, SqlClient.SqlClient)`SELECT 1`, unreachable),
+          context
+        )
+      )
+  )
+}
+
+/**
+ * `url` with its password replaced by `***`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const redactUrl = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return url.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@")
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Clients
+// -----------------------------------------------------------------------------
+
+/**
+ * A client of the session entities, from any process of the cluster.
+ *
+ * @since 0.1.0
+ * @category Clients
+ */
+export const client = SessionEntity.client
+
+// -----------------------------------------------------------------------------
+// Store
+// -----------------------------------------------------------------------------
+
+/**
+ * Creates the tables of durable runs (and the session store's), if missing.
+ *
+ * @since 0.1.0
+ * @category Store
+ */
+export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Effect.gen(function*() {
+  yield* SessionSql.migrate().pipe(Effect.mapError((error) => new StoreFailed({ description: error.message })))
+  const sql = yield* SqlClient.SqlClient
+  const id = sql.onDialectOrElse({
+    pg: () => sql.literal("BIGSERIAL PRIMARY KEY"),
+    orElse: () => sql.literal("INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_runs (
+    run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
+    created_at BIGINT NOT NULL, ended_at BIGINT)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
+    id ${id}, session_id TEXT NOT NULL, input_id TEXT NOT NULL, message TEXT NOT NULL, run_id TEXT,
+    UNIQUE (session_id, input_id))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_aborts (run_id TEXT PRIMARY KEY, at BIGINT NOT NULL)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_tool_starts (call_key TEXT PRIMARY KEY, at BIGINT NOT NULL)`
+}).pipe(Effect.mapError(storeFailed))
+
+interface RunRow {
+  readonly run_id: string
+  readonly session_id: string
+  readonly status: string
+  readonly outcome: string | null
+}
+
+const runningRun = (sessionId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE session_id = ${sessionId} AND status = 'running' ORDER BY created_at DESC LIMIT 1`,
+      (rows) => Option.fromNullable(rows[0])
+    ))
+
+const enqueue = (sessionId: string, inputId: string, text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO effect_agent_inbox (session_id, input_id, message)
+      VALUES (${sessionId}, ${inputId}, ${JSON.stringify(Message.user(text))})
+      ON CONFLICT (session_id, input_id) DO NOTHING`)
+
+// -----------------------------------------------------------------------------
+// Entity handlers
+// -----------------------------------------------------------------------------
+
+const entityHandlers = Effect.gen(function*() {
+  const address = yield* Entity.CurrentAddress
+  const sessionId = address.entityId
+  const sql = yield* SqlClient.SqlClient
+  const context = yield* Effect.context<WorkflowEngine.WorkflowEngine | SqlClient.SqlClient>()
+  const withStore = <A, E>(
+    effect: Effect.Effect<A, E, SqlClient.SqlClient | WorkflowEngine.WorkflowEngine>
+  ): Effect.Effect<A, StoreFailed> => effect.pipe(Effect.provide(context), Effect.mapError(storeFailed))
+  const requireSession = Effect.flatMap(
+    Effect.provide(SessionSql.exists(sessionId), context),
+    (exists) => exists ? Effect.void : Effect.fail(new SessionNotFound({ sessionId }))
+  ).pipe(Effect.catchTag("SessionStoreFailed", (error) => Effect.fail(storeFailed(error))))
+
+  const startRun = (runId: string) =>
+    Effect.gen(function*() {
+      yield* sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
+        VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`
+      yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
+    })
+
+  /** Completes the approval of a call; the first decision stands (a later one is deduplicated). */
+  const decide = (runId: string, toolCallId: string, decision: Decision) =>
+    Effect.gen(function*() {
+      const executionId = yield* RunWorkflow.executionId({ sessionId, runId })
+      const deferred = approvalDeferred(toolCallId)
+      yield* DurableDeferred.done(deferred, {
+        token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
+        exit: Exit.succeed(decision)
+      })
+      // a decision that lands while the run is still on its way to suspending finds nothing to resume:
+      // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
+      yield* Effect.forkDaemon(
+        Effect.forEach(
+          [100, 400, 1000, 3000],
+          (millis) => Effect.zipRight(Effect.sleep(millis), RunWorkflow.resume(executionId)),
+          { discard: true }
+        ).pipe(Effect.provide(context))
+      )
+    })
+
+  return SessionEntity.of({
+    Prompt: ({ payload }) =>
+      withStore(Effect.gen(function*() {
+        yield* SessionSql.makeSql(sessionId)
+        yield* enqueue(sessionId, payload.inputId, payload.text)
+        const running = yield* runningRun(sessionId)
+        if (Option.isSome(running)) return { runId: running.value.run_id, queued: true }
+        const runId = `${sessionId}/${payload.inputId}`
+        yield* startRun(runId)
+        return { runId, queued: false }
+      })),
+    Steer: ({ payload }) =>
+      withStore(Effect.gen(function*() {
+        yield* SessionSql.makeSql(sessionId)
+        yield* enqueue(sessionId, payload.inputId, payload.text)
+      })),
+    Abort: () =>
+      withStore(Effect.gen(function*() {
+        const running = yield* runningRun(sessionId)
+        if (Option.isNone(running)) return {}
+        yield* sql`INSERT INTO effect_agent_aborts (run_id, at) VALUES (${running.value.run_id}, ${Date.now()})
+          ON CONFLICT (run_id) DO NOTHING`
+        return { runId: running.value.run_id }
+      })),
+    Approve: ({ payload }) =>
+      Effect.gen(function*() {
+        yield* requireSession
+        return yield* withStore(Effect.gen(function*() {
+          const running = yield* runningRun(sessionId)
+          if (Option.isNone(running)) return {}
+          yield* decide(running.value.run_id, payload.toolCallId, payload.decision)
+          return { runId: running.value.run_id }
+        }))
+      }),
+    ApprovalTimeout: ({ payload }) =>
+      withStore(decide(payload.runId, payload.toolCallId, {
+        _tag: "Deny",
+        reason: approvalTimedOutText(Duration.millis(payload.after))
+      })),
+    History: () =>
+      Effect.zipRight(
+        requireSession,
+        Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
+      ),
+    Wait: ({ payload }) => withStore(waitForRun(payload.runId)),
+    Events: ({ payload }) =>
+      Stream.unwrap(Effect.map(
+        requireSession,
+        () => sessionEvents(sessionId, payload.after ?? 0).pipe(Stream.provideContext(context))
+      )).pipe(
+        Stream.mapError((error: unknown): StoreFailed | SessionNotFound =>
+          error instanceof SessionNotFound ? error : storeFailed(error)
+        )
+      )
+  })
+})
+
+const waitForRun = (runId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    while (true) {
+      const rows = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE run_id = ${runId}`
+      const outcome = rows[0]?.outcome
+      if (outcome !== undefined && outcome !== null) {
+        return yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(outcome)
+      }
+      yield* Effect.sleep("100 millis")
+    }
+  })
+
+/**
+ * The session's messages from position `after` on, then, as they come, new messages and the ends of
+ * runs; it ends at the first poll that finds no run going, once everything stored was delivered.
+ */
+const sessionEvents = (sessionId: string, after: number): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let lastId = 0
+    let position = 0
+    const endedRuns = new Set<string>()
+    let first = true
+    const poll = Effect.gen(function*() {
+      const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
+        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${lastId} ORDER BY id`
+      const events: Array<SessionEvent> = []
+      for (const row of rows) {
+        lastId = Number(row.id)
+        const at = position++
+        if (at < after) continue
+        const message = yield* Schema.decodeUnknown(Schema.parseJson(Message.Message))(row.message)
+        events.push({ _tag: "Message", position: at, message })
+      }
+      const runs = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE session_id = ${sessionId} ORDER BY created_at`
+      let running = false
+      for (const run of runs) {
+        if (run.status === "running") running = true
+        else if (run.outcome !== null && !endedRuns.has(run.run_id)) {
+          // runs that ended before the stream started are not announced
+          if (!first) {
+            const outcome = yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(run.outcome)
+            events.push({ _tag: "RunEnd", runId: run.run_id, outcome })
+          }
+          endedRuns.add(run.run_id)
+        }
+      }
+      first = false
+      return { events, done: !running }
+    })
+    return Stream.paginateChunkEffect(0, (round) =>
+      Effect.map(
+        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep("100 millis"), poll),
+        ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
+      ))
+  }))
+
+// -----------------------------------------------------------------------------
+// The run workflow
+// -----------------------------------------------------------------------------
+
+const approvalDeferred = (toolCallId: string) => DurableDeferred.make(`approval/${toolCallId}`, { success: Decision })
+
+const ToolOutput = Schema.Struct({
+  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
+  details: Schema.optional(Schema.Unknown)
+})
+
+const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
+  options: Options<Tools>,
+  payload: { readonly sessionId: string; readonly runId: string },
+  _executionId: string
+) =>
+  Effect.gen(function*() {
+    const { runId, sessionId } = payload
+    const sql = yield* SqlClient.SqlClient
+    const model = yield* Model.Model
+    const workflowContext = yield* Effect.context<
+      WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine | Sharding.Sharding
+    >()
+    const instance = Context.get(workflowContext, WorkflowEngine.WorkflowInstance)
+    const store = yield* SessionSql.makeSql(sessionId)
+    const pollEvery = Duration.decode(options.abortPollInterval ?? "200 millis")
+
+    // the history as it was when the run started: an activity, so a resumed run starts from the same one
+    const loaded = yield* Activity.make({
+      name: "load",
+      success: Schema.Array(Message.Message),
+      error: Errors.SessionStoreFailed,
+      execute: store.messages
+    })
+    const history: Array<Message.Message> = loaded.slice()
+
+    // a step cut off by a suspension or a shutdown must not write what the local loop writes on abort
+    const stopping = Effect.map(
+      Effect.descriptor,
+      (descriptor) => instance.suspended || HashSet.size(descriptor.interruptors) > 0
+    )
+    const session: Session.Service = {
+      messages: Effect.sync(() => history.slice()),
+      append: (...messages) =>
+        Effect.flatMap(stopping, (stop) => {
+          if (stop) return Effect.void
+          for (const message of messages) history.push(message)
+          return store.append(...messages)
+        }),
+      sync: Effect.void,
+      latestCompaction: store.latestCompaction,
+      appendCompaction: store.appendCompaction
+    }
+
+    const aborted = Effect.map(
+      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${runId}`,
+      (rows) => rows.length > 0
+    ).pipe(Effect.orElseSucceed(() => false))
+    const abortSignal = aborted.pipe(
+      Effect.repeat({ until: (isAborted) => isAborted, schedule: Schedule.spaced(pollEvery) }),
+      Effect.asVoid
+    )
+
+    let modelCalls = 0
+    const durableModel = Model.make({
+      respond: (request, onEvent) => {
+        const name = `model/${modelCalls++}`
+        return Activity.make({
+          name,
+          success: Message.AssistantMessage,
+          error: Errors.ModelError,
+          execute: Effect.raceFirst(
+            model.respond(request, onEvent),
+            Effect.as(abortSignal, abortedAnswer())
+          )
+        }).pipe(Effect.provide(workflowContext))
+      }
+    })
+
+    const tools = (options.tools ?? []).map((tool): Tool.Any => ({
+      ...tool,
+      timeout: undefined,
+      execute: (input, context) => {
+        const name = `tool/${modelCalls}/${context.toolCallId}`
+        return Effect.gen(function*() {
+          const key = yield* Activity.idempotencyKey(name)
+          return yield* Activity.make({
+            name,
+            success: ToolOutput,
+            error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
+            execute: Effect.gen(function*() {
+              if (yield* aborted) return yield* new Errors.ToolExecutionFailed({ description: "Skipped: run aborted" })
+              if (!mayRerun(tool)) {
+                const fresh = yield* Effect.orDie(
+                  sql<{ readonly call_key: string }>`INSERT INTO effect_agent_tool_starts (call_key, at)
+                    VALUES (${key}, ${Date.now()}) ON CONFLICT (call_key) DO NOTHING RETURNING call_key`
+                )
+                if (fresh.length === 0) return yield* new Errors.ToolExecutionFailed({ description: interruptedText })
+              }
+              let run: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
+                ...context,
+                idempotencyKey: context.toolCallId
+              })
+              if (tool.timeout !== undefined) {
+                const limit = Duration.decode(tool.timeout)
+                run = Effect.timeoutFail(run, {
+                  duration: limit,
+                  onTimeout: () =>
+                    new Errors.ToolExecutionFailed({
+                      description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
+                    })
+                })
+              }
+              const output = yield* Effect.raceFirst(
+                run,
+                Effect.zipRight(
+                  abortSignal,
+                  Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
+                )
+              )
+              return Tool.outputContent(output)
+            })
+          })
+        }).pipe(Effect.provide(workflowContext)) as Effect.Effect<Tool.Output, any, any>
+      }
+    }))
+
+    const approvalTimeout = Duration.decode(options.approvalTimeout ?? "7 days")
+    const permissions: Permissions.Service = {
+      check: (request) => {
+        const verdict = options.policy?.(request) ?? "Allow"
+        if (verdict === "Allow") return Effect.succeed(Permissions.allow)
+        if (verdict !== "Ask") return Effect.succeed(Permissions.deny(verdict.reason))
+        return awaitApproval(sessionId, runId, request.toolCallId, approvalTimeout).pipe(
+          Effect.map((decision) => decision._tag === "Allow" ? Permissions.allow : Permissions.deny(decision.reason)),
+          Effect.provide(workflowContext),
+          Effect.orDie
+        ) as Effect.Effect<Permissions.Decision>
+      }
+    }
+
+    const services = Context.empty().pipe(
+      Context.add(Model.Model, durableModel),
+      Context.add(Session.Session, session),
+      Context.add(Permissions.Permissions, permissions)
+    )
+
+    const finish = (outcome: Outcome) =>
+      Activity.make({
+        name: "finish",
+        success: Outcome,
+        execute: Effect.gen(function*() {
+          yield* sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
+            outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()} WHERE run_id = ${runId}`
+          return outcome
+        }).pipe(Effect.orDie)
+      })
+
+    const drain = (turn: number) =>
+      Activity.make({
+        name: `inbox/${turn}`,
+        success: Schema.Array(Message.UserMessage),
+        execute: Effect.gen(function*() {
+          yield* sql`UPDATE effect_agent_inbox SET run_id = ${`${runId}#${turn}`}
+            WHERE session_id = ${sessionId} AND run_id IS NULL`
+          const rows = yield* sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox
+            WHERE run_id = ${`${runId}#${turn}`} ORDER BY id`
+          return yield* Effect.forEach(
+            rows,
+            (row) => Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))(row.message)
+          )
+        }).pipe(Effect.orDie)
+      })
+
+    const isAborted = (turn: number) =>
+      Activity.make({ name: `aborted/${turn}`, success: Schema.Boolean, execute: aborted })
+
+    const maxTurns = options.maxTurns ?? Loop.defaultMaxTurns
+    let turns = 0
+    let input: ReadonlyArray<Message.Message> = yield* drain(0)
+    while (true) {
+      if (turns >= maxTurns) {
+        return yield* finish({ _tag: "Failed", turns, reason: `the run reached its limit of ${maxTurns} turns` })
+      }
+      const exit = yield* Effect.exit(
+        runTurn({ input, tools, systemPrompt: options.systemPrompt }).pipe(Effect.provide(services))
+      )
+      turns++
+      // a suspension (waiting for an approval) or a shutdown interrupts the turn: the workflow resumes later
+      if (Exit.isFailure(exit) && Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
+      if (Exit.isFailure(exit)) {
+        const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+        return yield* finish({ _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
+      }
+      if (yield* isAborted(turns)) return yield* finish({ _tag: "Aborted", turns })
+      input = yield* drain(turns)
+      if (!exit.value.continue && input.length === 0) {
+        // a prompt that came in while the run was ending starts the next turn instead of being left behind
+        const late = yield* drain(turns + 0.5)
+        if (late.length === 0) return yield* finish({ _tag: "Completed", turns })
+        input = late
+      }
+    }
+  }).pipe(Effect.orDie)
+
+/** One turn of the loop (`Loop.turn`): its input, one answer, the answer's tool calls. */
+const runTurn = (options: {
+  readonly input: ReadonlyArray<Message.Message>
+  readonly tools: ReadonlyArray<Tool.Any>
+  readonly systemPrompt: string | undefined
+}): Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session> =>
+  Loop.turn({
+    input: options.input,
+    tools: options.tools,
+    systemPrompt: options.systemPrompt
+  }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session>
+
+/**
+ * Waits for the decision on a call: schedules the timeout message once (an activity), then awaits the
+ * deferred, suspending the run (no memory is held while it waits).
+ */
+const awaitApproval = (sessionId: string, runId: string, toolCallId: string, timeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const makeClient = yield* SessionEntity.client
+    yield* Activity.make({
+      name: `approval-timeout/${toolCallId}`,
+      execute: Effect.orDie(
+        makeClient(sessionId).ApprovalTimeout(
+          new ApprovalTimeout({
+            runId,
+            toolCallId,
+            at: Date.now() + Duration.toMillis(timeout),
+            after: Duration.toMillis(timeout)
+          }),
+          { discard: true }
+        )
+      )
+    })
+    return yield* DurableDeferred.await(approvalDeferred(toolCallId))
+  })
+
+const abortedAnswer = (): Message.AssistantMessage => ({
+  role: "assistant",
+  content: [],
+  stopReason: "aborted",
+  errorMessage: "Operation aborted",
+  timestamp: Date.now()
+})
+
+const describe = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
+    error.message !== ""
+    ? error.message
+    : Cause.isCause(error)
+    ? Cause.pretty(error)
+    : String(error)
+
+function storeFailed(error: unknown): StoreFailed {
+  return error instanceof StoreFailed ? error : new StoreFailed({ description: describe(error) })
+}

@@ -1,0 +1,306 @@
+/**
+ * A session store in a SQL database (`@effect/sql`: SQLite with `@effect/sql-sqlite-node`, PostgreSQL
+ * with `@effect/sql-pg`), for applications that want their sessions in a database and for durable
+ * runs. Messages are stored with the same Schemas as the JSON Lines store; every append is keyed by a
+ * deduplication id (`INSERT … ON CONFLICT DO NOTHING`), so appending the same message twice — a retry,
+ * or a step re-run after a crash — stores it once. The tables are created, and migrated from an older
+ * layout, when the store is opened.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Crypto from "node:crypto"
+import * as Compaction from "../Compaction.js"
+import * as Errors from "../Errors.js"
+import * as Message from "../Message.js"
+import * as Session from "./Session.js"
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * A message with the key that makes its append idempotent.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Keyed {
+  readonly dedupId: string
+  readonly message: Message.Message
+}
+
+/**
+ * The SQL session service: the Session service, plus keyed appends.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Service extends Session.Service {
+  readonly sessionId: string
+  /** Appends messages with explicit deduplication ids; a message whose id is already stored is skipped. */
+  readonly appendKeyed: (entries: ReadonlyArray<Keyed>) => Effect.Effect<void, Errors.SessionStoreFailed>
+}
+
+/**
+ * The options of `layerSql` / `makeSql`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options {
+  /**
+   * The deduplication id of a message appended with `append` (default: `dedupId`: the tool-call id
+   * and the answer for a tool result, the content for other messages).
+   */
+  readonly dedupId?: ((message: Message.Message, previousAssistant: string | undefined) => string) | undefined
+}
+
+/**
+ * The schema version this store writes; older databases are migrated to it when opened.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const schemaVersion = 2
+
+// -----------------------------------------------------------------------------
+// Constructors
+// -----------------------------------------------------------------------------
+
+/**
+ * Creates the tables, or migrates them from an older layout (each step once, in a transaction).
+ * `upTo` stops at an older version (for tests of the migration itself).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = schemaVersion) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_schema (version INTEGER NOT NULL)`
+  const step = Effect.fnUntraced(function*(version: number, apply: Effect.Effect<void, SqlError.SqlError>) {
+    const current = yield* currentVersion(sql)
+    if (current >= version) return
+    yield* apply
+    if (current === 0) yield* sql`INSERT INTO effect_agent_schema (version) VALUES (${version})`
+    else yield* sql`UPDATE effect_agent_schema SET version = ${version}`
+  })
+  for (const [index, migration] of migrations.entries()) {
+    const version = index + 1
+    if (version > upTo) break
+    yield* sql.withTransaction(Effect.zipRight(lockSchema(sql), step(version, migration(sql))))
+  }
+}, (effect) => Effect.mapError(effect, (error) => storeFailed("migrating the session tables", error)))
+
+/**
+ * Opens the session `sessionId` (created when missing) in the database of the `SqlClient`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: string, options?: Options) {
+  const sql = yield* SqlClient.SqlClient
+  yield* migrate()
+  const fail = (description: string) => (error: unknown) => storeFailed(description, error, sessionId)
+  yield* sql`INSERT INTO effect_agent_sessions (id, created_at) VALUES (${sessionId}, ${Date.now()})
+    ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(fail("creating the session")))
+  const dedupOf = options?.dedupId ?? dedupId
+  let lastAssistant: string | undefined
+  const insert = (entries: ReadonlyArray<Keyed>) =>
+    Effect.forEach(
+      entries,
+      ({ dedupId, message }) =>
+        sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
+        VALUES (${sessionId}, ${dedupId}, ${message.role}, ${JSON.stringify(encodeMessage(message))})
+        ON CONFLICT (session_id, dedup_id) DO NOTHING`,
+      { discard: true }
+    ).pipe(
+      entries.length > 1 ? sql.withTransaction : (effect) => effect,
+      Effect.mapError(fail("appending to the session"))
+    )
+  const service: Service = {
+    sessionId,
+    messages: readMessages(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql)),
+    append: (...messages) =>
+      Effect.suspend(() => {
+        const entries = messages.map((message) => {
+          const key = dedupOf(message, lastAssistant)
+          if (message.role === "assistant") lastAssistant = key
+          return { dedupId: key, message }
+        })
+        return insert(entries)
+      }),
+    appendKeyed: insert,
+    sync: Effect.void,
+    latestCompaction: sql<{ readonly compaction: string }>`SELECT compaction FROM effect_agent_compactions
+      WHERE session_id = ${sessionId} ORDER BY id DESC LIMIT 1`.pipe(
+      Effect.flatMap((rows) =>
+        rows[0] === undefined
+          ? Effect.succeed(undefined)
+          : Schema.decodeUnknown(Schema.parseJson(Compaction.Compaction))(rows[0].compaction)
+      ),
+      Effect.mapError(fail("reading the compaction"))
+    ),
+    appendCompaction: (compaction) =>
+      sql`INSERT INTO effect_agent_compactions (session_id, compaction)
+        VALUES (${sessionId}, ${JSON.stringify(Schema.encodeSync(Compaction.Compaction)(compaction))})`.pipe(
+        Effect.asVoid,
+        Effect.mapError(fail("appending the compaction"))
+      )
+  }
+  return service
+})
+
+/**
+ * The session `sessionId` stored in the database of the `SqlClient`, as a Session layer. Appends are
+ * idempotent (see `dedupId`); `sync` is a no-op, since every append is committed when it returns.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerSql = (
+  sessionId: string,
+  options?: Options
+): Layer.Layer<Session.Session, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
+  Layer.effect(Session.Session, makeSql(sessionId, options))
+
+/**
+ * The messages of a session, in order (empty for an unknown session).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const readMessages = (
+  sessionId: string
+): Effect.Effect<ReadonlyArray<Message.Message>, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{ readonly message: string }>`SELECT message FROM effect_agent_messages
+      WHERE session_id = ${sessionId} ORDER BY id`.pipe(
+        Effect.flatMap((rows) => decodeRows(rows.map((row) => row.message))),
+        Effect.mapError((error) => storeFailed("reading the session", error, sessionId))
+      )
+  )
+
+/**
+ * Whether a session exists in the database.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const exists = (sessionId: string): Effect.Effect<boolean, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{ readonly id: string }>`SELECT id FROM effect_agent_sessions WHERE id = ${sessionId}`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError((error) => storeFailed("reading the sessions", error, sessionId))
+      )
+  )
+
+/**
+ * The default deduplication id of an appended message: for a tool result, its tool-call id and the id of
+ * the answer that made the call (call ids may repeat across answers); for any other message, a digest
+ * of its canonical JSON, so the same message appended again (a replayed step) is stored once.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const dedupId = (message: Message.Message, previousAssistant: string | undefined): string =>
+  message.role === "toolResult"
+    ? `result:${previousAssistant ?? ""}:${message.toolCallId}`
+    : `${message.role}:${digest(canonicalJson(encodeMessage(message)))}`
+
+// -----------------------------------------------------------------------------
+// Internals
+// -----------------------------------------------------------------------------
+
+const encodeMessage = Schema.encodeSync(Message.Message)
+const decodeMessageJson = Schema.decodeUnknown(Schema.parseJson(Message.Message))
+
+const decodeRows = (rows: ReadonlyArray<string>) => Effect.forEach(rows, (row) => decodeMessageJson(row))
+
+const digest = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url").slice(0, 32)
+
+/** JSON with object keys sorted, so equal messages built in different key orders get one digest. */
+const canonicalJson = (value: unknown): string => {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => a < b ? -1 : 1)
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`
+  }
+  return JSON.stringify(value) ?? "null"
+}
+
+const storeFailed = (description: string, error: unknown, sessionId?: string) =>
+  new Errors.SessionStoreFailed({
+    ...(sessionId === undefined ? {} : { path: `session ${sessionId}` }),
+    description: `${description}: ${
+      typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
+    }${
+      typeof error === "object" && error !== null && "cause" in error && error.cause instanceof Error
+        ? ` (${error.cause.message})`
+        : ""
+    }`
+  })
+
+const currentVersion = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ readonly version: number }>`SELECT version FROM effect_agent_schema`,
+    (rows) => rows.length === 0 ? 0 : Number(rows[0]!.version)
+  )
+
+/** Two processes opening a new database at once migrate it one after the other. */
+const lockSchema = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => Effect.asVoid(sql`SELECT pg_advisory_xact_lock(4242001)`),
+    // a write takes SQLite's database lock for the rest of the transaction
+    sqlite: () => Effect.asVoid(sql`UPDATE effect_agent_schema SET version = version WHERE 0 = 1`),
+    orElse: () => Effect.void
+  })
+
+const autoId = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => sql.literal("BIGSERIAL PRIMARY KEY"),
+    mysql: () => sql.literal("BIGINT AUTO_INCREMENT PRIMARY KEY"),
+    orElse: () => sql.literal("INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
+
+/**
+ * The layouts, in order. Version 1 kept messages by position (`seq`); version 2 keys every message by a
+ * deduplication id and records each session, and adds the tables of durable runs.
+ */
+const migrations: ReadonlyArray<(sql: SqlClient.SqlClient) => Effect.Effect<void, SqlError.SqlError>> = [
+  (sql) =>
+    Effect.all([
+      sql`CREATE TABLE IF NOT EXISTS effect_agent_messages (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (session_id, seq))`,
+      sql`CREATE TABLE IF NOT EXISTS effect_agent_compactions (
+        id ${autoId(sql)}, session_id TEXT NOT NULL, compaction TEXT NOT NULL)`
+    ], { discard: true }),
+  (sql) =>
+    Effect.gen(function*() {
+      // the old rows are read, the old table dropped (PostgreSQL keeps index names across a rename), and
+      // the rows written back in the new layout, all in one transaction
+      const old = yield* sql<{ readonly session_id: string; readonly seq: number; readonly message: string }>`
+        SELECT session_id, seq, message FROM effect_agent_messages ORDER BY session_id, seq`
+      yield* sql`DROP TABLE effect_agent_messages`
+      yield* sql`CREATE TABLE effect_agent_messages (
+        id ${autoId(sql)}, session_id TEXT NOT NULL, dedup_id TEXT NOT NULL, role TEXT NOT NULL,
+        message TEXT NOT NULL, UNIQUE (session_id, dedup_id))`
+      yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_sessions (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)`
+      const now = Date.now()
+      for (const row of old) {
+        const role = (JSON.parse(row.message) as { role?: unknown }).role
+        yield* sql`INSERT INTO effect_agent_sessions (id, created_at) VALUES (${row.session_id}, ${now})
+          ON CONFLICT (id) DO NOTHING`
+        yield* sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
+          VALUES (${row.session_id}, ${`v1:${row.seq}`}, ${String(role)}, ${row.message})`
+      }
+    })
+]

@@ -1,0 +1,316 @@
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { assert, describe, it, layer } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Tool from "../src/Tool.js"
+import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(text),
+  idempotent: true
+})
+
+/** A runner of one process on `store`, with `model` and `options`. */
+const runner = (store: Store, model: Model.Service, options: Durable.Options = {}) =>
+  Durable.layer({ tools: [echo], ...options } as Durable.Options<ReadonlyArray<Tool.Tool<any>>>).pipe(
+    Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+    Layer.provide(Layer.succeed(Model.Model, model)),
+    Layer.provideMerge(Layer.orDie(store.layer))
+  )
+
+class TestStore extends Context.Tag("test/TestStore")<TestStore, Store>() {}
+
+const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
+  ["SQLite", Layer.scoped(TestStore, Effect.map(tempDir("effect-agent-durable-"), (dir) => sqlite(dir)))],
+  ["PostgreSQL", Layer.scoped(TestStore, postgres)]
+]
+
+let databases = 0
+
+/** A new, empty database for one test. */
+const freshStore = Effect.flatMap(TestStore, (store) => store.fresh(`durable_${databases++}`))
+
+for (const [storeName, storeLayer] of stores) {
+  layer(storeLayer, { timeout: 120_000, excludeTestServices: true })(`Durable on ${storeName}`, (it) => {
+    it.effect(
+      "a prompt runs as a workflow; a retried prompt starts no second run; History is the session's log",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([
+            Message.assistant([Message.toolCall("c1", "echo", { text: "a" })]),
+            Message.assistant("done")
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("s1")
+            const first = yield* client.Prompt({ inputId: "p1", text: "say a" })
+            const again = yield* client.Prompt({ inputId: "p1", text: "say a" })
+            assert.strictEqual(again.runId, first.runId)
+            const outcome = yield* client.Wait({ runId: first.runId })
+            assert.deepStrictEqual(outcome, { _tag: "Completed", turns: 2 })
+            const history = yield* client.History()
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "assistant"
+            ])
+            assert.strictEqual(Message.textOf(history[2]!), "a")
+            yield* Message.validateHistory(history)
+            assert.strictEqual(model.requests.length, 2)
+            const events = yield* client.Events({}).pipe(Stream.runCollect)
+            assert.strictEqual(events.length, 4)
+            const missing = yield* Effect.exit((yield* Durable.client)("nope").History())
+            assert.isTrue(Exit.isFailure(missing))
+          }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "Steer and a Prompt during a run are queued and taken at the next turn boundary, in order",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          let release = false
+          const requests: Array<ReadonlyArray<Message.Message>> = []
+          const model = Model.make({
+            complete: (request) =>
+              Effect.gen(function*() {
+                requests.push(request.messages)
+                if (requests.length === 1) {
+                  while (!release) yield* Effect.sleep("20 millis")
+                  return Message.assistant([Message.toolCall("c1", "echo", { text: "a" })])
+                }
+                return Message.assistant("done")
+              })
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("steer")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "first" })
+            yield* waitUntil(() => requests.length === 1)
+            yield* client.Steer({ inputId: "s1", text: "steered" })
+            yield* client.Steer({ inputId: "s1", text: "steered" })
+            const second = yield* client.Prompt({ inputId: "p2", text: "second" })
+            assert.deepStrictEqual(second, { runId, queued: true })
+            release = true
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(
+              history.map((message) => `${message.role}:${Message.textOf(message)}`),
+              ["user:first", "assistant:", "toolResult:a", "user:steered", "user:second", "assistant:done"]
+            )
+            assert.strictEqual(requests.length, 2)
+            assert.deepStrictEqual(requests[1]!.slice(-2).map(Message.textOf), ["steered", "second"])
+          }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "Abort mid-tool interrupts the running call: it gets `Operation aborted` and the run ends Aborted",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          let started = 0
+          let interrupted = 0
+          const hang = Tool.make({
+            name: "hang",
+            description: "Never returns",
+            parameters: Schema.Struct({}),
+            execute: () =>
+              Effect.sync(() => started++).pipe(
+                Effect.zipRight(Effect.never),
+                Effect.onInterrupt(() => Effect.sync(() => interrupted++))
+              ),
+            idempotent: true
+          })
+          const model = Model.scripted([
+            Message.assistant([Message.toolCall("c1", "hang", {})]),
+            Message.assistant("x")
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("a1")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "hang" })
+            yield* waitUntil(() => started > 0)
+            const abort = yield* client.Abort({ requestId: "abort-1" })
+            assert.strictEqual(abort.runId, runId)
+            const outcome = yield* client.Wait({ runId })
+            assert.deepStrictEqual(outcome, { _tag: "Aborted", turns: 1 })
+            assert.strictEqual(interrupted, 1)
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant", "toolResult"])
+            const result = history[2]!
+            assert.isTrue(result.role === "toolResult" && result.isError)
+            assert.strictEqual(Message.textOf(result), "Operation aborted")
+            assert.strictEqual(model.requests.length, 1)
+          }).pipe(Effect.provide(runner(store, model, { tools: [hang], abortPollInterval: "50 millis" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect("Abort mid-response ends the run Aborted with the answer marked aborted", () =>
+      Effect.gen(function*() {
+        const store = yield* freshStore
+        let calls = 0
+        const model = Model.make({
+          complete: () =>
+            calls++ === 0
+              ? Effect.succeed(Message.assistant([Message.toolCall("c1", "echo", { text: "a" })]))
+              : Effect.never
+        })
+        yield* Effect.gen(function*() {
+          const client = (yield* Durable.client)("a2")
+          const { runId } = yield* client.Prompt({ inputId: "p1", text: "talk" })
+          yield* waitUntil(() => calls > 1)
+          yield* client.Abort({ requestId: "abort-1" })
+          assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 2 })
+          const history = yield* client.History()
+          yield* Message.validateHistory(history)
+          const last = history[history.length - 1]!
+          assert.isTrue(last.role === "assistant" && last.stopReason === "aborted")
+          // a new prompt after the abort starts a new run that goes on from the history
+          const next = yield* client.Prompt({ inputId: "p2", text: "again" })
+          assert.notStrictEqual(next.runId, runId)
+          assert.isFalse(next.queued)
+        }).pipe(Effect.provide(runner(store, model, { abortPollInterval: "50 millis" })))
+      }).pipe(Effect.scoped), 60_000)
+
+    it.effect(
+      "an Ask waits on a durable deferred; Approve from a client after the runner restarted resumes the run",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const script = [
+            Message.assistant([Message.toolCall("c1", "echo", { text: "ok" })]),
+            Message.assistant("done")
+          ]
+          const options: Omit<Durable.Options, "tools"> = {
+            policy: (request) => request.toolName === "echo" ? "Ask" : "Allow"
+          }
+          const first = Model.scripted(script)
+          const runId = yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("ask")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "echo ok" })
+            // the call waits: its answer is stored, its result is not
+            yield* waitUntilEffect(Effect.map(client.History(), (history) => history.length === 2))
+            yield* Effect.sleep("300 millis")
+            assert.strictEqual((yield* client.History()).length, 2)
+            return runId
+          }).pipe(Effect.provide(runner(store, first, options)), Effect.scoped)
+          // the first runner is gone; a new one takes over and the approval reaches it
+          const second = Model.scripted(script.slice(1))
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("ask")
+            yield* client.Approve({ toolCallId: "c1", decision: { _tag: "Allow" } })
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "assistant"
+            ])
+            assert.strictEqual(Message.textOf(history[2]!), "ok")
+            assert.strictEqual(first.requests.length, 1)
+            assert.strictEqual(second.requests.length, 1, "the first answer is not asked again")
+          }).pipe(Effect.provide(runner(store, second, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a denied approval fails the run with the reason; an approval that never comes times out, typed",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([
+            Message.assistant([Message.toolCall("d1", "echo", { text: "no" })]),
+            Message.assistant([Message.toolCall("t1", "echo", { text: "late" })])
+          ])
+          yield* Effect.gen(function*() {
+            const denied = (yield* Durable.client)("deny")
+            const run1 = yield* denied.Prompt({ inputId: "p1", text: "try" })
+            yield* waitUntilEffect(Effect.map(denied.History(), (history) => history.length === 2))
+            yield* denied.Approve({ toolCallId: "d1", decision: { _tag: "Deny", reason: "not today" } })
+            const outcome = yield* denied.Wait({ runId: run1.runId })
+            assert.strictEqual(outcome._tag, "Failed")
+            assert.include(outcome._tag === "Failed" ? outcome.reason : "", "not today")
+            const history = yield* denied.History()
+            yield* Message.validateHistory(history)
+            assert.include(Message.textOf(history[2]!), "not today")
+
+            const timedOut = (yield* Durable.client)("timeout")
+            const run2 = yield* timedOut.Prompt({ inputId: "p1", text: "try" })
+            const late = yield* timedOut.Wait({ runId: run2.runId })
+            assert.strictEqual(late._tag, "Failed")
+            assert.include(late._tag === "Failed" ? late.reason : "", "No approval came within 2s")
+            // an approval after the timeout changes nothing
+            yield* timedOut.Approve({ toolCallId: "t1", decision: { _tag: "Allow" } })
+            const history2 = yield* timedOut.History()
+            yield* Message.validateHistory(history2)
+            assert.include(Message.textOf(history2[2]!), "No approval came within 2s")
+          }).pipe(Effect.provide(runner(store, model, { policy: () => "Ask", approvalTimeout: "2 seconds" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+  })
+}
+
+const waitUntil = (check: () => boolean) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 20_000
+    while (!check()) {
+      if (Date.now() > deadline) return yield* Effect.dieMessage("timed out")
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+const waitUntilEffect = <E, R>(check: Effect.Effect<boolean, E, R>) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 20_000
+    while (!(yield* check)) {
+      if (Date.now() > deadline) return yield* Effect.dieMessage("timed out")
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+describe("Durable.checkedSql", () => {
+  it.live(
+    "a database that cannot be reached at start fails typed, naming the URL with its password redacted",
+    () =>
+      Effect.gen(function*() {
+        const port = yield* Effect.promise(freePort)
+        const url = `postgres://agent:hunter2@127.0.0.1:${port}/sessions`
+        const error = yield* Layer.launch(
+          Durable.checkedSql(url, PgClient.layer({ url: Redacted.make(url), connectTimeout: "2 seconds" }))
+        ).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "DatabaseUnreachable")
+        assert.strictEqual(error.url, `postgres://agent:***@127.0.0.1:${port}/sessions`)
+        assert.notInclude(error.message, "hunter2")
+        assert.include(error.message, `Cannot reach the database postgres://agent:***@127.0.0.1:${port}/sessions`)
+
+        const missing = "/nonexistent-dir/store.db"
+        const sqliteError = yield* Layer.launch(
+          Durable.checkedSql(missing, SqliteClient.layer({ filename: missing }))
+        ).pipe(Effect.flip)
+        assert.strictEqual(sqliteError.url, missing)
+      }),
+    30_000
+  )
+})

@@ -1,0 +1,175 @@
+/**
+ * Several runner processes share the sessions (`NodeClusterSocket`, shards locked in the store); a
+ * random runner is SIGKILLed at random moments and started again. Every session completes with a
+ * valid history, no turn's model call happens more than twice, and no tool that may not be re-run
+ * runs twice. The failover time (from a kill to the next step of a session the killed runner was
+ * running) is printed.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
+import * as Scope from "effect/Scope"
+import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
+import * as SessionSql from "../src/services/SessionSql.js"
+import {
+  type FakeProvider,
+  fakeProvider,
+  prepareRunner,
+  type Runner,
+  type RunnerConfig,
+  startRunner,
+  type Step,
+  traceLines
+} from "./utils/durableHarness.js"
+import { freePort, postgres, type Store, tempDir } from "./utils/sqlStores.js"
+
+const killCount = Number(process.env.DURABLE_KILLS ?? 10)
+
+const sessions = Array.from({ length: 20 }, (_, index) => `k${index}`)
+
+/** Each session: 7 turns, each calling a tool (one that may not be re-run among them), then the answer. */
+const script: ReadonlyArray<Step> = [
+  { _tag: "Call", name: "write_once", input: { ms: 400 } },
+  { _tag: "Call", name: "slow", input: { ms: 900 } },
+  { _tag: "Call", name: "echo", input: { text: "x" } },
+  { _tag: "Call", name: "slow", input: { ms: 900 } },
+  { _tag: "Call", name: "write_once", input: { ms: 400 } },
+  { _tag: "Call", name: "slow", input: { ms: 900 } },
+  { _tag: "Call", name: "echo", input: { text: "y" } },
+  { _tag: "Answer", text: "complete" }
+]
+
+const expectedRoles = [
+  "user",
+  ...script.flatMap((step) => step._tag === "Call" ? ["assistant", "toolResult"] : ["assistant"])
+]
+
+const runStatuses = (store: Store) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ run_id: string; status: string; outcome: string | null }>`
+      SELECT run_id, status, outcome FROM effect_agent_runs ORDER BY run_id`
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** The moments each session made progress (a model request or a tool start), with the process. */
+const progress = (provider: FakeProvider, work: string) => {
+  const events = provider.log.map(({ at, pid, sessionId }) => ({ sessionId, pid, at }))
+  for (const file of ["echo.log", "slow.log", "once.log"]) {
+    for (const line of traceLines(work, file)) {
+      const parts = line.split(" ")
+      const sessionId = /^call_([^_]+)_/.exec(parts[0]!)?.[1] ?? "?"
+      events.push({ sessionId, pid: Number(parts[parts.length - 2]), at: Number(parts[parts.length - 1]) })
+    }
+  }
+  return events.sort((a, b) => a.at - b.at)
+}
+
+const killTest = (storeLayer: Effect.Effect<Store, unknown, Scope.Scope>) =>
+  Effect.gen(function*() {
+    yield* prepareRunner
+    const work = yield* tempDir("effect-agent-cluster-")
+    const store = yield* storeLayer
+    yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+    const provider = yield* fakeProvider({
+      script: (_, turn) => script[Math.min(turn, script.length - 1)]!,
+      streamMs: 300
+    })
+    const ports = yield* Effect.forEach([0, 1, 2], () => Effect.promise(freePort))
+    const config = (port: number): RunnerConfig => ({
+      store: store.kind,
+      target: store.target,
+      baseUrl: provider.url,
+      work,
+      prompts: sessions.map((id) => ({ sessionId: id, inputId: `${id}-1`, text: `session ${id}: go` })),
+      cluster: { mode: "socket", port }
+    })
+    const runners: Array<{ runner: Runner; scope: Scope.CloseableScope }> = []
+    const start = (index: number) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const runner = yield* startRunner(config(ports[index]!)).pipe(Scope.extend(scope))
+        runners[index] = { runner, scope }
+      })
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(runners, ({ scope }) => Scope.close(scope, Exit.void), { discard: true })
+    )
+    // one after the other: the first creates the cluster's tables
+    yield* Effect.forEach([0, 1, 2], start, { discard: true })
+
+    const kills: Array<{ readonly pid: number; readonly at: number }> = []
+    const runsEnded = Effect.map(
+      runStatuses(store),
+      (runs) => runs.length === sessions.length && runs.every((run) => run.status !== "running")
+    )
+    while (kills.length < killCount) {
+      yield* Effect.sleep(yield* Random.nextIntBetween(700, 1800))
+      // a random runner among those that took a step in the last second (so the kill cuts off work)
+      const busy = new Set(progress(provider, work).filter((event) => event.at > Date.now() - 1000).map((e) => e.pid))
+      const candidates = [0, 1, 2].filter((index) => busy.has(runners[index]!.runner.child.pid!))
+      const pool = candidates.length > 0 ? candidates : [0, 1, 2]
+      const index = pool[yield* Random.nextIntBetween(0, pool.length)]!
+      const { runner, scope } = runners[index]!
+      kills.push({ pid: runner.child.pid!, at: Date.now() })
+      yield* runner.kill("SIGKILL")
+      yield* Scope.close(scope, Exit.void)
+      yield* Effect.sleep("300 millis")
+      yield* start(index)
+    }
+    const deadline = Date.now() + Number(process.env.DURABLE_WAIT ?? 120_000)
+    while (!(yield* runsEnded)) {
+      if (Date.now() > deadline) {
+        return assert.fail(
+          `runs did not end: ${JSON.stringify(yield* runStatuses(store))}\n${
+            runners.map(({ runner }) => runner.output()).join("\n---\n")
+          }`
+        )
+      }
+      yield* Effect.sleep("250 millis")
+    }
+
+    const runs = yield* runStatuses(store)
+    for (const run of runs) assert.strictEqual(JSON.parse(run.outcome!)._tag, "Completed", run.run_id)
+    for (const id of sessions) {
+      const messages = yield* SessionSql.readMessages(id).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+      yield* Message.validateHistory(messages)
+      assert.deepStrictEqual(messages.map((message) => message.role), expectedRoles, id)
+    }
+    for (const [key, count] of provider.requests) assert.isAtMost(count, 2, key)
+    const once = traceLines(work, "once.log").map((line) => line.split(" ")[0])
+    assert.strictEqual(new Set(once).size, once.length, "no write_once call ran twice")
+    assert.strictEqual(kills.length, killCount)
+
+    // failover: for each kill, the sessions whose last step before it ran on the killed process, and
+    // how long until each made progress again (on any process)
+    const events = progress(provider, work)
+    const failovers: Array<number> = []
+    for (const kill of kills) {
+      const bySession = new Map<string, { pid: number; at: number }>()
+      for (const event of events) if (event.at <= kill.at) bySession.set(event.sessionId, event)
+      for (const [sessionId, last] of bySession) {
+        if (last.pid !== kill.pid) continue
+        const next = events.find((event) => event.sessionId === sessionId && event.at > kill.at)
+        if (next !== undefined) failovers.push(next.at - kill.at)
+      }
+    }
+    failovers.sort((a, b) => a - b)
+    const at = (q: number) => failovers[Math.min(failovers.length - 1, Math.floor(q * failovers.length))] ?? NaN
+    // the figures for BENCHMARKS.md
+    console.log(
+      `durable cluster (${store.kind}): ${sessions.length} sessions, 3 runners, ${kills.length} SIGKILLs, ` +
+        `${provider.total()} model requests for ${sessions.length * script.length} turns, ` +
+        `${once.length} write_once starts for ${sessions.length * 2} calls; failover over ${failovers.length} ` +
+        `interrupted sessions: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms`
+    )
+    assert.isAbove(failovers.length, 0, "some kill cut off a running session")
+  }).pipe(Effect.scoped)
+
+describe("Durable runs on several runner processes, with random SIGKILLs", () => {
+  // SQLite is for one runner (see DurableKill.test.ts): runner processes sharing one SQLite file fail
+  // with "database is locked" in the cluster's own storage
+  it.live("PostgreSQL", () => killTest(postgres), 240_000)
+})

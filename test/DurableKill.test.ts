@@ -1,0 +1,217 @@
+/**
+ * Durable runs survive SIGKILL: real runner processes on a SQLite file, a fake OpenAI-compatible
+ * server on 127.0.0.1, and kills at chosen and at random moments.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
+import * as Scope from "effect/Scope"
+import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
+import * as SessionSql from "../src/services/SessionSql.js"
+import {
+  fakeProvider,
+  prepareRunner,
+  type RunnerConfig,
+  startRunner,
+  type Step,
+  traceLines
+} from "./utils/durableHarness.js"
+import { sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+
+/** The runs of the store, by status. */
+const runStatuses = (store: Store) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ run_id: string; status: string; outcome: string | null }>`
+      SELECT run_id, status, outcome FROM effect_agent_runs ORDER BY run_id`
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Waits until every run of `count` sessions has ended. */
+const awaitRunsEnded = (store: Store, count: number, timeoutMs = 60_000) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMs
+    while (true) {
+      const runs = yield* runStatuses(store)
+      if (runs.length === count && runs.every((run) => run.status !== "running")) return runs
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`runs did not end: ${JSON.stringify(runs)}`)
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+const history = (store: Store, sessionId: string) =>
+  SessionSql.readMessages(sessionId).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMs
+    while (!check()) {
+      if (Date.now() > deadline) return yield* Effect.fail(`timed out waiting for ${what}`)
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+const migrated = (store: Store) => Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Starts a runner in its own scope, so the test can kill it and start another. */
+const spawn = (config: RunnerConfig) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const runner = yield* startRunner(config).pipe(Scope.extend(scope))
+    return { runner, close: Scope.close(scope, Exit.void) }
+  })
+
+describe("Durable runs killed with SIGKILL (SQLite)", () => {
+  it.live(
+    "a run killed during a model response resumes without calling the model again for finished turns",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const dir = yield* tempDir("effect-agent-kill-")
+        const store = sqlite(dir)
+        yield* migrated(store)
+        const script = (_: string, turn: number): Step =>
+          turn < 2 ? { _tag: "Call", name: "echo", input: { text: `t${turn}` } } : { _tag: "Answer", text: "all done" }
+        // each response streams for 1.5 s: the kill lands inside turn 1's
+        const slowTurn1 = yield* fakeProvider({ script, streamMs: 1500 })
+        const config: RunnerConfig = {
+          store: "sqlite",
+          target: store.target,
+          baseUrl: slowTurn1.url,
+          work: dir,
+          prompts: [{ sessionId: "m", inputId: "m-1", text: "session m: go" }],
+          cluster: { mode: "single" }
+        }
+        const first = yield* spawn(config)
+        yield* waitFor(() => (slowTurn1.requests.get("m#1") ?? 0) > 0, "turn 1's request")
+        yield* first.runner.kill("SIGKILL")
+        yield* first.close
+        const second = yield* spawn(config)
+        const runs = yield* awaitRunsEnded(store, 1)
+        yield* second.close
+        assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Completed", turns: 3 })
+        assert.strictEqual(slowTurn1.requests.get("m#0"), 1, "a finished turn is not asked again")
+        assert.strictEqual(slowTurn1.requests.get("m#1"), 2, "the turn cut off is asked again")
+        const messages = yield* history(store, "m")
+        yield* Message.validateHistory(messages)
+        assert.deepStrictEqual(
+          messages.map((message) => message.role),
+          ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"]
+        )
+        assert.strictEqual(Message.textOf(messages[5]!).trim(), "all done")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a call of a tool that may not be re-run, cut off by a kill, gets the restart result and runs once",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const dir = yield* tempDir("effect-agent-kill-")
+        const store = sqlite(dir)
+        yield* migrated(store)
+        const provider = yield* fakeProvider({
+          script: (_, turn) =>
+            turn === 0
+              ? { _tag: "Call", name: "write_once", input: { ms: 20_000 } }
+              : turn === 1
+              ? { _tag: "Call", name: "slow", input: { ms: 10 } }
+              : { _tag: "Answer", text: "finished" }
+        })
+        const config: RunnerConfig = {
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          prompts: [{ sessionId: "w", inputId: "w-1", text: "session w: go" }],
+          cluster: { mode: "single" }
+        }
+        const first = yield* spawn(config)
+        yield* waitFor(() => traceLines(dir, "once.log").length > 0, "write_once to start")
+        yield* first.runner.kill("SIGKILL")
+        yield* first.close
+        const second = yield* spawn(config)
+        const runs = yield* awaitRunsEnded(store, 1)
+        yield* second.close
+        assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Completed", turns: 3 })
+        assert.deepStrictEqual(
+          traceLines(dir, "once.log").map((line) => line.split(" ").slice(0, 2).join(" ")),
+          ["call_w_0 call_w_0"],
+          "ran once, with its idempotency key"
+        )
+        const messages = yield* history(store, "w")
+        yield* Message.validateHistory(messages)
+        const result = messages[2]!
+        assert.strictEqual(result.role, "toolResult")
+        assert.isTrue(result.role === "toolResult" && result.isError)
+        assert.strictEqual(Message.textOf(result), Durable.interruptedText)
+        assert.strictEqual(provider.requests.get("w#0"), 1)
+        // the tool that may be re-run ran after the restart as usual
+        assert.deepStrictEqual(traceLines(dir, "slow.log").map((line) => line.split(" ")[0]), ["call_w_1"])
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "sessions survive random kills: all complete, no message lost or duplicated, no model call thrice",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const dir = yield* tempDir("effect-agent-kill-")
+        const store = sqlite(dir)
+        yield* migrated(store)
+        const sessions = Array.from({ length: 6 }, (_, index) => `r${index}`)
+        const turns: ReadonlyArray<Step> = [
+          { _tag: "Call", name: "write_once", input: { ms: 150 } },
+          { _tag: "Call", name: "slow", input: { ms: 300 } },
+          { _tag: "Call", name: "echo", input: { text: "x" } },
+          { _tag: "Answer", text: "complete" }
+        ]
+        const provider = yield* fakeProvider({ script: (_, turn) => turns[Math.min(turn, 3)]!, streamMs: 150 })
+        const config: RunnerConfig = {
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          prompts: sessions.map((id) => ({ sessionId: id, inputId: `${id}-1`, text: `session ${id}: go` })),
+          cluster: { mode: "single" }
+        }
+        let kills = 0
+        for (let round = 0; round < 4; round++) {
+          const before = provider.total()
+          const current = yield* spawn(config)
+          // the restarted runner first re-asks the turns the last kill cut off: the next kill waits until
+          // they were answered (up to 3 s), so that it lands in a later step
+          yield* waitFor(() => provider.total() >= before + sessions.length, "progress", 3000).pipe(Effect.ignore)
+          const delay = yield* Random.nextIntBetween(300, 1200)
+          yield* Effect.sleep(delay)
+          if (current.runner.exited()) return assert.fail(current.runner.output())
+          yield* current.runner.kill("SIGKILL")
+          kills++
+          yield* current.close
+        }
+        const last = yield* spawn(config)
+        const runs = yield* awaitRunsEnded(store, sessions.length, 90_000)
+        yield* last.close
+        assert.strictEqual(kills, 4)
+        for (const run of runs) assert.strictEqual(JSON.parse(run.outcome!)._tag, "Completed", run.run_id)
+        for (const id of sessions) {
+          const messages = yield* history(store, id)
+          yield* Message.validateHistory(messages)
+          assert.deepStrictEqual(
+            messages.map((message) => message.role),
+            ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant", "toolResult", "assistant"],
+            id
+          )
+        }
+        for (const [key, count] of provider.requests) assert.isAtMost(count, 2, key)
+        const once = traceLines(dir, "once.log").map((line) => line.split(" ")[0])
+        assert.strictEqual(new Set(once).size, once.length, "no write_once call ran twice")
+      }).pipe(Effect.scoped),
+    180_000
+  )
+})

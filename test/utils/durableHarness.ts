@@ -1,0 +1,227 @@
+/**
+ * The harness of the durable tests that kill things: a fake OpenAI-compatible server on 127.0.0.1 that
+ * plays a multi-turn script per session (a tool call per turn, then an answer) and counts the requests
+ * of each turn, and real runner processes (`test/fixtures/durable-runner.ts`, bundled once) that can be
+ * started, SIGKILLed and started again.
+ */
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Esbuild from "esbuild"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import type * as Net from "node:net"
+import * as NodePath from "node:path"
+import * as Url from "node:url"
+
+const repoRoot = Url.fileURLToPath(new URL("../..", import.meta.url))
+
+/** One step of a session's script: a tool call, or the final answer. */
+export type Step =
+  | { readonly _tag: "Call"; readonly name: string; readonly input: unknown }
+  | { readonly _tag: "Answer"; readonly text: string }
+
+/** A fake provider playing `script(sessionId, turn)`; each reply streams over about `streamMs`. */
+export const fakeProvider = (options: {
+  readonly script: (sessionId: string, turn: number) => Step
+  readonly streamMs?: number
+}) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly server: Http.Server; readonly handle: FakeProvider }>((resume) => {
+      const requests = new Map<string, number>()
+      const log: Array<ProviderRequest> = []
+      const handle: FakeProvider = { url: "", requests, log, total: () => sum(requests) }
+      const server = Http.createServer((req, res) => {
+        const chunks: Array<Buffer> = []
+        req.on("data", (chunk: Buffer) => chunks.push(chunk))
+        req.on("end", () => {
+          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
+            messages: Array<{ role: string; content?: unknown }>
+          }
+          const first = body.messages.find((message) => message.role === "user")
+          const sessionId = /session ([^\s:]+)/.exec(String(first?.content ?? ""))?.[1] ?? "?"
+          const turn = body.messages.filter((message) => message.role === "assistant").length
+          const key = `${sessionId}#${turn}`
+          requests.set(key, (requests.get(key) ?? 0) + 1)
+          log.push({ sessionId, turn, pid: Number(req.headers["x-runner-pid"] ?? 0), at: Date.now() })
+          const step = options.script(sessionId, turn)
+          const frames = step._tag === "Answer"
+            ? [
+              { choices: [{ index: 0, delta: { role: "assistant", content: "" } }] },
+              ...step.text.split(" ").map((word) => ({ choices: [{ index: 0, delta: { content: `${word} ` } }] })),
+              { choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }
+            ]
+            : [
+              { choices: [{ index: 0, delta: { role: "assistant", content: `turn ${turn}` } }] },
+              {
+                choices: [{
+                  index: 0,
+                  delta: {
+                    tool_calls: [{
+                      index: 0,
+                      id: `call_${sessionId}_${turn}`,
+                      type: "function",
+                      function: { name: step.name, arguments: "" }
+                    }]
+                  }
+                }]
+              },
+              {
+                choices: [{
+                  index: 0,
+                  delta: { tool_calls: [{ index: 0, function: { arguments: JSON.stringify(step.input) } }] }
+                }]
+              },
+              { choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }
+            ]
+          const lines = [...frames.map((frame) => `data: ${JSON.stringify(frame)}\n\n`), "data: [DONE]\n\n"]
+          res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+          res.flushHeaders()
+          const gap = (options.streamMs ?? 0) / lines.length
+          const write = (index: number) => {
+            if (res.destroyed) return
+            if (index >= lines.length) return void res.end()
+            res.write(lines[index])
+            if (gap === 0) write(index + 1)
+            else setTimeout(() => write(index + 1), gap)
+          }
+          write(0)
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as Net.AddressInfo
+        resume(Effect.succeed({ server, handle: { ...handle, url: `http://127.0.0.1:${port}/v1` } }))
+      })
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  ).pipe(Effect.map(({ handle }) => handle))
+
+/** One model request: whose, which turn, from which runner process, when. */
+export interface ProviderRequest {
+  readonly sessionId: string
+  readonly turn: number
+  readonly pid: number
+  readonly at: number
+}
+
+/** A running fake provider: `requests` counts the model requests of each `session#turn`. */
+export interface FakeProvider {
+  readonly url: string
+  readonly requests: Map<string, number>
+  readonly log: Array<ProviderRequest>
+  readonly total: () => number
+}
+
+const sum = (counts: Map<string, number>) => Array.from(counts.values()).reduce((a, b) => a + b, 0)
+
+/** The configuration of a runner process (see `test/fixtures/durable-runner.ts`). */
+export interface RunnerConfig {
+  readonly store: "sqlite" | "pg"
+  readonly target: string
+  readonly baseUrl: string
+  readonly work: string
+  readonly prompts: ReadonlyArray<{ readonly sessionId: string; readonly inputId: string; readonly text: string }>
+  readonly cluster:
+    | { readonly mode: "single" }
+    | { readonly mode: "socket"; readonly port: number; readonly shardsPerGroup?: number }
+  readonly ask?: ReadonlyArray<string>
+  readonly approvalTimeout?: string
+}
+
+/** A runner process ended before it was ready. */
+export class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly message: string }> {}
+
+/** A runner process. */
+export interface Runner {
+  readonly child: ChildProcess.ChildProcess
+  /** Everything it wrote to stdout and stderr. */
+  readonly output: () => string
+  /** Whether it has exited. */
+  readonly exited: () => boolean
+  readonly kill: (signal?: NodeJS.Signals) => Effect.Effect<void>
+}
+
+/**
+ * Starts a runner process and waits for its `ready` line; the scope kills it (SIGKILL) if it still
+ * runs.
+ */
+export const startRunner = (config: RunnerConfig) =>
+  Effect.acquireRelease(
+    Effect.async<Runner, RunnerFailed>((resume) => {
+      const child = ChildProcess.spawn(process.execPath, [bundleRunner_(), JSON.stringify(config)], {
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let output = ""
+      let done = false
+      let exited = false
+      const runner: Runner = {
+        child,
+        output: () => output,
+        exited: () => exited,
+        kill: (signal = "SIGKILL") =>
+          Effect.async<void>((resumeKill) => {
+            if (exited) return resumeKill(Effect.void)
+            child.once("exit", () => resumeKill(Effect.void))
+            child.kill(signal)
+          })
+      }
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString("utf8")
+        if (!done && output.includes("ready\n")) {
+          done = true
+          resume(Effect.succeed(runner))
+        }
+      }
+      child.stdout.on("data", onData)
+      child.stderr.on("data", onData)
+      child.on("exit", (code, signal) => {
+        exited = true
+        if (!done) {
+          done = true
+          resume(
+            Effect.fail(
+              new RunnerFailed({ message: `runner exited (${code ?? signal}) before it was ready:\n${output}` })
+            )
+          )
+        }
+      })
+    }),
+    (runner) => runner.kill()
+  )
+
+let bundled: string | undefined
+const bundleRunner_ = () => {
+  if (bundled === undefined) throw new Error("call prepareRunner first")
+  return bundled
+}
+
+/**
+ * Bundles the runner fixture into one module inside the repository (so its packages resolve from
+ * `node_modules`), once per test process.
+ */
+export const prepareRunner = Effect.promise(async () => {
+  if (bundled !== undefined) return bundled
+  const outfile = NodePath.join(repoRoot, "node_modules", ".cache", "effect-agent-durable", "durable-runner.mjs")
+  Fs.mkdirSync(NodePath.dirname(outfile), { recursive: true })
+  await Esbuild.build({
+    entryPoints: [NodePath.join(repoRoot, "test", "fixtures", "durable-runner.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    packages: "external",
+    outfile,
+    logLevel: "warning"
+  })
+  bundled = outfile
+  return outfile
+})
+
+/** The lines of a trace file of the runners' tools (empty when missing). */
+export const traceLines = (work: string, file: string): Array<string> => {
+  const path = NodePath.join(work, file)
+  return Fs.existsSync(path) ? Fs.readFileSync(path, "utf8").split("\n").filter((line) => line !== "") : []
+}
