@@ -647,6 +647,13 @@ describe("OpenAiCompat errors for people", () => {
       assert.include(error.message, "is the server running?")
       // the default budget is 4 retries; a refused loopback connection gets one
       assert.deepStrictEqual(retries.map((retry) => retry.attempt), [1])
+      // the same through a run (the loop asks with respond, not complete)
+      retries.length = 0
+      const failed = yield* Effect.flip(
+        Loop.run({ input: "hi" }).pipe(Effect.provide(Layer.merge(layer, Session.layerMemory())))
+      )
+      assert.strictEqual(failed._tag, "ModelRequestFailed")
+      assert.deepStrictEqual(retries.map((retry) => retry.attempt), [1])
     }))
 
   it.live("an HTTP 404 names the status and the URL it came from", () =>

@@ -289,7 +289,7 @@ const retryWhile = (emitted: () => boolean, retryable: (error: Errors.ModelError
   return (error: Errors.ModelError): boolean => {
     if (emitted() || !retryable(error)) return false
     // a refused connection to this machine means no server: one retry, not the whole budget
-    if (refusedLoopback.has(error)) return ++refused <= 1
+    if (isRefusedLoopback(error)) return ++refused <= 1
     return true
   }
 }
@@ -583,8 +583,13 @@ const sseEvents = (
     )
   })
 
-/** The failures that are a refused connection to this machine (no server is listening). */
-const refusedLoopback = new WeakSet<Errors.ModelError>()
+/**
+ * Whether a failure is a refused connection to this machine (no server is listening), read from the
+ * error itself: it may be a copy of the one `connectionFailure` made.
+ */
+const isRefusedLoopback = (error: Errors.ModelError): boolean =>
+  error._tag === "ModelRequestFailed" && error.status === undefined && error.url !== undefined &&
+  error.description.startsWith("cannot connect: ECONNREFUSED") && isLoopback(error.url)
 
 const transportError = (provider: string, url: string, error: HttpClientError.HttpClientError): Errors.ModelError => {
   if (error._tag === "ResponseError") {
@@ -599,7 +604,7 @@ const transportError = (provider: string, url: string, error: HttpClientError.Ht
 
 /**
  * A failure to reach the server (`cause` as `causeOf` gives it: `ECONNREFUSED 127.0.0.1:8088`), said
- * for people; a refused connection to this machine is marked to be retried once only.
+ * for people (a refused connection to this machine is retried once only, see `isRefusedLoopback`).
  */
 export const connectionFailure = (provider: string, url: string, cause: string): Errors.ModelRequestFailed => {
   const refused = /ECONNREFUSED/.test(cause)
@@ -612,7 +617,6 @@ export const connectionFailure = (provider: string, url: string, cause: string):
       ? `cannot resolve the host: ${cause} (check the base URL)`
       : `the request failed: ${cause}`
   })
-  if (refused && isLoopback(url)) refusedLoopback.add(failure)
   return failure
 }
 
