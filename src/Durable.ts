@@ -189,9 +189,19 @@ export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent
   at: Schema.Number,
   after: Schema.Number
 }) {
+  /**
+   * When the approval's deadline is delivered.
+   *
+   * @since 0.1.0
+   */
   [DeliverAt.symbol](): DateTime.DateTime {
     return DateTime.unsafeMake(this.at)
   }
+  /**
+   * One deadline per tool call.
+   *
+   * @since 0.1.0
+   */
   [PrimaryKey.symbol](): string {
     return `${this.runId}/${this.toolCallId}`
   }
