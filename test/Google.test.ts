@@ -6,7 +6,6 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Loop from "../src/Loop.js"
@@ -41,14 +40,7 @@ const provider = (server: ProviderServer.ProviderServer, options?: Partial<Googl
   }).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
 const respond = (server: ProviderServer.ProviderServer, request?: Partial<Model.Request>) =>
-  Effect.gen(function*() {
-    const model = yield* Model.Model
-    const events = yield* Stream.runCollect(model.stream({ messages: [Message.user("hi")], tools: [], ...request }))
-    const all = Array.from(events)
-    const last = all[all.length - 1]
-    assert.strictEqual(last?._tag, "Finish")
-    return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
-  }).pipe(Effect.provide(provider(server)))
+  ProviderServer.streamOnce(request).pipe(Effect.provide(provider(server)))
 
 const completeHi = Effect.flatMap(Model.Model, (model) => model.complete({ messages: [Message.user("hi")], tools: [] }))
 

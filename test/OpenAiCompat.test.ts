@@ -34,14 +34,7 @@ const provider = (server: ProviderServer.ProviderServer, options?: Partial<OpenA
 
 /** Streams one request; returns the events and the final message. */
 const respond = (server: ProviderServer.ProviderServer, request?: Partial<Model.Request>) =>
-  Effect.gen(function*() {
-    const model = yield* Model.Model
-    const events = yield* Stream.runCollect(model.stream({ messages: [Message.user("hi")], tools: [], ...request }))
-    const all = Array.from(events)
-    const last = all[all.length - 1]
-    assert.strictEqual(last?._tag, "Finish")
-    return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
-  }).pipe(Effect.provide(provider(server)))
+  ProviderServer.streamOnce(request).pipe(Effect.provide(provider(server)))
 
 interface Expected {
   readonly file: string

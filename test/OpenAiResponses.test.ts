@@ -7,7 +7,6 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Loop from "../src/Loop.js"
@@ -61,15 +60,7 @@ const respond = (
   server: ProviderServer.ProviderServer,
   request?: Partial<Model.Request>,
   options?: Partial<OpenAiResponses.Options>
-) =>
-  Effect.gen(function*() {
-    const model = yield* Model.Model
-    const events = yield* Stream.runCollect(model.stream({ messages: [Message.user("hi")], tools: [], ...request }))
-    const all = Array.from(events)
-    const last = all[all.length - 1]
-    assert.strictEqual(last?._tag, "Finish")
-    return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
-  }).pipe(Effect.provide(provider(server, options)))
+) => ProviderServer.streamOnce(request).pipe(Effect.provide(provider(server, options)))
 
 const completeHi = Effect.flatMap(Model.Model, (model) => model.complete({ messages: [Message.user("hi")], tools: [] }))
 

@@ -12,13 +12,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
-import type * as Message from "../../src/Message.js"
-import type * as Model from "../../src/Model.js"
+import * as Message from "../../src/Message.js"
+import * as Model from "../../src/Model.js"
 
 /** The recorded provider streams (see test/fixtures/providers/README.md for their origin and license). */
 export const fixturesDir = path.resolve(__dirname, "../fixtures/providers")
@@ -229,3 +230,14 @@ export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   assert.isTrue(Option.isSome(failure))
   return (failure as Option.Some<E>).value
 }
+
+/** Streams one request (by default `hi`, no tools) through the Model in context; the events and the final message. */
+export const streamOnce = (request?: Partial<Model.Request>) =>
+  Effect.gen(function*() {
+    const model = yield* Model.Model
+    const events = yield* Stream.runCollect(model.stream({ messages: [Message.user("hi")], tools: [], ...request }))
+    const all = Array.from(events)
+    const last = all[all.length - 1]
+    assert.strictEqual(last?._tag, "Finish")
+    return { events: all, message: (last as Extract<Model.Event, { _tag: "Finish" }>).message }
+  })
