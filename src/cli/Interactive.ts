@@ -26,6 +26,7 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as PermissionFiles from "./PermissionFiles.js"
 import * as Report from "./Report.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
@@ -228,8 +229,10 @@ export interface Options {
   readonly dynamicTools?: Loop.RunOptions["dynamicTools"]
   /** The workspace directory. */
   readonly root: string
-  /** Allow every call without asking. */
+  /** Allow every call without asking (what a rule denies stays denied). */
   readonly yes: boolean
+  /** The rules of the permissions files (`PermissionFiles.load`). */
+  readonly permissions?: Permissions.Rules | undefined
   /** The session file to open first. */
   readonly sessionPath: string
   /** Where this workspace's sessions are (`/new` creates one there, `/sessions` lists them). */
@@ -365,36 +368,36 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   options.stop.addEventListener("abort", onStop, { once: true })
   yield* Effect.addFinalizer(() => Effect.sync(() => options.stop.removeEventListener("abort", onStop)))
 
-  /** Asks inline before a call that writes or runs something; `always` allows the tool for the chat. */
+  /** Asks inline about a call the rules leave to the user; `always` allows the tool for the chat. */
   const always = new Set<string>()
-  const permissions = options.yes ?
-    Permissions.layerAllowAll :
-    Permissions.layerAsk((request) =>
-      request.toolName === "list_files" || request.toolName === "read_file" || always.has(request.toolName)
-        ? Permissions.allow
-        : Effect.async<Permissions.Decision>((resume) => {
-          const running = runningOf(mode)
-          if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
-          print(style.yellow(`allow ${toolLine(request.toolName, request.input, width() - 6)}?`))
-          mode = {
-            _tag: "Asking",
-            running,
-            answer: (line) => {
-              const answer = line.trim().toLowerCase()
-              if (!/^(y|yes|n|no|a|always)$/.test(answer)) return print("answer y (yes), n (no) or a (always)")
-              mode = running
-              setPrompt()
-              if (answer.startsWith("a")) always.add(request.toolName)
-              resume(Effect.succeed(answer.startsWith("n") ? Permissions.deny("the user said no") : Permissions.allow))
-            }
+  const confirm = (request: Permissions.Request) =>
+    always.has(request.toolName)
+      ? Effect.succeed(Permissions.allow)
+      : Effect.async<Permissions.Decision>((resume) => {
+        const running = runningOf(mode)
+        if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
+        print(style.yellow(`allow ${toolLine(request.toolName, request.input, width() - 6)}?`))
+        mode = {
+          _tag: "Asking",
+          running,
+          answer: (line) => {
+            const answer = line.trim().toLowerCase()
+            if (!/^(y|yes|n|no|a|always)$/.test(answer)) return print("answer y (yes), n (no) or a (always)")
+            mode = running
+            setPrompt()
+            if (answer.startsWith("a")) always.add(request.toolName)
+            resume(Effect.succeed(answer.startsWith("n") ? Permissions.deny("the user said no") : Permissions.allow))
           }
-          setPrompt()
-          // an aborted run stops asking
-          return Effect.sync(() => {
-            if (mode._tag === "Asking") mode = mode.running
-          })
+        }
+        setPrompt()
+        // an aborted run stops asking
+        return Effect.sync(() => {
+          if (mode._tag === "Asking") mode = mode.running
         })
-    )
+      })
+  const permissions = Permissions.layerRules(
+    PermissionFiles.rules(options.permissions ?? {}, { yes: options.yes, root: options.root, confirm })
+  )
 
   const explainLines = (cause: Cause.Cause<unknown>) => {
     for (const line of options.explain(cause).lines) print(style.red(line))

@@ -87,7 +87,9 @@ export const explain = (cause: Cause.Cause<unknown>, context: Context): Explaine
     const hint = tag === "UsageError" ? (error as { readonly hint?: string }).hint : hintFor(tag, error, context)
     return {
       lines: [`effect-agent: ${message}`, ...(hint === undefined ? [] : [`  ${hint}`])],
-      code: tag === "UsageError" || tag === "ModelConfigInvalid" ? exitCodes.usage : exitCodes.failed
+      code: tag === "UsageError" || tag === "ModelConfigInvalid" || tag === "PermissionsFileInvalid"
+        ? exitCodes.usage
+        : exitCodes.failed
     }
   }
   const defect = Cause.squash(cause)
@@ -148,6 +150,8 @@ const hintFor = (tag: string | undefined, error: unknown, context: Context): str
       return "move the file aside, or use another --session file"
     case "SessionStoreFailed":
       return "check the session file's path and permissions"
+    case "PermissionsFileInvalid":
+      return "fix the file (see the README: Permission rules), or move it aside"
     default:
       return undefined
   }

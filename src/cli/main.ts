@@ -41,6 +41,7 @@ import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
 import * as Export from "./Export.js"
 import * as Interactive from "./Interactive.js"
+import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
 import * as Sessions from "./Sessions.js"
@@ -110,6 +111,13 @@ const maxTurns = Options.text("max-turns").pipe(
 const yes = Options.boolean("yes").pipe(
   Options.withAlias("y"),
   Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
+)
+const permissions = Options.text("permissions").pipe(
+  Options.optional,
+  Options.withDescription(
+    "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
+      ".effect-agent/permissions.json and the user's ~/.config/effect-agent/permissions.json"
+  )
 )
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
@@ -244,24 +252,21 @@ const readStdin = Effect.async<string>((resume) => {
   process.stdin.on("error", () => resume(Effect.succeed(text)))
 })
 
-/** Asks on the terminal before a call that writes or runs something. */
-const askOnTerminal = Permissions.layerAsk((request) =>
-  request.toolName === "list_files" || request.toolName === "read_file"
-    ? Permissions.allow
-    : Effect.async<Permissions.Decision>((resume) => {
-      const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
-      // in raw mode the terminal's Ctrl-C reaches readline, not the process: pass it on
-      rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
-      rl.question(`\nallow ${request.toolName} ${JSON.stringify(request.input)}? [y/N] `, (answer) => {
-        rl.close()
-        resume(
-          Effect.succeed(/^y(es)?$/i.test(answer.trim()) ? Permissions.allow : Permissions.deny("the user said no"))
-        )
-      })
-      // an aborted run stops asking
-      return Effect.sync(() => rl.close())
+/** Asks on the terminal about a call the rules leave to the user (by default, one that writes or runs something). */
+const askOnTerminal = (request: Permissions.Request) =>
+  Effect.async<Permissions.Decision>((resume) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
+    // in raw mode the terminal's Ctrl-C reaches readline, not the process: pass it on
+    rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
+    rl.question(`\nallow ${request.toolName} ${JSON.stringify(request.input)}? [y/N] `, (answer) => {
+      rl.close()
+      resume(
+        Effect.succeed(/^y(es)?$/i.test(answer.trim()) ? Permissions.allow : Permissions.deny("the user said no"))
+      )
     })
-)
+    // an aborted run stops asking
+    return Effect.sync(() => rl.close())
+  })
 
 /**
  * The process groups of the commands the tools started (each runs as the leader of its own group),
@@ -328,6 +333,7 @@ const agent = Command.make(
     interactive,
     maxTurns,
     yes,
+    permissions,
     verbose,
     mcp,
     prompt
@@ -337,6 +343,7 @@ const agent = Command.make(
       if (options.verbose) report.verbose = true
       const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
       const root = yield* Preflight.workspace(options.workspace)
+      const rules = yield* PermissionFiles.load({ root, file: options.permissions })
       const models = yield* modelLayer(options.provider, options)
       const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
       const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
@@ -356,6 +363,7 @@ const agent = Command.make(
           dynamicTools,
           root,
           yes: options.yes,
+          permissions: rules,
           sessionPath,
           sessionsDir,
           initial: words.length > 0 ? words.join(" ") : undefined,
@@ -430,7 +438,7 @@ const agent = Command.make(
           model,
           session,
           Workspace.layer(root),
-          options.yes ? Permissions.layerAllowAll : askOnTerminal
+          Permissions.layerRules(PermissionFiles.rules(rules, { yes: options.yes, root, confirm: askOnTerminal }))
         )),
         Effect.provide(trackedCommands)
       )

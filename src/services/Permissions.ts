@@ -1,14 +1,18 @@
 /**
  * Permissions: a service consulted before every tool call, with the call and its decoded input. It
  * allows the call or denies it with a reason; a denial is terminal (the run fails with
- * `ToolPermissionDenied`). Optional: without a Permissions layer the loop allows everything.
+ * `ToolPermissionDenied`). Optional: without a Permissions layer the loop allows everything. Rules
+ * can be written in code or read from a JSON file (`fromFile`, `layerFile`).
  *
  * @since 0.1.0
  */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Glob from "../internal/glob.js"
 import * as Shell from "./internal/shell.js"
 import * as Workspace from "./Workspace.js"
@@ -133,8 +137,15 @@ export interface Rule {
 export interface Rules {
   readonly allow?: ReadonlyArray<Rule> | undefined
   readonly deny?: ReadonlyArray<Rule> | undefined
+  /** Calls that `confirm` decides (a person, asked), even when an `allow` rule matches them too. */
+  readonly ask?: ReadonlyArray<Rule> | undefined
   /** What happens to a call no rule matches: `"deny"` when `allow` rules are given, else `"allow"`. */
-  readonly otherwise?: "allow" | "deny" | undefined
+  readonly otherwise?: "allow" | "deny" | "ask" | undefined
+  /**
+   * Decides the calls that an `ask` rule (or `otherwise: "ask"`) leaves to someone, e.g. by asking
+   * on a terminal. Without it they are denied: nobody can be asked.
+   */
+  readonly confirm?: ((request: Request) => Decision | Effect.Effect<Decision>) | undefined
   /**
    * The workspace root that paths are resolved in (for `layerRules`, the `Workspace` service's root
    * when there is one; else the current directory).
@@ -143,9 +154,10 @@ export interface Rules {
 }
 
 /**
- * Decides with rules: a matching `deny` rule denies (deny wins), else a matching `allow` rule allows,
- * else `otherwise` decides. Paths are resolved with `Workspace.resolveSync` in `root` (default: the
- * current directory).
+ * Decides with rules: a matching `deny` rule denies (deny wins), else a matching `ask` rule asks, else
+ * a matching `allow` rule allows, else `otherwise` decides. Paths are resolved with
+ * `Workspace.resolveSync` in `root` (default: the current directory). A plain function cannot ask:
+ * what would be asked is denied (`layerRules` asks `confirm`).
  *
  * @since 0.1.0
  * @category Constructors
@@ -155,7 +167,11 @@ export const rules = (options: Rules): (request: Request) => Decision => {
   const root = options.root ?? process.cwd()
   return (request) => {
     const path = pathOf(request)
-    return decide(request, path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path)))
+    const verdict = decide(
+      request,
+      path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path))
+    )
+    return verdict._tag === "Ask" ? unasked(request) : verdict
   }
 }
 
@@ -178,22 +194,237 @@ export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
   Layer.effect(
     Permissions,
     Effect.map(Effect.serviceOption(Workspace.Workspace), (workspace) => {
-      if (workspace._tag === "None" || options.root !== undefined) {
-        const decide = rules(options)
-        return { check: (request) => Effect.sync(() => decide(request)) }
-      }
       const decide = decider(options)
+      const settle = (request: Request, verdict: Verdict): Effect.Effect<Decision> => {
+        if (verdict._tag !== "Ask") return Effect.succeed(verdict)
+        if (options.confirm === undefined) return Effect.succeed(unasked(request))
+        const decision = options.confirm(request)
+        return Effect.isEffect(decision) ? decision : Effect.succeed(decision)
+      }
+      if (workspace._tag === "None" || options.root !== undefined) {
+        const root = options.root ?? process.cwd()
+        return {
+          check: (request) =>
+            Effect.suspend(() => {
+              const path = pathOf(request)
+              return settle(
+                request,
+                decide(request, path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path)))
+              )
+            })
+        }
+      }
       const service = workspace.value
       return {
         check: (request) => {
           const path = pathOf(request)
-          if (path === undefined) return Effect.sync(() => decide(request, undefined))
-          return Effect.map(Effect.either(service.resolve(path)), (resolved) =>
-            decide(request, fromEither(service.root, resolved)))
+          if (path === undefined) return Effect.suspend(() => settle(request, decide(request, undefined)))
+          return Effect.flatMap(Effect.either(service.resolve(path)), (resolved) =>
+            settle(request, decide(request, fromEither(service.root, resolved))))
         }
       }
     })
   )
+
+// -----------------------------------------------------------------------------
+// Rules from a file
+// -----------------------------------------------------------------------------
+
+/**
+ * A permissions file could not be used: it is not readable, not JSON, or does not match `File`.
+ * `file` is its path; `issues` name each wrong place in the JSON (`deny[1]: …`).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class PermissionsFileInvalid extends Schema.TaggedError<PermissionsFileInvalid>(
+  "effect-agent/PermissionsFileInvalid"
+)("PermissionsFileInvalid", {
+  file: Schema.String,
+  issues: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `${this.file}: invalid permissions file: ${this.issues.join("; ")}`
+  }
+}
+
+const strings = Schema.optionalWith(
+  Schema.Array(Schema.String).annotations({ message: () => "expected an array of strings" }),
+  { exact: true }
+)
+
+const RuleObject = Schema.Struct({
+  tools: strings,
+  paths: strings,
+  commands: strings,
+  reason: Schema.optionalWith(Schema.String, { exact: true })
+})
+
+/**
+ * One rule of a permissions file: a `Rule` object (`{ "tools": […], "paths": […], "commands": […],
+ * "reason": "…" }`), or a string: a tool name (`"read_file"`, every call of it) or a tool name with
+ * a pattern in parentheses. For `bash` the pattern is a command's word prefix (`"bash(npm test)"`; a
+ * trailing `*` or `:*` says the same: `"bash(npm test*)"`); for any other tool it is a glob over the
+ * call's `path` (`"write_file(src/**)"`).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const FileRule = Schema.transformOrFail(
+  Schema.Union(Schema.String, Schema.Object).annotations({
+    message: () => ({
+      message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`,
+      override: true
+    })
+  }),
+  Schema.typeSchema(RuleObject),
+  {
+    strict: true,
+    decode: (input, options, ast) =>
+      typeof input === "string"
+        ? Either.match(parsePattern(input), {
+          onLeft: (message) => ParseResult.fail(new ParseResult.Type(ast, input, message)),
+          // a pattern's rule sets no field to undefined
+          onRight: (rule) => ParseResult.succeed(rule as typeof RuleObject.Type)
+        })
+        : ParseResult.decodeUnknown(RuleObject)(input, options),
+    encode: (rule) => ParseResult.succeed<string | object>(formatPattern(rule) ?? rule)
+  }
+)
+
+/**
+ * The schema of a permissions file: `{ "allow": [...], "ask": [...], "deny": [...], "otherwise":
+ * "allow" | "ask" | "deny" }`, every key optional, each list of `FileRule`s. Unknown keys are errors,
+ * so a misspelt key is reported rather than ignored.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const File = Schema.Struct({
+  allow: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
+  ask: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
+  deny: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
+  otherwise: Schema.optionalWith(
+    Schema.Literal("allow", "ask", "deny").annotations({
+      message: () => ({ message: `expected "allow", "ask" or "deny"`, override: true })
+    }),
+    { exact: true }
+  )
+}).annotations({ message: () => `expected an object: { "allow": [...], "ask": [...], "deny": [...] }` })
+
+/**
+ * Decodes the JSON of a permissions file into `Rules`; `file` names it in the error.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const parseFile = (json: unknown, file: string): Either.Either<Rules, PermissionsFileInvalid> =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(File, { errors: "all", onExcessProperty: "error" })(json),
+    (error) =>
+      new PermissionsFileInvalid({
+        file,
+        issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+          `${issue.path.length === 0 ? "(top level)" : formatJsonPath(issue.path)}: ${issue.message}`
+        )
+      })
+  )
+
+/**
+ * Reads the rules of a permissions file (see `File`). A file that does not exist has no rules (`{}`);
+ * one that cannot be read, is not JSON or does not decode fails with `PermissionsFileInvalid`.
+ *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Effect } from "effect"
+ * import * as Fs from "node:fs"
+ * import * as Os from "node:os"
+ * import * as Path from "node:path"
+ * import { Permissions } from "effect-agent"
+ *
+ * const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "rules-")), "permissions.json")
+ * Fs.writeFileSync(file, JSON.stringify({ allow: ["read_file", "bash(npm test*)"], deny: ["write_file(.env)"] }))
+ *
+ * Effect.runPromise(Permissions.fromFile(file).pipe(Effect.provide(NodeContext.layer))).then((rules) => {
+ *   const decide = Permissions.rules(rules)
+ *   console.log(decide({ toolCallId: "1", toolName: "bash", input: { command: "npm test -- --watch" } })._tag) // Allow
+ *   console.log(decide({ toolCallId: "2", toolName: "write_file", input: { path: ".env" } })._tag) // Deny
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const fromFile: (path: string) => Effect.Effect<Rules, PermissionsFileInvalid, FileSystem.FileSystem> = Effect
+  .fn("Permissions.fromFile")(function*(path: string) {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.map((text): string | undefined => text),
+      Effect.catchTag(
+        "SystemError",
+        (error) => error.reason === "NotFound" ? Effect.succeed(undefined) : Effect.fail(error)
+      ),
+      Effect.mapError((error) =>
+        new PermissionsFileInvalid({ file: path, issues: [`cannot read it: ${error.message}`] })
+      )
+    )
+    if (text === undefined) return {}
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (error) =>
+        new PermissionsFileInvalid({
+          file: path,
+          issues: [`not JSON: ${error instanceof Error ? error.message : String(error)}`]
+        })
+    })
+    return yield* parseFile(json, path)
+  })
+
+/**
+ * Combines rule sets given highest precedence first: their `allow`, `ask` and `deny` lists are
+ * joined (so a `deny` anywhere still wins, then `ask`, then `allow`: no set can lift what another
+ * denies or asks about), and `otherwise`, `root` and `confirm` come from the first set that has them.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const combine = (...sets: ReadonlyArray<Rules>): Rules => {
+  const first = <K extends "otherwise" | "root" | "confirm">(key: K): Rules[K] =>
+    sets.find((set) => set[key] !== undefined)?.[key]
+  const all = (key: "allow" | "ask" | "deny") => sets.flatMap((set) => set[key] ?? [])
+  return {
+    allow: all("allow"),
+    ask: all("ask"),
+    deny: all("deny"),
+    otherwise: first("otherwise"),
+    root: first("root"),
+    confirm: first("confirm")
+  }
+}
+
+/**
+ * `layerRules` with the rules of a permissions file (`fromFile`); `options` adds what a file cannot
+ * say: who confirms the calls it asks about, and the workspace root.
+ *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Layer } from "effect"
+ * import { Permissions } from "effect-agent"
+ *
+ * // ".effect-agent/permissions.json": { "deny": ["bash(git push)", "write_file(.env)"] }
+ * const permissions = Permissions.layerFile(".effect-agent/permissions.json").pipe(Layer.provide(NodeContext.layer))
+ * ```
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerFile = (
+  path: string,
+  options: Pick<Rules, "confirm" | "root"> = {}
+): Layer.Layer<Permissions, PermissionsFileInvalid, FileSystem.FileSystem> =>
+  Layer.unwrapEffect(Effect.map(fromFile(path), (rules) => layerRules(combine(options, rules))))
 
 // -----------------------------------------------------------------------------
 // Internals
@@ -228,11 +459,20 @@ const commandOf = (request: Request): string | undefined => {
     : undefined
 }
 
+/** A rule's verdict: a decision, or a call to leave to `confirm`. */
+type Verdict = Decision | { readonly _tag: "Ask" }
+
+const askVerdict: Verdict = { _tag: "Ask" }
+
+const unasked = (request: Request): Decision =>
+  deny(`${request.toolName} needs a confirmation, and there is nobody to ask`)
+
 const decider = (options: Rules) => {
   const allowRules = options.allow ?? []
   const denyRules = options.deny ?? []
+  const askRules = options.ask ?? []
   const otherwise = options.otherwise ?? (allowRules.length > 0 ? "deny" : "allow")
-  return (request: Request, path: ResolvedPath | undefined): Decision => {
+  return (request: Request, path: ResolvedPath | undefined): Verdict => {
     const command = commandOf(request)
     const call: Call = {
       toolName: request.toolName,
@@ -243,10 +483,18 @@ const decider = (options: Rules) => {
     for (const rule of denyRules) {
       if (matches(rule, call, "deny")) return deny(rule.reason ?? `denied by a rule (${describeRule(rule)})`)
     }
+    // an ask rule matches as widely as a deny rule: asking is the cautious side
+    for (const rule of askRules) {
+      if (matches(rule, call, "deny")) return askVerdict
+    }
     for (const rule of allowRules) {
       if (matches(rule, call, "allow")) return allow
     }
-    return otherwise === "allow" ? allow : deny(`${request.toolName} is not allowed by any rule`)
+    return otherwise === "allow"
+      ? allow
+      : otherwise === "ask"
+      ? askVerdict
+      : deny(`${request.toolName} is not allowed by any rule`)
   }
 }
 
@@ -290,3 +538,47 @@ const describeRule = (rule: Rule): string =>
     rule.paths === undefined ? undefined : `paths: ${rule.paths.join(", ")}`,
     rule.commands === undefined ? undefined : `commands: ${rule.commands.join(", ")}`
   ].filter((part) => part !== undefined).join("; ") || "every call"
+
+/** `tool` or `tool(pattern)` as a rule: a command prefix for `bash`, a path glob for any other tool. */
+const parsePattern = (text: string): Either.Either<Rule, string> => {
+  const match = /^([^\s()]+)(?:\(([\s\S]*)\))?$/.exec(text.trim())
+  if (match === null) {
+    return Either.left(
+      `expected "tool" or "tool(pattern)", such as "bash(npm test)" or "write_file(src/**)", got ${
+        JSON.stringify(text)
+      }`
+    )
+  }
+  const tool = match[1]!
+  const pattern = match[2]?.trim()
+  if (pattern === undefined) return Either.right({ tools: [tool] })
+  if (pattern === "") return Either.left(`empty pattern in ${JSON.stringify(text)}: write "${tool}" for every call`)
+  if (tool !== "bash") return Either.right({ tools: [tool], paths: [pattern] })
+  const prefix = pattern.replace(/:?\*$/, "").trim()
+  if (prefix.includes("*")) {
+    return Either.left(
+      `${JSON.stringify(text)}: a command pattern is a word prefix, with "*" only at its end (as in "bash(npm test*)")`
+    )
+  }
+  return Either.right(prefix === "" ? { tools: [tool] } : { tools: [tool], commands: [prefix] })
+}
+
+/** The string form of a rule, when it has one. */
+const formatPattern = (rule: Rule): string | undefined => {
+  if (rule.reason !== undefined || rule.tools?.length !== 1) return undefined
+  const tool = rule.tools[0]!
+  if (rule.paths === undefined && rule.commands === undefined) return tool
+  if (tool !== "bash" && rule.commands === undefined && rule.paths?.length === 1) return `${tool}(${rule.paths[0]})`
+  if (tool === "bash" && rule.paths === undefined && rule.commands?.length === 1) return `bash(${rule.commands[0]})`
+  return undefined
+}
+
+/** A path in a JSON document as people write it: `deny[1].paths[0]`. */
+const formatJsonPath = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map((key, index) =>
+    typeof key === "number"
+      ? `[${key}]`
+      : /^[A-Za-z_$][\w$]*$/.test(String(key))
+      ? `${index === 0 ? "" : "."}${String(key)}`
+      : `[${JSON.stringify(String(key))}]`
+  ).join("")
