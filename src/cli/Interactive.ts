@@ -26,10 +26,12 @@ import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as ContextWindow from "./ContextWindow.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Report from "./Report.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
+import * as Wrap from "./Wrap.js"
 
 // -----------------------------------------------------------------------------
 // Commands
@@ -140,18 +142,39 @@ export interface Status {
   readonly model: string
   readonly turn: number
   readonly usage: Message.Usage
+  /** The input tokens of the last request, and the model's context window when it is known. */
+  readonly context?: { readonly tokens: number; readonly window?: number | undefined } | undefined
 }
 
 /**
- * The status line: the model, the turn, the tokens and the cost so far (when the prices are known).
+ * The status line: the model, the turn, the tokens and the cost so far (when the prices are known),
+ * and, when the model's context window is known, how much of it the last request used
+ * (`ctx 12.3k/128k (10%)`).
  *
  * @since 0.1.0
  * @category Combinators
  */
 export const statusLine = (status: Status): string => {
   const cost = status.usage.cost === undefined ? "" : ` · $${status.usage.cost.total.toFixed(4)}`
-  return `${status.model} · turn ${status.turn} · ${tokens(status.usage.totalTokens)} tokens${cost}`
+  return `${status.model} · turn ${status.turn} · ${tokens(status.usage.totalTokens)} tokens${cost}${
+    contextUse(status.context)
+  }`
 }
+
+const contextUse = (context: Status["context"]): string => {
+  // without the window, the tokens so far are all the line says
+  if (context === undefined || context.tokens <= 0 || context.window === undefined || context.window <= 0) return ""
+  const percent = Math.round((100 * context.tokens) / context.window)
+  return ` · ctx ${tokens(context.tokens)}/${windowSize(context.window)} (${percent}%)`
+}
+
+/** `128k`, `1M`, `1.5M`, `8192`. */
+const windowSize = (n: number) =>
+  n >= 1_000_000
+    ? `${Number((n / 1_000_000).toFixed(1))}M`
+    : n >= 10_000
+    ? `${Math.round(n / 1000)}k`
+    : String(n)
 
 /**
  * Styles one line of Markdown for the terminal: headings and `**bold**` bold, `` `code` `` and code
@@ -233,6 +256,8 @@ export interface Options {
   readonly yes: boolean
   /** The rules of the permissions files (`PermissionFiles.load`). */
   readonly permissions?: Permissions.Rules | undefined
+  /** The model's context window in tokens (else looked up by name, `ContextWindow.of`). */
+  readonly contextWindow?: number | undefined
   /** The session file to open first. */
   readonly sessionPath: string
   /** Where this workspace's sessions are (`/new` creates one there, `/sessions` lists them). */
@@ -283,11 +308,11 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   let closed = false
   const idlePrompt = () => `${style.bold("›")} `
 
-  /** Prints whole lines above the prompt, keeping what is being typed. */
+  /** Prints whole lines above the prompt, wrapped to the terminal, keeping what is being typed. */
   const print = (text: string) => {
     readline.clearLine(output, 0)
     readline.cursorTo(output, 0)
-    output.write(text.endsWith("\n") ? text : `${text}\n`)
+    output.write(`${Wrap.wrap(text.endsWith("\n") ? text.slice(0, -1) : text, width()).join("\n")}\n`)
     if (!closed) rl.prompt(true)
   }
   const setPrompt = () => {
@@ -296,7 +321,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         ? idlePrompt()
         : mode._tag === "Asking"
         ? `${style.yellow("allow? [y]es / [n]o / [a]lways")} › `
-        : `${style.dim(`${spinnerFrames[frame % spinnerFrames.length]} ${status}`)} › `
+        : `${style.dim(`${spinnerFrames[frame % spinnerFrames.length]} ${clip(status, width() - 4)}`)} › `
     )
     if (!closed) rl.prompt(true)
   }
@@ -376,7 +401,8 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       : Effect.async<Permissions.Decision>((resume) => {
         const running = runningOf(mode)
         if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
-        print(style.yellow(`allow ${toolLine(request.toolName, request.input, width() - 6)}?`))
+        // the whole call, wrapped: what is approved is seen
+        print(style.yellow(`allow ${toolLine(request.toolName, request.input, 4000)}?`))
         mode = {
           _tag: "Asking",
           running,
@@ -434,6 +460,18 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     }
   }
   let total = Message.emptyUsage
+  /** The input tokens of the session's last request. */
+  let context: number | undefined
+  const contextOf = () =>
+    context === undefined
+      ? undefined
+      : {
+        tokens: context,
+        // --context-window is the window of the model the chat started with
+        window: modelName === options.model && options.contextWindow !== undefined
+          ? options.contextWindow
+          : ContextWindow.of(modelName)
+      }
   let listed: ReadonlyArray<Sessions.Entry> = []
   const switchTo = (path: string) =>
     Effect.gen(function*() {
@@ -441,6 +479,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       if (Exit.isFailure(opened)) return explainLines(opened.cause)
       session = opened.value
       total = Message.emptyUsage
+      context = undefined
     })
 
   /** One run of the loop for a prompt (and then for whatever was queued after its last turn). */
@@ -458,7 +497,9 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       let inCode = false
       let lastAnswer: Message.AssistantMessage | undefined
       const update = (what: string) => {
-        status = `${statusLine({ model: modelName, turn, usage: Message.addUsage(total, usage) })} · ${what}`
+        status = `${
+          statusLine({ model: modelName, turn, usage: Message.addUsage(total, usage), context: contextOf() })
+        } · ${what}`
         setPrompt()
       }
       const flushLine = (line: string) => {
@@ -486,7 +527,11 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             partial = ""
             if (event.message.role !== "assistant") return
             lastAnswer = event.message
-            if (event.message.usage !== undefined) usage = Message.addUsage(usage, event.message.usage)
+            if (event.message.usage !== undefined) {
+              usage = Message.addUsage(usage, event.message.usage)
+              const { cacheRead, cacheWrite, input } = event.message.usage
+              if (input + cacheRead + cacheWrite > 0) context = input + cacheRead + cacheWrite
+            }
             for (const block of event.message.content) {
               if (block.type === "thinking" && block.thinking.trim() !== "") {
                 for (const line of fold(block.thinking, { lines: 2, width: width() - 2 })) {
@@ -508,7 +553,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
           case "ToolEnd": {
             const failed = event.result.isError === true
             const mark = failed ? style.red("✗") : style.green("✓")
-            print(`${mark} ${style.bold(toolLine(event.toolName, inputOf(event), width() - 2))}`)
+            print(`${mark} ${style.bold(toolLine(event.toolName, inputOf(event), 3 * width()))}`)
             for (const line of fold(Message.textOf(event.result), { lines: 2, width: width() - 4 })) {
               print(failed ? style.red(`  ${line}`) : style.dim(`  ${line}`))
             }
@@ -559,7 +604,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       )
       mode = { _tag: "Idle" }
       if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) explainLines(exit.cause)
-      print(style.dim(statusLine({ model: modelName, turn, usage: total })))
+      print(style.dim(statusLine({ model: modelName, turn, usage: total, context: contextOf() })))
     })
 
   const compact = Effect.gen(function*() {

@@ -108,6 +108,19 @@ const maxTurns = Options.text("max-turns").pipe(
   Options.withDefault(Loop.defaultMaxTurns),
   Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
 )
+const contextWindow = Options.text("context-window").pipe(
+  Options.mapEffect((text) =>
+    /^\d+$/.test(text) && Number(text) > 0
+      ? Effect.succeed(Number(text))
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `effect-agent: --context-window ${JSON.stringify(text)} is not a positive whole number of tokens`
+      )))
+  ),
+  Options.optional,
+  Options.withDescription(
+    "the model's context window in tokens, for the chat's status line (known models' windows are built in)"
+  )
+)
 const yes = Options.boolean("yes").pipe(
   Options.withAlias("y"),
   Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
@@ -332,6 +345,7 @@ const agent = Command.make(
     continueLatest,
     interactive,
     maxTurns,
+    contextWindow,
     yes,
     permissions,
     verbose,
@@ -364,6 +378,7 @@ const agent = Command.make(
           root,
           yes: options.yes,
           permissions: rules,
+          contextWindow: Option.getOrUndefined(options.contextWindow),
           sessionPath,
           sessionsDir,
           initial: words.length > 0 ? words.join(" ") : undefined,
