@@ -1,6 +1,7 @@
 /**
  * The chat in a real terminal (tmux) against the fake OpenAI-compatible server: an approval answered
- * `always`, a narrow terminal where answers, tool lines and the status line wrap, and the context use
+ * `always`, the rules of the workspace's permissions file in the chat, a narrow terminal where answers,
+ * tool lines and the status line wrap, and the context use
  * in the status line. Also the pure parts these rest on: wrapping and the status line's context.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -156,6 +157,16 @@ const answer = (body: any): ChatServer.Reply => {
         12_345
       )
   }
+  if (last === "read the env") {
+    return results === 0
+      ? ChatServer.toolCall("call_env", "read_file", { path: ".env" })
+      : ChatServer.text(["Read it."])
+  }
+  if (last === "push it") {
+    return results === 0
+      ? ChatServer.toolCall("call_push", "bash", { command: "git push origin main" })
+      : ChatServer.text(["unexpected"])
+  }
   if (last === "how full is the context") return withPromptTokens(ChatServer.text(["Quite full."]), 12_345)
   return ChatServer.text([`You said: ${last}`])
 }
@@ -182,7 +193,7 @@ const setup = Effect.gen(function*() {
         XDG_CONFIG_HOME: NodePath.join(dir, "config")
       }
     })
-  return { open, server }
+  return { open, server, workspace }
 })
 
 const count = (text: string, pattern: RegExp) => (text.match(pattern) ?? []).length
@@ -215,6 +226,42 @@ describe("the chat in a real terminal (tmux)", () => {
         for (const output of ["one-ran", "two-ran", "three-ran"]) {
           assert.isTrue(results.some((content: string) => content.includes(output)), output)
         }
+        yield* terminal.keys("C-d")
+        yield* terminal.waitFor(/\[exit 0\]/)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.scopedLive(
+    "the workspace's permissions file: an ask rule asks before a read, a deny rule denies without asking",
+    () =>
+      Effect.gen(function*() {
+        const { open, server, workspace } = yield* setup
+        yield* Effect.promise(async () => {
+          await Fs.mkdir(NodePath.join(workspace, ".effect-agent"))
+          await Fs.writeFile(
+            NodePath.join(workspace, ".effect-agent", "permissions.json"),
+            JSON.stringify({ ask: ["read_file(.env)"], deny: ["bash(git push)"] })
+          )
+          await Fs.writeFile(NodePath.join(workspace, ".env"), "TOKEN=secret-value")
+        })
+        const terminal = yield* open(["--model", "test-model"])
+        yield* terminal.waitFor(/\/help for the commands/)
+        // read_file is not asked about by default; the rule makes it asked
+        yield* terminal.type("read the env")
+        yield* terminal.waitFor(/allow read_file \.env\?/)
+        yield* terminal.type("y")
+        yield* terminal.waitFor(/Read it\.[^]*\[completed: 2 turns[^]*turn 2/)
+        // a deny is never asked, and it ends the run
+        yield* terminal.type("push it")
+        const screen = yield* terminal.waitFor(/\[failed: [^]*turn 1/)
+        assert.match(screen, /✗ bash git push origin main\n\s+Permission denied for bash: denied by a rule/)
+        assert.strictEqual(count(screen, /allow bash/g), 0, screen)
+        const read = server.requests.find((body) =>
+          ChatServer.lastUserText(body) === "read the env" &&
+          ChatServer.afterToolResult(body)
+        )
+        assert.include(JSON.stringify(read.messages.at(-1)), "TOKEN=secret-value")
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),
