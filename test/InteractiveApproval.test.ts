@@ -1,8 +1,8 @@
 /**
  * The chat in a real terminal (tmux) against the fake OpenAI-compatible server: an approval answered
  * `always`, the rules of the workspace's permissions file in the chat, a narrow terminal where answers,
- * tool lines and the status line wrap, and the context use
- * in the status line. Also the pure parts these rest on: wrapping and the status line's context.
+ * tool lines and the status line wrap, and the context use in the status line. Also the pure parts
+ * these rest on: wrapping and the status line's context.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
