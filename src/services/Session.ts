@@ -360,6 +360,8 @@ export interface LoadReport {
   readonly id: string
   readonly createdAt: number
   readonly created: boolean
+  /** The file's format version (1: written before sessions had branches; it cannot be forked). */
+  readonly version: number
   /** The messages read back from the file (after repair). */
   readonly loaded: number
   readonly repairs: ReadonlyArray<string>
@@ -580,6 +582,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     id: header.id,
     createdAt: header.createdAt,
     created,
+    version: version(),
     loaded: tree.branch.messages.length,
     repairs
   }
