@@ -756,25 +756,10 @@ const entryLine = (node: Tree.Node, version: number): string => {
 /** Whether a fork from `entryId` is possible (`false`: it is the leaf already, nothing to do). */
 const checkFork = (tree: Tree.Tree, entryId: string | null): Effect.Effect<boolean, SessionForkInvalid> => {
   if (entryId === tree.leaf) return Effect.succeed(false)
-  if (entryId !== null && !tree.has(entryId)) {
-    return Effect.fail(
-      new SessionForkInvalid({
-        entryId,
-        reason: "no entry of this session has this id; take one from Session.entries (or a branch's leafId)"
-      })
-    )
-  }
-  const valid = Message.validateHistory(Tree.replay(tree.path(entryId)).messages)
-  if (Either.isLeft(valid)) {
-    return Effect.fail(
-      new SessionForkInvalid({
-        entryId,
-        reason:
-          `the history up to it is not a whole turn (${valid.left.reason}); fork from the entry after the tool results, or before the answer that made the calls`
-      })
-    )
-  }
-  return Effect.succeed(true)
+  const problem = Tree.forkProblem(tree, entryId)
+  return problem === undefined
+    ? Effect.succeed(true)
+    : Effect.fail(new SessionForkInvalid({ entryId, reason: problem }))
 }
 
 const read = (path: string, options: JsonlOptions | undefined) =>

@@ -173,6 +173,20 @@ export class Tree {
   }
 }
 
+/**
+ * Why a fork from `entryId` cannot be made (`undefined`: it can): the entry is unknown, or the history
+ * up to it breaks the pairing law (an answer whose calls have no results yet).
+ */
+export const forkProblem = (tree: Tree, entryId: string | null): string | undefined => {
+  if (entryId !== null && !tree.has(entryId)) {
+    return "no entry of this session has this id; take one from Session.entries (or a branch's leafId)"
+  }
+  const valid = Message.validateHistory(replay(tree.path(entryId)).messages)
+  return valid._tag === "Left"
+    ? `the history up to it is not a whole turn (${valid.left.reason}); fork from the entry after the tool results, or before the answer that made the calls`
+    : undefined
+}
+
 /** Replays a path of entries, root first. */
 export const replay = (path: ReadonlyArray<Node>): Replayed => {
   const replayed: Replayed = { messages: [], entries: [], lines: [], compaction: undefined }
