@@ -108,6 +108,11 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
         yield* terminal.type("/tree")
         const tree = yield* terminal.waitFor(/\* {2}2 +4 messages .*forked after message 2: another question/)
         assert.match(tree, / {3}1 +4 messages .* first question\n/)
+        // /tree <n> goes over to a branch, and back
+        yield* terminal.type("/tree 1")
+        yield* terminal.waitFor(/on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
+        yield* terminal.type("/tree 2")
+        yield* terminal.waitFor(/on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
 
