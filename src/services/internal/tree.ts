@@ -133,21 +133,22 @@ export class Tree {
     }
     const found: Array<Branch & { readonly start: number }> = []
     for (const node of this.order) {
-      if (!this.isLive(node) || this.liveChildren(node.id).length > 0) continue
+      if (!this.isLive(node) || this.firstLiveChild(node.id) !== undefined) continue
       const path = this.path(node.id)
       // walk up while each entry is the first child of its parent: the first one that is not started the branch
       let start = 0
       let forkedFrom: string | null | undefined = undefined
       for (let index = path.length - 1; index >= 0; index--) {
         const entry = path[index]!
-        if (this.liveChildren(entry.parentId)[0] !== entry) {
+        if (this.firstLiveChild(entry.parentId) !== entry) {
           start = index
           forkedFrom = entry.parentId
           break
         }
       }
       const before = forkedFrom === undefined ? 0 : replay(path.slice(0, start)).messages.length
-      const all = replay(path).messages
+      // the current branch is replayed already
+      const all = node.id === this.leaf ? this.current.messages : replay(path).messages
       const after = all.slice(before)
       const prompt = after.find((message) => message.role === "user")
       found.push({
@@ -168,8 +169,11 @@ export class Tree {
   private isLive(node: Node): boolean {
     return node.payload.type !== "fork" || node.id === this.leaf || (this.childrenOf.get(node.id)?.length ?? 0) > 0
   }
-  private liveChildren(id: string | null): Array<Node> {
-    return (this.childrenOf.get(id) ?? []).filter((child) => this.isLive(child))
+  private firstLiveChild(id: string | null): Node | undefined {
+    const children = this.childrenOf.get(id)
+    if (children === undefined) return undefined
+    for (const child of children) if (this.isLive(child)) return child
+    return undefined
   }
 }
 
