@@ -2,6 +2,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FastCheck from "effect/FastCheck"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
@@ -156,6 +157,106 @@ describe("Session tree: in memory", () => {
       assert.deepStrictEqual(texts(model.requests[1]!.messages), ["another question"])
       assert.deepStrictEqual(texts(yield* session.messages), ["another question", "second answer"])
     }))
+})
+
+/** An operation on a session: append whole rounds, fork before a prompt, from the start, or to a branch. */
+type Op =
+  | { readonly _tag: "Append"; readonly rounds: number }
+  | { readonly _tag: "ForkBefore"; readonly prompt: number }
+  | { readonly _tag: "ForkRoot" }
+  | { readonly _tag: "Switch"; readonly branch: number }
+
+const Ops = FastCheck.array(
+  FastCheck.oneof(
+    FastCheck.record({ _tag: FastCheck.constant("Append" as const), rounds: FastCheck.integer({ min: 1, max: 2 }) }),
+    FastCheck.record({ _tag: FastCheck.constant("ForkBefore" as const), prompt: FastCheck.nat(20) }),
+    FastCheck.record({ _tag: FastCheck.constant("ForkRoot" as const) }),
+    FastCheck.record({ _tag: FastCheck.constant("Switch" as const), branch: FastCheck.nat(20) })
+  ),
+  { maxLength: 25 }
+)
+
+/**
+ * Applies random operations to a store and to a plain model of it (each branch a list of messages):
+ * after each one, `messages` is the model's current branch, exactly one branch is current, and it has
+ * the branch's size; every listed branch reads back as the model recorded it. Returns the model's
+ * current branch.
+ */
+const followModel = (session: Session.Service, ops: ReadonlyArray<Op>) =>
+  Effect.gen(function*() {
+    let current: ReadonlyArray<Message.Message> = []
+    let next = 1
+    // the messages of each leaf, as the model has them
+    const byLeaf = new Map<string | null, ReadonlyArray<Message.Message>>([[null, []]])
+    for (const op of ops) {
+      switch (op._tag) {
+        case "Append": {
+          const added = Array.from({ length: op.rounds }, () => round(next++)).flat()
+          yield* session.append(...added)
+          current = [...current, ...added]
+          break
+        }
+        case "ForkBefore": {
+          const entries = yield* session.entries!
+          const prompts = entries.filter((entry) => entry.message.role === "user")
+          if (prompts.length === 0) continue
+          const prompt = prompts[op.prompt % prompts.length]!
+          yield* session.fork!(prompt.parentId)
+          current = current.slice(0, entries.indexOf(prompt))
+          break
+        }
+        case "ForkRoot":
+          yield* session.fork!(null)
+          current = []
+          break
+        case "Switch": {
+          const branches = yield* session.branches!
+          const branch = branches[op.branch % branches.length]!
+          yield* session.fork!(branch.leafId)
+          current = byLeaf.get(branch.leafId)!
+          break
+        }
+      }
+      assert.deepStrictEqual(yield* session.messages, current)
+      const branches = yield* session.branches!
+      const mine = branches.filter((branch) => branch.current)
+      assert.strictEqual(mine.length, 1)
+      assert.strictEqual(mine[0]!.messages, current.length)
+      byLeaf.set(mine[0]!.leafId, current)
+      for (const branch of branches) {
+        assert.strictEqual(branch.messages, byLeaf.get(branch.leafId)?.length)
+        assert.isAtMost(branch.sinceFork, branch.messages)
+      }
+      // one first branch, all of it its own; the others forked from somewhere
+      const first = branches.filter((branch) => branch.forkedFrom === undefined)
+      assert.strictEqual(first.length, 1)
+      assert.strictEqual(first[0]!.sinceFork, first[0]!.messages)
+      assert.strictEqual(new Set(branches.map((branch) => branch.leafId)).size, branches.length)
+    }
+    return current
+  })
+
+describe("Session tree: a model of it", () => {
+  it.effect.prop(
+    "in memory, random appends, forks and switches read as the model says",
+    [Ops],
+    ([ops]) => Effect.asVoid(followModel(Session.makeMemory(), ops)),
+    { fastCheck: { numRuns: 150 } }
+  )
+
+  it.effect.prop(
+    "in a JSON Lines file the same, and a reopened file is on the same branch",
+    [Ops],
+    ([ops]) =>
+      Effect.scoped(Effect.gen(function*() {
+        const path = NodePath.join(yield* tempDir, "s.jsonl")
+        const current = yield* Effect.scoped(Effect.flatMap(open(path), ({ service }) => followModel(service, ops)))
+        const contents = yield* read(path)
+        assert.deepStrictEqual(contents.messages, current)
+        assert.strictEqual(contents.branches.filter((branch) => branch.current).length, 1)
+      })),
+    { fastCheck: { numRuns: 40 } }
+  )
 })
 
 describe("Session tree: JSON Lines", () => {
