@@ -181,7 +181,9 @@ describe("Session.layerJsonl", () => {
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, everyKind.slice(0, 1))
-      const line = JSON.stringify({ type: "message", role: "user", message: everyKind[1] })
+      const written = (yield* Effect.promise(() => Fs.readFile(path, "utf8"))).trim().split("\n")
+      const parentId = JSON.parse(written[written.length - 1]!).id
+      const line = JSON.stringify({ type: "message", role: "user", id: "nl000001", parentId, message: everyKind[1] })
       yield* Effect.promise(() => Fs.appendFile(path, line))
       yield* write(path, [everyKind[2]!, everyKind[3]!, everyKind[4]!])
       const { messages, report } = yield* reopen(path)
@@ -241,11 +243,11 @@ describe("Session.layerJsonl", () => {
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.promise(() =>
-        Fs.writeFile(path, JSON.stringify({ type: "session", version: 2, id: "x", createdAt: 0 }) + "\n")
+        Fs.writeFile(path, JSON.stringify({ type: "session", version: 3, id: "x", createdAt: 0 }) + "\n")
       )
       const error = yield* Effect.flip(reopen(path))
       assert.strictEqual(error._tag, "SessionCorrupt")
-      assert.include(error.message, "unsupported format version 2")
+      assert.include(error.message, "unsupported format version 3")
     }))
 
   it.scoped("repairs orphaned tool calls, records the repair once, and validates", () =>
@@ -295,7 +297,7 @@ describe("Session.layerJsonl", () => {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const call = Message.toolCall("c1", "bash")
       // written line by line, as an earlier version appended what the model sent
-      const header = { type: "session", version: Session.formatVersion, id: "s", createdAt: 1 }
+      const header = { type: "session", version: 1, id: "s", createdAt: 1 }
       const entries = [
         Message.user("go"),
         Message.assistant([call]),

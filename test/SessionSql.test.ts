@@ -167,9 +167,57 @@ for (const [name, store] of stores) {
             yield* session.append(next)
             assert.deepStrictEqual(yield* session.messages, [...sample, next])
             assert.isTrue(yield* SessionSql.exists("old"))
+            // and forks: the rows written before the tree are its first branch
+            const entries = yield* session.entries!
+            yield* session.fork!(entries[3]!.id)
+            yield* session.append(Message.user("on a branch"))
+            assert.deepStrictEqual((yield* session.messages).map(Message.textOf), [
+              ...sample.map(Message.textOf),
+              "on a branch"
+            ])
+            assert.strictEqual((yield* session.branches!).length, 2)
           }),
           old
         )
       }))
+
+    it.effect("a tree: fork and continue, read back by another opener on the forked branch", () =>
+      withSql(Effect.gen(function*() {
+        const turn = (n: number): ReadonlyArray<Message.Message> => [
+          { ...Message.user(`question ${n}`), timestamp: n },
+          { ...Message.assistant([Message.toolCall(`c${n}`, "echo", { text: "x" })]), timestamp: n },
+          { ...Message.toolResult({ toolCallId: `c${n}`, toolName: "echo", content: "x" }), timestamp: n },
+          { ...Message.assistant(`answer ${n}`), timestamp: n }
+        ]
+        const texts = (messages: ReadonlyArray<Message.Message>) => messages.map(Message.textOf)
+        const session = yield* SessionSql.makeSql("tree")
+        yield* session.append(...turn(1), ...turn(2))
+        yield* session.appendCompaction({ summary: "both", firstKeptIndex: 4, tokensBefore: 9, timestamp: 1 })
+        const entries = yield* session.entries!
+        assert.strictEqual(entries.length, 8)
+        const second = entries[4]!
+        // a fork is stored before anything is appended: another opener is on the new branch at once
+        yield* session.fork!(second.parentId)
+        const other = yield* SessionSql.makeSql("tree")
+        assert.deepStrictEqual(texts(yield* other.messages), texts(turn(1)))
+        assert.isUndefined(yield* other.latestCompaction)
+        // the same messages again on the new branch are new rows (the branch has keys of its own)
+        yield* other.append(...turn(2))
+        yield* other.append(...turn(2))
+        assert.deepStrictEqual(texts(yield* session.messages), texts([...turn(1), ...turn(2)]))
+        const branches = yield* other.branches!
+        assert.deepStrictEqual(branches.map((branch) => [branch.current, branch.messages, branch.forkedFrom]), [
+          [false, 8, undefined],
+          [true, 8, second.parentId]
+        ])
+        // back to the first branch: its compaction is there again
+        yield* other.fork!(branches[0]!.leafId)
+        assert.strictEqual((yield* other.latestCompaction)?.summary, "both")
+        assert.strictEqual((yield* SessionSql.readMessages("tree")).length, 8)
+        const unknown = yield* Effect.flip(other.fork!("123456"))
+        assert.strictEqual(unknown._tag, "SessionForkInvalid")
+        const midTurn = yield* Effect.flip(other.fork!(entries[1]!.id))
+        assert.include(midTurn.message, "not a whole turn")
+      })))
   })
 }

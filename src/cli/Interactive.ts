@@ -62,6 +62,8 @@ export const commands = {
   compact: "summarize the older turns of the session into a compaction entry",
   sessions: "list the sessions of this workspace (date, size, first prompt)",
   resume: "continue a listed session: /resume <n>",
+  fork: "branch from an earlier prompt of this branch: pick it from a list, then type the new message",
+  tree: "show the branches of this session; /tree <n> switches to branch n",
   cost: "show the tokens and the cost of this session",
   exit: "leave (also Ctrl-D, or Ctrl-C at an empty prompt)"
 } as const
@@ -109,6 +111,48 @@ export const helpText = (): string =>
 // -----------------------------------------------------------------------------
 // Rendering
 // -----------------------------------------------------------------------------
+
+/**
+ * The `/fork` list: the prompts of the current branch, numbered, each on one line.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const forkList = (prompts: ReadonlyArray<Session.BranchEntry>, width: number): string =>
+  prompts.map((entry, index) =>
+    clip(`${String(index + 1).padStart(3)}  ${firstLine(Message.textOf(entry.message)) || "(no text)"}`, width)
+  ).join("\n")
+
+/**
+ * The `/tree` display: one line per branch (`*` marks the current one) with its size, the time of
+ * its last message, where it forked from its parent branch and its first prompt after the fork.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const treeText = (branches: ReadonlyArray<Session.Branch>, width: number): string =>
+  branches.map((branch, index) => {
+    const date = branch.lastTimestamp === undefined
+      ? "".padEnd(16)
+      : new Date(branch.lastTimestamp).toISOString().slice(0, 16).replace("T", " ")
+    const where = branch.forkedFrom === undefined ? "" : `forked after message ${branch.messages - branch.sinceFork}: `
+    const line = `${branch.current ? "*" : " "}${String(index + 1).padStart(3)}  ${
+      String(branch.messages).padStart(4)
+    } messages  ${date}  ${where}${branch.firstPrompt === "" ? "(no prompt yet)" : branch.firstPrompt}`
+    return clip(line, width)
+  }).join("\n")
+
+/**
+ * The mark the idle prompt carries when the session has branches: which one is current.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const branchLabel = (branches: ReadonlyArray<Session.Branch>): string => {
+  if (branches.length < 2) return ""
+  const current = branches.findIndex((branch) => branch.current)
+  return `branch ${current + 1}/${branches.length} `
+}
 
 /**
  * Folds a text to at most `lines` lines of at most `width` characters, saying how much was left out.
@@ -208,6 +252,8 @@ const clip = (line: string, width: number) => {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line
 }
 
+const firstLine = (text: string) => text.split("\n").find((line) => line.trim() !== "")?.trim() ?? ""
+
 const inputPreview = (input: unknown): string => {
   if (typeof input === "object" && input !== null) {
     const record = input as Record<string, unknown>
@@ -306,7 +352,9 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   let status = ""
   let frame = 0
   let closed = false
-  const idlePrompt = () => `${style.bold("›")} `
+  // what the idle prompt shows before its mark: the current branch, or what a question waits for
+  let idleLabel = ""
+  const idlePrompt = () => `${style.dim(idleLabel)}${style.bold("›")} `
 
   /** Prints whole lines above the prompt, wrapped to the terminal, keeping what is being typed. */
   const print = (text: string) => {
@@ -433,6 +481,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   let sessionScope = yield* Scope.make()
   yield* Effect.addFinalizer(() => Scope.close(sessionScope, Exit.void))
   let sessionPath = options.sessionPath
+  let sessionVersion = Session.formatVersion
   const openFile = (path: string) =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
@@ -443,6 +492,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       yield* Scope.close(sessionScope, Exit.void)
       sessionScope = scope
       sessionPath = path
+      sessionVersion = report.version
       if (report.repairs.length > 0) print(style.yellow(`repaired: ${report.repairs.join("; ")}`))
       print(style.dim(`session: ${path}${report.loaded > 0 ? ` (${report.loaded} messages)` : ""}`))
       return service
@@ -626,9 +676,59 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     print(`compacted: ${cut - from} messages (about ${estimate} tokens) are now a summary`)
   })
 
+  /** `/fork`: pick a prompt of the current branch; the session forks from just before it. */
+  const forkCommand = Effect.gen(function*() {
+    const entries = yield* Effect.provideService(Session.entries, Session.Session, session)
+    const prompts = entries.filter((entry) => entry.message.role === "user")
+    if (prompts.length === 0) return print("nothing to fork from yet: this branch has no prompt")
+    print(forkList(prompts, width()))
+    idleLabel = `fork before prompt (1-${prompts.length}, Enter to cancel) `
+    setPrompt()
+    const picked = yield* Queue.take(idle)
+    if (picked._tag === "Leave") return Queue.unsafeOffer(idle, picked)
+    const n = Number(picked.text.trim())
+    if (picked.text.trim() === "") return print("(no fork)")
+    const prompt = Number.isInteger(n) ? prompts[n - 1] : undefined
+    if (prompt === undefined) return print(style.red(`/fork needs a number from the list (1 to ${prompts.length})`))
+    let from = prompt.parentId
+    if (sessionVersion < 2) {
+      // a session written before branches is never rewritten: its history goes on in a copy
+      const copy = newFile()
+      yield* Session.copyJsonl(sessionPath, copy)
+      print(style.dim(`this session was written before sessions had branches; forking a copy of it`))
+      yield* switchTo(copy)
+      if (sessionPath !== copy) return
+      const copied = yield* Effect.provideService(Session.entries, Session.Session, session)
+      from = copied[entries.indexOf(prompt)]!.parentId
+    }
+    yield* Effect.provideService(Session.fork(from), Session.Session, session)
+    const kept = (yield* session.messages).length
+    print(
+      `on a new branch: forked before prompt ${n} (${kept} message${
+        kept === 1 ? "" : "s"
+      } kept); type the new message (/tree lists the branches)`
+    )
+  })
+
+  /** `/tree`: the branches of the session; `/tree <n>` switches to one. */
+  const treeCommand = (argument: string) =>
+    Effect.gen(function*() {
+      const branches = yield* Effect.provideService(Session.branches, Session.Session, session)
+      if (argument === "") return print(treeText(branches, width()))
+      const n = Number(argument)
+      const branch = Number.isInteger(n) ? branches[n - 1] : undefined
+      if (branch === undefined) return print(style.red(`/tree <n> needs a branch number (1 to ${branches.length})`))
+      if (branch.current) return print(`already on branch ${n}`)
+      yield* Effect.provideService(Session.fork(branch.leafId), Session.Session, session)
+      print(`on branch ${n} (${branch.messages} messages)`)
+    })
+
   print(style.dim(`effect-agent · ${modelName} · /help for the commands, Ctrl-D to leave`))
   if (options.initial !== undefined) Queue.unsafeOffer(idle, { _tag: "Line", text: options.initial })
   while (true) {
+    idleLabel = branchLabel(
+      yield* Effect.orElseSucceed(Effect.provideService(Session.branches, Session.Session, session), () => [])
+    )
     setPrompt()
     const next = yield* Queue.take(idle)
     if (next._tag === "Leave") break
@@ -689,6 +789,16 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             continue
           case "compact": {
             const exit = yield* Effect.exit(compact)
+            if (Exit.isFailure(exit)) explainLines(exit.cause)
+            continue
+          }
+          case "fork": {
+            const exit = yield* Effect.exit(forkCommand)
+            if (Exit.isFailure(exit)) explainLines(exit.cause)
+            continue
+          }
+          case "tree": {
+            const exit = yield* Effect.exit(treeCommand(typed.argument))
             if (Exit.isFailure(exit)) explainLines(exit.cause)
             continue
           }

@@ -3,7 +3,9 @@
  * every message as it happens (append-only, in order), and calls `sync` at each turn boundary so a
  * durable store can flush. The history can be read at any time, also after an interrupted run.
  * Two stores: `layerMemory`, and `layerJsonl`, an append-only JSON Lines file that survives crashes
- * (one writer at a time, repaired on load so a resumed run starts from a valid history).
+ * (one writer at a time, repaired on load so a resumed run starts from a valid history). Both keep a
+ * tree: every entry has an id and a parent, `fork` makes the next append a child of an earlier entry,
+ * and `messages` reads the current branch (the path from the latest entry back to the root).
  *
  * @since 0.1.0
  */
@@ -21,6 +23,7 @@ import * as NodePath from "node:path"
 import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
+import * as Tree from "./internal/tree.js"
 
 /**
  * The Session service.
@@ -39,6 +42,58 @@ export interface Service {
   readonly latestCompaction: Effect.Effect<Compaction.Compaction | undefined, Errors.SessionStoreFailed>
   /** Records a compaction entry (the history itself is kept). */
   readonly appendCompaction: (compaction: Compaction.Compaction) => Effect.Effect<void, Errors.SessionStoreFailed>
+  /**
+   * The messages of the current branch with the ids of their entries (what `fork` takes). Optional,
+   * like `fork` and `branches`: a store that keeps a single branch leaves them out (use the
+   * module's `entries`, `fork` and `branches`, which handle that).
+   */
+  readonly entries?: Effect.Effect<ReadonlyArray<BranchEntry>, Errors.SessionStoreFailed> | undefined
+  /**
+   * Makes the next append a child of the entry `entryId` (`null`: of the root), which starts a new
+   * branch; the current branch (and so `messages`) is then the path to that entry.
+   */
+  readonly fork?:
+    | ((entryId: string | null) => Effect.Effect<void, Errors.SessionStoreFailed | SessionForkInvalid>)
+    | undefined
+  /** The branches of the session, the first one first. */
+  readonly branches?: Effect.Effect<ReadonlyArray<Branch>, Errors.SessionStoreFailed> | undefined
+}
+
+/**
+ * A message of the current branch with the id of its entry and of the entry before it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type BranchEntry = Tree.BranchEntry
+
+/**
+ * A branch of a session: its last entry, the entry it forked from, whether it is current, its size,
+ * its first prompt after the fork and its last timestamp.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Branch = Tree.Branch
+
+/**
+ * A fork that cannot be made: the entry is unknown, the history up to it breaks the pairing law, or
+ * the store keeps a single branch. Nothing was written.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class SessionForkInvalid
+  extends Schema.TaggedError<SessionForkInvalid>("effect-agent/SessionForkInvalid")("SessionForkInvalid", {
+    entryId: Schema.NullOr(Schema.String),
+    reason: Schema.String
+  })
+{
+  override get message(): string {
+    return `cannot fork the session from ${
+      this.entryId === null ? "its start" : `entry ${this.entryId}`
+    }: ${this.reason}`
+  }
 }
 
 /**
@@ -56,17 +111,26 @@ export class Session extends Context.Tag("effect-agent/Session")<Session, Servic
  * @category Constructors
  */
 export const makeMemory = (initial: ReadonlyArray<Message.Message> = []): Service => {
-  const history = initial.slice()
-  let compaction: Compaction.Compaction | undefined
+  const tree = new Tree.Tree()
+  const add = (payload: Tree.Payload, parentId: string | null = tree.leaf) =>
+    tree.add({ id: tree.freshId(), parentId, payload, line: 0, index: tree.size })
+  for (const message of initial) add({ type: "message", message })
   return {
-    messages: Effect.sync(() => history.slice()),
+    messages: Effect.sync(() => tree.branch.messages.slice()),
     append: (...messages) =>
       Effect.sync(() => {
-        for (const message of messages) history.push(message)
+        for (const message of messages) add({ type: "message", message })
       }),
     sync: Effect.void,
-    latestCompaction: Effect.sync(() => compaction),
-    appendCompaction: (entry) => Effect.sync(() => (compaction = entry))
+    latestCompaction: Effect.sync(() => tree.branch.compaction),
+    appendCompaction: (compaction) => Effect.sync(() => add({ type: "compaction", compaction })),
+    entries: Effect.sync(() => tree.branch.entries.slice()),
+    fork: (entryId) =>
+      Effect.flatMap(
+        checkFork(tree, entryId),
+        (fork) => Effect.sync(() => fork && add({ type: "fork", timestamp: Date.now() }, entryId))
+      ),
+    branches: Effect.sync(() => tree.branches())
   }
 }
 
@@ -78,6 +142,67 @@ export const makeMemory = (initial: ReadonlyArray<Message.Message> = []): Servic
  */
 export const layerMemory = (initial?: ReadonlyArray<Message.Message>): Layer.Layer<Session> =>
   Layer.sync(Session, () => makeMemory(initial))
+
+/**
+ * The messages of the session's current branch with their entry ids (for a store that keeps a single
+ * branch, ids are the positions: `"0"`, `"1"`, …, and cannot be forked from).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const entries: Effect.Effect<ReadonlyArray<BranchEntry>, Errors.SessionStoreFailed, Session> = Effect
+  .flatMap(
+    Session,
+    (session) =>
+      session.entries ?? Effect.map(session.messages, (messages) =>
+        messages.map((message, index) => ({
+          id: String(index),
+          parentId: index === 0 ? null : String(index - 1),
+          message
+        })))
+  )
+
+/**
+ * Forks the session: the next append becomes a child of the entry `entryId` (`null`: starts again
+ * from the root), so `messages` reads the history up to that entry. Fails with `SessionForkInvalid`
+ * for an unknown entry, an entry in the middle of a tool batch, or a store without branches.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const fork = Effect.fn("Session.fork")(function*(entryId: string | null) {
+  const session = yield* Session
+  if (session.fork === undefined) {
+    return yield* new SessionForkInvalid({
+      entryId,
+      reason: "this session store keeps a single branch; use Session.layerMemory or Session.layerJsonl to fork"
+    })
+  }
+  return yield* session.fork(entryId)
+})
+
+/**
+ * The branches of the session, the first one first (a store without branches has one).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const branches: Effect.Effect<ReadonlyArray<Branch>, Errors.SessionStoreFailed, Session> = Effect.flatMap(
+  Session,
+  (session) =>
+    session.branches ?? Effect.map(session.messages, (messages) => {
+      const prompt = messages.find((message) => message.role === "user")
+      return [{
+        leafId: messages.length === 0 ? null : String(messages.length - 1),
+        forkedFrom: undefined,
+        current: true,
+        messages: messages.length,
+        sinceFork: messages.length,
+        firstPrompt: prompt === undefined ? "" : Message.textOf(prompt).replace(/\s+/g, " ").trim(),
+        lastTimestamp: messages[messages.length - 1]?.timestamp
+      }]
+    })
+)
 
 // -----------------------------------------------------------------------------
 // JSON Lines store
@@ -120,12 +245,14 @@ export class SessionLocked extends Schema.TaggedError<SessionLocked>("effect-age
 }
 
 /**
- * The format version written in the header line of a session file.
+ * The format version written in the header line of a new session file. Version 2 gives every entry
+ * an `id` and a `parentId` (the session is a tree); version-1 files (no ids: one branch) are read,
+ * and appended to in their own format, never rewritten.
  *
  * @since 0.1.0
  * @category Models
  */
-export const formatVersion = 1
+export const formatVersion = 2
 
 /**
  * The first line of a session file.
@@ -148,8 +275,11 @@ export interface Header extends Schema.Schema.Type<typeof Header> {}
 
 /**
  * One line after the header: a message; a repair made when the file was opened (`history`, when
- * present, replaces the history read so far: a repair that could not be expressed as appended
- * messages); or a compaction entry (the latest one is where the projected context starts).
+ * present, replaces the history of the branch read so far: a repair that could not be expressed as
+ * appended messages); a compaction entry (the latest one on the branch is where the projected context
+ * starts); or, in version 2, a fork entry, which records nothing but that the entries after it
+ * continue from its parent. In version 2 every entry has an `id` and a `parentId` (the entry before it
+ * on its branch, `null` for the first); version 1 has neither.
  *
  * @since 0.1.0
  * @category Models
@@ -158,17 +288,29 @@ export const Entry = Schema.Union(
   Schema.Struct({
     type: Schema.Literal("message"),
     role: Schema.Literal("user", "assistant", "toolResult"),
+    id: Schema.optional(Schema.String),
+    parentId: Schema.optional(Schema.NullOr(Schema.String)),
     message: Message.Message
   }),
   Schema.Struct({
     type: Schema.Literal("repair"),
+    id: Schema.optional(Schema.String),
+    parentId: Schema.optional(Schema.NullOr(Schema.String)),
     timestamp: Schema.Number,
     repairs: Schema.Array(Schema.String),
     history: Schema.optional(Schema.Array(Message.Message))
   }),
   Schema.Struct({
     type: Schema.Literal("compaction"),
+    id: Schema.optional(Schema.String),
+    parentId: Schema.optional(Schema.NullOr(Schema.String)),
     compaction: Compaction.Compaction
+  }),
+  Schema.Struct({
+    type: Schema.Literal("fork"),
+    id: Schema.String,
+    parentId: Schema.NullOr(Schema.String),
+    timestamp: Schema.Number
   })
 )
 
@@ -188,12 +330,16 @@ export interface JsonlContents {
   readonly path: string
   /** The header, or `undefined` when the file is missing, empty or its header line was torn. */
   readonly header: Header | undefined
-  /** The history as recorded (repairs already in the file applied). */
+  /** The history of the current branch as recorded (repairs already in the file applied). */
   readonly messages: ReadonlyArray<Message.Message>
   /** For each message, the (1-based) line it was read from. */
   readonly lines: ReadonlyArray<number>
-  /** The latest compaction entry, if any. */
+  /** For each message, its entry's id (in a version-1 file, `L` and its line number). */
+  readonly entries: ReadonlyArray<BranchEntry>
+  /** The latest compaction entry of the current branch, if any. */
   readonly compaction: Compaction.Compaction | undefined
+  /** The branches of the session, the first one first. */
+  readonly branches: ReadonlyArray<Branch>
   /** The last line, when a crash cut it off mid-write (it is not part of `messages`). */
   readonly torn: { readonly line: number; readonly bytes: number; readonly role: string | undefined } | undefined
   /** The byte length of the file up to the end of its last complete line. */
@@ -214,6 +360,8 @@ export interface LoadReport {
   readonly id: string
   readonly createdAt: number
   readonly created: boolean
+  /** The file's format version (1: written before sessions had branches; it cannot be forked). */
+  readonly version: number
   /** The messages read back from the file (after repair). */
   readonly loaded: number
   readonly repairs: ReadonlyArray<string>
@@ -257,35 +405,17 @@ export const cutOffText = "The session ended while this response was being writt
  * @category Constructors
  */
 export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, options?: JsonlOptions) {
-  const fs = yield* FileSystem.FileSystem
-  const maxBytes = options?.maxBytes ?? maxFileBytes
-  const notFound = (error: PlatformError.PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
-  const info = yield* fs.stat(path).pipe(
-    Effect.map(Option.some),
-    Effect.catchIf(notFound, () => Effect.succeedNone),
-    Effect.mapError((error) => storeFailed(path, "reading the session", error))
-  )
-  if (Option.isSome(info) && Number(info.value.size) > maxBytes) {
-    return yield* new Errors.SessionStoreFailed({
-      path,
-      description:
-        `the session file is ${info.value.size} bytes, over the limit of ${maxBytes} bytes; compact it into a new session, or raise maxBytes`
-    })
-  }
-  const bytes = yield* fs.readFile(path).pipe(
-    Effect.map(Option.some),
-    Effect.catchIf(notFound, () => Effect.succeedNone),
-    Effect.mapError((error) => storeFailed(path, "reading the session", error))
-  )
-  return yield* parse(path, Option.getOrElse(bytes, () => new Uint8Array(0)))
+  return (yield* read(path, options)).contents
 })
 
 /**
  * Opens a session file as the single writer, for the life of the Scope: takes the lock (a directory
- * `.session-<device>-<inode>.lock` beside the file's real path), creates the file or reads it back, repairs the history (a torn last line is
- * dropped; a tool call without a result gets an error result; a torn response becomes an `aborted`
- * message) and records the repair in the file, then appends every message as it is added and fsyncs
- * at every `sync`.
+ * `.session-<device>-<inode>.lock` beside the file's real path), creates the file or reads it back, repairs the
+ * current branch (a torn last line is dropped; a tool call without a result gets an error result; a
+ * torn response becomes an `aborted` message) and records the repair in the file, on that branch,
+ * then appends every entry as it is added and fsyncs at every `sync` and every `fork`. A new file is
+ * written in format version 2 (a tree); a version-1 file is appended to in version 1 and cannot be
+ * forked (`SessionForkInvalid`), so an older reader still reads it.
  *
  * @since 0.1.0
  * @category Constructors
@@ -293,17 +423,35 @@ export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, 
 export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, options?: JsonlOptions) {
   const fs = yield* FileSystem.FileSystem
   yield* acquireLock(fs, path)
-  const contents = yield* readJsonl(path, options)
+  const { contents, nextLine, tree } = yield* read(path, options)
   const fail = (description: string) => (error: unknown) => storeFailed(path, description, error)
   const repairs: Array<string> = []
-  let messages = contents.messages.slice()
   let header = contents.header
   let out = ""
   let truncateTo: number | undefined
+  let line = nextLine
+  const version = () => header?.version ?? formatVersion
+  const nodeOf = (payload: Tree.Payload, parentId: string | null, taken?: ReadonlySet<string>): Tree.Node => {
+    const node = {
+      id: version() >= 2 ? tree.freshId(taken) : `L${line}`,
+      parentId,
+      payload,
+      line,
+      index: tree.size + (taken?.size ?? 0)
+    }
+    line++
+    return node
+  }
+  const record = (payload: Tree.Payload) => {
+    const node = nodeOf(payload, tree.leaf)
+    tree.add(node)
+    out += entryLine(node, version())
+  }
   if (contents.torn !== undefined) {
-    const { bytes, line, role } = contents.torn
+    const { bytes, line: tornLine, role } = contents.torn
     truncateTo = contents.validBytes
-    repairs.push(`dropped line ${line}: a ${role ?? "partial"} entry cut off mid-write (${bytes} bytes)`)
+    line = tornLine
+    repairs.push(`dropped line ${tornLine}: a ${role ?? "partial"} entry cut off mid-write (${bytes} bytes)`)
     if (role === "assistant" && header !== undefined) {
       const cut: Message.AssistantMessage = {
         role: "assistant",
@@ -312,8 +460,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
         errorMessage: cutOffText,
         timestamp: Date.now()
       }
-      messages.push(cut)
-      out += messageLine(cut)
+      record({ type: "message", message: cut })
       repairs.push("marked the response cut off mid-write as aborted")
     }
   } else if (contents.missingNewline) {
@@ -325,7 +472,9 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     // a file without a complete header holds nothing worth keeping
     if (contents.validBytes > 0 || contents.torn !== undefined) truncateTo = 0
     out = JSON.stringify(header) + "\n"
+    line = 2
   }
+  const messages = tree.branch.messages.slice()
   const renamed = freshIds(messages)
   if (renamed.repairs.length > 0) repairs.push(...renamed.repairs)
   const repaired = Message.repairHistory(renamed.messages)
@@ -333,19 +482,15 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   if (repaired.repairs.length > 0 || renamed.repairs.length > 0) {
     repairs.push(...repaired.repairs)
     if (isPrefix(messages, repaired.messages)) {
-      for (const message of repaired.messages.slice(messages.length)) out += messageLine(message)
-      messages = repaired.messages.slice()
+      for (const message of repaired.messages.slice(messages.length)) record({ type: "message", message })
     } else {
-      messages = repaired.messages.slice()
-      out += JSON.stringify({ type: "repair", timestamp: Date.now(), repairs, history: messages }) + "\n"
+      record({ type: "repair", timestamp: Date.now(), repairs: repairs.slice(), history: repaired.messages })
       recorded = true
     }
   }
-  if (repairs.length > 0 && !recorded) {
-    out += JSON.stringify({ type: "repair", timestamp: Date.now(), repairs }) + "\n"
-  }
+  if (repairs.length > 0 && !recorded) record({ type: "repair", timestamp: Date.now(), repairs: repairs.slice() })
   // checked before anything is written, so an unrepairable file is left as it was
-  yield* Message.validateHistory(messages).pipe(
+  yield* Message.validateHistory(tree.branch.messages).pipe(
     Effect.mapError((error) => {
       // the line of the first message the recorded history breaks the law at (else the last line)
       const original = Message.validateHistory(contents.messages)
@@ -363,57 +508,82 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     yield* file.sync.pipe(Effect.mapError(fail("syncing the session")))
   }
 
-  const history = messages
-  // a repair that rewrote the history invalidates the compaction's index
-  let compaction = recorded ? undefined : contents.compaction
   const lock = yield* Effect.makeSemaphore(1)
   let broken: SessionStoreFailed | undefined
-  const guard = <E>(effect: Effect.Effect<void, E>, description: string) =>
-    lock.withPermits(1)(Effect.suspend(() => {
-      if (broken !== undefined) return Effect.fail(broken)
-      return effect.pipe(Effect.mapError((error) => {
-        // a failed write may have left half a line: nothing more is written after it
-        broken = storeFailed(path, description, error)
-        return broken
-      }))
-    }))
-  const service: Service = {
-    messages: Effect.sync(() => history.slice()),
-    append: (...appended) =>
-      appended.length === 0 ? Effect.void : Effect.flatMap(
-        // a message JSON cannot hold (nested too deeply for JSON.stringify) fails before anything is written
-        Effect.try({
-          try: () => encoder.encode(appended.map(messageLine).join("")),
-          catch: (error) => storeFailed(path, "a message cannot be written as JSON", error)
-        }),
-        (bytes) =>
-          guard(
-            Effect.zipRight(
-              file.writeAll(bytes),
-              Effect.sync(() => {
-                for (const message of appended) history.push(message)
-              })
-            ),
-            "appending to the session"
-          )
-      ),
-    sync: guard(file.sync, "syncing the session"),
-    latestCompaction: Effect.sync(() => compaction),
-    appendCompaction: (entry) =>
-      guard(
-        Effect.zipRight(
-          file.writeAll(encoder.encode(JSON.stringify({ type: "compaction", compaction: entry }) + "\n")),
-          Effect.sync(() => (compaction = entry))
-        ),
-        "appending to the session"
+  const locked = <A, E>(body: () => Effect.Effect<A, E>) =>
+    lock.withPermits(1)(
+      Effect.suspend((): Effect.Effect<A, E | SessionStoreFailed> =>
+        broken !== undefined ? Effect.fail(broken) : body()
       )
+    )
+  const written = <E>(effect: Effect.Effect<void, E>, description: string) =>
+    effect.pipe(Effect.mapError((error) => {
+      // a failed write may have left half a line: nothing more is written after it
+      broken = storeFailed(path, description, error)
+      return broken
+    }))
+  /** Writes entries chained from the leaf, then adds them to the tree; a payload JSON cannot hold fails first. */
+  const appendEntries = (payloads: ReadonlyArray<Tree.Payload>, parentId: () => string | null, durable: boolean) =>
+    locked(() => {
+      const taken = new Set<string>()
+      const nodes: Array<Tree.Node> = []
+      let parent = parentId()
+      for (const payload of payloads) {
+        const node = nodeOf(payload, parent, taken)
+        taken.add(node.id)
+        nodes.push(node)
+        parent = node.id
+      }
+      let bytes: Uint8Array
+      try {
+        bytes = encoder.encode(nodes.map((node) => entryLine(node, version())).join(""))
+      } catch (error) {
+        // a message nested too deeply for JSON.stringify: nothing was written
+        line -= nodes.length
+        return Effect.fail(storeFailed(path, "a message cannot be written as JSON", error))
+      }
+      return written(
+        durable ? Effect.zipRight(file.writeAll(bytes), file.sync) : file.writeAll(bytes),
+        "appending to the session"
+      ).pipe(Effect.zipRight(Effect.sync(() => {
+        for (const node of nodes) tree.add(node)
+      })))
+    })
+  const service: Service = {
+    messages: Effect.sync(() => tree.branch.messages.slice()),
+    append: (...appended) =>
+      appended.length === 0
+        ? Effect.void
+        : appendEntries(appended.map((message) => ({ type: "message", message })), () => tree.leaf, false),
+    sync: locked(() => written(file.sync, "syncing the session")),
+    latestCompaction: Effect.sync(() => tree.branch.compaction),
+    appendCompaction: (compaction) => appendEntries([{ type: "compaction", compaction }], () => tree.leaf, false),
+    entries: Effect.sync(() => tree.branch.entries.slice()),
+    fork: (entryId) =>
+      Effect.suspend(() => {
+        if (version() < 2) {
+          return Effect.fail(
+            new SessionForkInvalid({
+              entryId,
+              reason:
+                `${path} is a format-1 session file (written before sessions had branches), which is only appended to; copy its history into a new session (Session.copyJsonl) and fork that`
+            })
+          )
+        }
+        return Effect.flatMap(
+          checkFork(tree, entryId),
+          (fork) => fork ? appendEntries([{ type: "fork", timestamp: Date.now() }], () => entryId, true) : Effect.void
+        )
+      }),
+    branches: Effect.sync(() => tree.branches())
   }
   const report: LoadReport = {
     path,
     id: header.id,
     createdAt: header.createdAt,
     created,
-    loaded: messages.length,
+    version: version(),
+    loaded: tree.branch.messages.length,
     repairs
   }
   return { service, report }
@@ -442,6 +612,42 @@ export const layerJsonl = (
       return service
     })
   )
+
+/**
+ * Copies the current branch of the session file `from` (its messages and its latest compaction) into
+ * a new format-2 session file `to`, which must not exist yet; `from` is only read. This is how a
+ * format-1 session, which is never rewritten, gets branches.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const copyJsonl = Effect.fn("Session.copyJsonl")(function*(from: string, to: string, options?: JsonlOptions) {
+  const fs = yield* FileSystem.FileSystem
+  const contents = yield* readJsonl(from, options)
+  const header: Header = {
+    type: "session",
+    version: formatVersion,
+    id: options?.id ?? crypto.randomUUID(),
+    createdAt: Date.now()
+  }
+  const tree = new Tree.Tree()
+  let out = JSON.stringify(header) + "\n"
+  const payloads: Array<Tree.Payload> = contents.messages.map((message) => ({ type: "message", message }))
+  if (contents.compaction !== undefined) payloads.push({ type: "compaction", compaction: contents.compaction })
+  for (const payload of payloads) {
+    const node = { id: tree.freshId(), parentId: tree.leaf, payload, line: tree.size + 2, index: tree.size }
+    tree.add(node)
+    out += entryLine(node, formatVersion)
+  }
+  yield* fs.writeFileString(to, out, { flag: "wx" }).pipe(
+    Effect.mapError((error) =>
+      error._tag === "SystemError" && error.reason === "AlreadyExists"
+        ? new Errors.SessionStoreFailed({ path: to, description: "the file exists already; copy to a new path" })
+        : storeFailed(to, "writing the copy", error)
+    )
+  )
+  return { path: to, id: header.id, messages: contents.messages.length }
+})
 
 // -----------------------------------------------------------------------------
 // Internals
@@ -515,8 +721,71 @@ const storeFailed = (path: string, description: string, error: unknown) =>
     }`
   })
 
-const messageLine = (message: Message.Message) =>
-  JSON.stringify({ type: "message", role: message.role, message }) + "\n"
+/** An entry's line: in version 1 without ids, with the keys in the order version 1 wrote them. */
+const entryLine = (node: Tree.Node, version: number): string => {
+  const { id, parentId, payload } = node
+  const v2 = version >= 2
+  switch (payload.type) {
+    case "message": {
+      const { message } = payload
+      return JSON.stringify(
+        v2
+          ? { type: "message", role: message.role, id, parentId, message }
+          : { type: "message", role: message.role, message }
+      ) + "\n"
+    }
+    case "repair": {
+      const { history, repairs, timestamp } = payload
+      return JSON.stringify(
+        v2
+          ? { type: "repair", id, parentId, timestamp, repairs, history }
+          : { type: "repair", timestamp, repairs, history }
+      ) + "\n"
+    }
+    case "compaction":
+      return JSON.stringify(
+        v2
+          ? { type: "compaction", id, parentId, compaction: payload.compaction }
+          : { type: "compaction", compaction: payload.compaction }
+      ) + "\n"
+    case "fork":
+      return JSON.stringify({ type: "fork", id, parentId, timestamp: payload.timestamp }) + "\n"
+  }
+}
+
+/** Whether a fork from `entryId` is possible (`false`: it is the leaf already, nothing to do). */
+const checkFork = (tree: Tree.Tree, entryId: string | null): Effect.Effect<boolean, SessionForkInvalid> => {
+  if (entryId === tree.leaf) return Effect.succeed(false)
+  const problem = Tree.forkProblem(tree, entryId)
+  return problem === undefined
+    ? Effect.succeed(true)
+    : Effect.fail(new SessionForkInvalid({ entryId, reason: problem }))
+}
+
+const read = (path: string, options: JsonlOptions | undefined) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const maxBytes = options?.maxBytes ?? maxFileBytes
+    const notFound = (error: PlatformError.PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+    const info = yield* fs.stat(path).pipe(
+      Effect.map(Option.some),
+      Effect.catchIf(notFound, () => Effect.succeedNone),
+      Effect.mapError((error) => storeFailed(path, "reading the session", error))
+    )
+    if (Option.isSome(info) && Number(info.value.size) > maxBytes) {
+      return yield* new Errors.SessionStoreFailed({
+        path,
+        description:
+          `the session file is ${info.value.size} bytes, over the limit of ${maxBytes} bytes; compact it into a new session, or raise maxBytes`
+      })
+    }
+    const bytes = yield* fs.readFile(path).pipe(
+      Effect.map(Option.some),
+      Effect.catchIf(notFound, () => Effect.succeedNone),
+      Effect.mapError((error) => storeFailed(path, "reading the session", error))
+    )
+    return yield* parse(path, Option.getOrElse(bytes, () => new Uint8Array(0)))
+  })
 
 const isPrefix = (prefix: ReadonlyArray<Message.Message>, of: ReadonlyArray<Message.Message>) =>
   prefix.length <= of.length && prefix.every((message, index) => of[index] === message)
@@ -526,7 +795,14 @@ const decodeEntry = Schema.decodeUnknownEither(Entry)
 
 const rolePrefix = /^\{"type":"message","role":"(user|assistant|toolResult)"/
 
-const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, SessionCorrupt> =>
+interface Read {
+  readonly contents: JsonlContents
+  readonly tree: Tree.Tree
+  /** The number the next line written gets. */
+  readonly nextLine: number
+}
+
+const parse = (path: string, bytes: Uint8Array): Effect.Effect<Read, SessionCorrupt> =>
   Effect.suspend(() => {
     const lastNewline = bytes.lastIndexOf(10)
     const completeBytes = bytes.subarray(0, lastNewline + 1)
@@ -552,9 +828,7 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
     complete.pop()
     const trailing = decoder.decode(bytes.subarray(lastNewline + 1))
     let header: Header | undefined
-    let messages: Array<Message.Message> = []
-    let lines: Array<number> = []
-    let compaction: Compaction.Compaction | undefined
+    const tree = new Tree.Tree()
     const corrupt = (line: number, description: string) => Effect.fail(new SessionCorrupt({ path, line, description }))
     // returns an error description, or undefined when the line was taken
     const take = (text: string, line: number): string | undefined => {
@@ -567,8 +841,8 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
       if (line === 1) {
         const decoded = decodeHeader(json)
         if (decoded._tag === "Left") return `not an effect-agent session header: ${formatIssue(decoded.left)}`
-        if (decoded.right.version !== formatVersion) {
-          return `unsupported format version ${decoded.right.version} (this version reads ${formatVersion})`
+        if (decoded.right.version !== 1 && decoded.right.version !== formatVersion) {
+          return `unsupported format version ${decoded.right.version} (this version reads 1 to ${formatVersion})`
         }
         header = decoded.right
         return undefined
@@ -576,17 +850,27 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
       const decoded = decodeEntry(json)
       if (decoded._tag === "Left") return `not a session entry: ${formatIssue(decoded.left)}`
       const entry = decoded.right
-      if (entry.type === "message") {
-        messages.push(entry.message)
-        lines.push(line)
-      } else if (entry.type === "compaction") {
-        compaction = entry.compaction
-      } else if (entry.history !== undefined) {
-        messages = entry.history.slice()
-        lines = messages.map(() => line)
-        // the replaced history may not line up with the compaction's index any more
-        compaction = undefined
+      const payload: Tree.Payload = entry.type === "message"
+        ? { type: "message", message: entry.message }
+        : entry.type === "compaction"
+        ? { type: "compaction", compaction: entry.compaction }
+        : entry.type === "fork"
+        ? { type: "fork", timestamp: entry.timestamp }
+        : { type: "repair", timestamp: entry.timestamp, repairs: entry.repairs, history: entry.history }
+      if (header === undefined || header.version < 2) {
+        if (entry.type === "fork") return "a fork entry in a format-1 session (forks need format version 2)"
+        // a version-1 file is one branch: each entry follows the one before it
+        tree.add({ id: `L${line}`, parentId: tree.leaf, payload, line, index: tree.size })
+        return undefined
       }
+      if (entry.id === undefined || entry.parentId === undefined) {
+        return "an entry without an id and a parentId in a format-2 session"
+      }
+      if (tree.has(entry.id)) return `the id ${entry.id} is used by an earlier entry`
+      if (entry.parentId !== null && !tree.has(entry.parentId)) {
+        return `its parent ${entry.parentId} is not an earlier entry`
+      }
+      tree.add({ id: entry.id, parentId: entry.parentId, payload, line, index: tree.size })
       return undefined
     }
     for (let index = 0; index < complete.length; index++) {
@@ -608,7 +892,20 @@ const parse = (path: string, bytes: Uint8Array): Effect.Effect<JsonlContents, Se
         torn = { line, bytes: bytes.length - validBytes, role: rolePrefix.exec(trailing)?.[1] }
       }
     }
-    return Effect.succeed({ path, header, messages, lines, compaction, torn, validBytes, missingNewline })
+    const branch = tree.branch
+    const contents: JsonlContents = {
+      path,
+      header,
+      messages: branch.messages.slice(),
+      lines: branch.lines.slice(),
+      entries: branch.entries.slice(),
+      compaction: branch.compaction,
+      branches: tree.branches(),
+      torn,
+      validBytes,
+      missingNewline
+    }
+    return Effect.succeed({ contents, tree, nextLine: complete.length + 1 + (missingNewline ? 1 : 0) })
   })
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)

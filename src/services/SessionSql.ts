@@ -4,7 +4,8 @@
  * runs. Messages are stored with the same Schemas as the JSON Lines store; every append is keyed by a
  * deduplication id (`INSERT … ON CONFLICT DO NOTHING`), so appending the same message twice — a retry,
  * or a step re-run after a crash — stores it once. The tables are created, and migrated from an older
- * layout, when the store is opened.
+ * layout, when the store is opened. A session is a tree as in the other stores: `fork` moves the
+ * session's leaf, and the messages appended after it name their parent.
  *
  * @since 0.1.0
  */
@@ -17,6 +18,7 @@ import * as Crypto from "node:crypto"
 import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
+import * as Tree from "./internal/tree.js"
 import * as Session from "./Session.js"
 
 // -----------------------------------------------------------------------------
@@ -66,7 +68,7 @@ export interface Options {
  * @since 0.1.0
  * @category Models
  */
-export const schemaVersion = 2
+export const schemaVersion = 3
 
 // -----------------------------------------------------------------------------
 // Constructors
@@ -108,9 +110,19 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
   const fail = (description: string) => (error: unknown) => storeFailed(description, error, sessionId)
   yield* sql`INSERT INTO effect_agent_sessions (id, created_at) VALUES (${sessionId}, ${Date.now()})
     ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(fail("creating the session")))
+  // where the next append goes once the session was forked (before that: after the last row)
+  let branch = yield* sql<{ readonly leaf_id: string | null; readonly fork_key: string | null }>`
+    SELECT leaf_id, fork_key FROM effect_agent_sessions WHERE id = ${sessionId}`.pipe(
+    Effect.map((rows) =>
+      rows[0]?.leaf_id === null || rows[0]?.leaf_id === undefined
+        ? undefined
+        : { leaf: rows[0].leaf_id === "" ? null : rows[0].leaf_id, forkKey: rows[0].fork_key ?? "" }
+    ),
+    Effect.mapError(fail("reading the session"))
+  )
   const dedupOf = options?.dedupId ?? dedupId
   let lastAssistant: string | undefined
-  const insert = (entries: ReadonlyArray<Keyed>) =>
+  const insertLinear = (entries: ReadonlyArray<Keyed>) =>
     Effect.forEach(
       entries,
       ({ dedupId, message }) =>
@@ -118,13 +130,37 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
         VALUES (${sessionId}, ${dedupId}, ${message.role}, ${JSON.stringify(encodeMessage(message))})
         ON CONFLICT (session_id, dedup_id) DO NOTHING`,
       { discard: true }
-    ).pipe(
-      entries.length > 1 ? sql.withTransaction : (effect) => effect,
-      Effect.mapError(fail("appending to the session"))
+    ).pipe(entries.length > 1 ? sql.withTransaction : (effect) => effect)
+  // after a fork: each row names its parent, the keys are the branch's (the same message on two
+  // branches is two rows), and the session's leaf follows the appends
+  const insertOnBranch = (
+    entries: ReadonlyArray<Keyed>,
+    on: { readonly leaf: string | null; readonly forkKey: string }
+  ) =>
+    Effect.gen(function*() {
+      let leaf = on.leaf
+      for (const { dedupId, message } of entries) {
+        const key = `${on.forkKey}:${dedupId}`
+        yield* sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message, parent_id)
+          VALUES (${sessionId}, ${key}, ${message.role}, ${JSON.stringify(encodeMessage(message))}, ${leaf ?? ""})
+          ON CONFLICT (session_id, dedup_id) DO NOTHING`
+        const rows = yield* sql<{ readonly id: number | string }>`SELECT id FROM effect_agent_messages
+          WHERE session_id = ${sessionId} AND dedup_id = ${key}`
+        leaf = String(rows[0]!.id)
+      }
+      yield* sql`UPDATE effect_agent_sessions SET leaf_id = ${leaf ?? ""} WHERE id = ${sessionId}`
+      return leaf
+    }).pipe(
+      sql.withTransaction,
+      Effect.tap((leaf) => Effect.sync(() => (branch = { leaf, forkKey: on.forkKey })))
     )
+  const insert = (entries: ReadonlyArray<Keyed>) =>
+    Effect.suspend(() => branch === undefined ? insertLinear(entries) : Effect.asVoid(insertOnBranch(entries, branch)))
+      .pipe(Effect.mapError(fail("appending to the session")))
+  const tree = readTree(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   const service: Service = {
     sessionId,
-    messages: readMessages(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql)),
+    messages: Effect.map(tree, (tree) => tree.branch.messages),
     append: (...messages) =>
       Effect.suspend(() => {
         const entries = messages.map((message) => {
@@ -136,21 +172,55 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
       }),
     appendKeyed: insert,
     sync: Effect.void,
-    latestCompaction: sql<{ readonly compaction: string }>`SELECT compaction FROM effect_agent_compactions
-      WHERE session_id = ${sessionId} ORDER BY id DESC LIMIT 1`.pipe(
-      Effect.flatMap((rows) =>
-        rows[0] === undefined
+    latestCompaction: Effect.suspend(() =>
+      branch === undefined
+        ? sql<{ readonly compaction: string }>`SELECT compaction FROM effect_agent_compactions
+          WHERE session_id = ${sessionId} ORDER BY id DESC LIMIT 1`.pipe(
+          Effect.map((rows) => rows[0]?.compaction)
+        )
+        : Effect.gen(function*() {
+          // the latest compaction made on the current branch
+          const current = yield* tree
+          const onPath = new Set(current.path(current.leaf).map((node) => node.id))
+          const rows = yield* sql<{ readonly compaction: string; readonly parent_id: string | null }>`
+            SELECT compaction, parent_id FROM effect_agent_compactions WHERE session_id = ${sessionId} ORDER BY id DESC`
+          return rows.find((row) => row.parent_id !== null && onPath.has(row.parent_id))?.compaction
+        })
+    ).pipe(
+      Effect.flatMap((json) =>
+        json === undefined
           ? Effect.succeed(undefined)
-          : Schema.decodeUnknown(Schema.parseJson(Compaction.Compaction))(rows[0].compaction)
+          : Schema.decodeUnknown(Schema.parseJson(Compaction.Compaction))(json)
       ),
       Effect.mapError(fail("reading the compaction"))
     ),
     appendCompaction: (compaction) =>
-      sql`INSERT INTO effect_agent_compactions (session_id, compaction)
-        VALUES (${sessionId}, ${JSON.stringify(Schema.encodeSync(Compaction.Compaction)(compaction))})`.pipe(
+      Effect.suspend(() => {
+        const json = JSON.stringify(Schema.encodeSync(Compaction.Compaction)(compaction))
+        // the entry it follows: the leaf, or the last row of a session never forked
+        return branch === undefined
+          ? sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
+            VALUES (${sessionId}, ${json}, (SELECT CAST(MAX(id) AS TEXT) FROM effect_agent_messages
+              WHERE session_id = ${sessionId}))`
+          : sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
+            VALUES (${sessionId}, ${json}, ${branch.leaf ?? ""})`
+      }).pipe(
         Effect.asVoid,
         Effect.mapError(fail("appending the compaction"))
-      )
+      ),
+    entries: Effect.map(tree, (tree) => tree.branch.entries),
+    fork: (entryId) =>
+      Effect.gen(function*() {
+        const current = yield* tree
+        if (entryId === current.leaf) return
+        const problem = Tree.forkProblem(current, entryId)
+        if (problem !== undefined) return yield* new Session.SessionForkInvalid({ entryId, reason: problem })
+        const forkKey = Crypto.randomUUID().slice(0, 8)
+        yield* sql`UPDATE effect_agent_sessions SET leaf_id = ${entryId ?? ""}, fork_key = ${forkKey}
+          WHERE id = ${sessionId}`.pipe(Effect.mapError(fail("forking the session")))
+        branch = { leaf: entryId, forkKey }
+      }),
+    branches: Effect.map(tree, (tree) => tree.branches())
   }
   return service
 })
@@ -169,7 +239,7 @@ export const layerSql = (
   Layer.effect(Session.Session, makeSql(sessionId, options))
 
 /**
- * The messages of a session, in order (empty for an unknown session).
+ * The messages of a session's current branch, in order (empty for an unknown session).
  *
  * @since 0.1.0
  * @category Constructors
@@ -177,15 +247,7 @@ export const layerSql = (
 export const readMessages = (
   sessionId: string
 ): Effect.Effect<ReadonlyArray<Message.Message>, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) =>
-      sql<{ readonly message: string }>`SELECT message FROM effect_agent_messages
-      WHERE session_id = ${sessionId} ORDER BY id`.pipe(
-        Effect.flatMap((rows) => decodeRows(rows.map((row) => row.message))),
-        Effect.mapError((error) => storeFailed("reading the session", error, sessionId))
-      )
-  )
+  Effect.map(readTree(sessionId), (tree) => tree.branch.messages)
 
 /**
  * Whether a session exists in the database.
@@ -224,6 +286,44 @@ const encodeMessage = Schema.encodeSync(Message.Message)
 const decodeMessageJson = Schema.decodeUnknown(Schema.parseJson(Message.Message))
 
 const decodeRows = (rows: ReadonlyArray<string>) => Effect.forEach(rows, (row) => decodeMessageJson(row))
+
+/** The id of the stand-in for a fork nothing was appended after (the session's leaf is not a row's last). */
+const forkNode = "fork"
+
+/**
+ * The session's tree: its rows in order, each under its parent (a row without one, written before the
+ * session was forked, follows the row before it), with the session's leaf as the current one.
+ */
+const readTree = (sessionId: string): Effect.Effect<Tree.Tree, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.gen(function*() {
+      const rows = yield* sql<
+        { readonly id: number | string; readonly message: string; readonly parent_id: string | null }
+      >`
+        SELECT id, message, parent_id FROM effect_agent_messages WHERE session_id = ${sessionId} ORDER BY id`
+      const sessions = yield* sql<{ readonly leaf_id: string | null }>`
+        SELECT leaf_id FROM effect_agent_sessions WHERE id = ${sessionId}`
+      const messages = yield* decodeRows(rows.map((row) => row.message))
+      const tree = new Tree.Tree()
+      let previous: string | null = null
+      rows.forEach((row, index) => {
+        const id = String(row.id)
+        const parentId = row.parent_id === null ? previous : row.parent_id === "" ? null : row.parent_id
+        tree.add({ id, parentId, payload: { type: "message", message: messages[index]! }, line: 0, index })
+        previous = id
+      })
+      const leaf = sessions[0]?.leaf_id
+      if (leaf !== null && leaf !== undefined && (leaf === "" ? null : leaf) !== tree.leaf) {
+        tree.add({
+          id: forkNode,
+          parentId: leaf === "" ? null : leaf,
+          payload: { type: "fork", timestamp: 0 },
+          line: 0,
+          index: tree.size
+        })
+      }
+      return tree
+    }).pipe(Effect.mapError((error) => storeFailed("reading the session", error, sessionId))))
 
 const digest = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url").slice(0, 32)
 
@@ -273,7 +373,10 @@ const autoId = (sql: SqlClient.SqlClient) =>
 
 /**
  * The layouts, in order. Version 1 kept messages by position (`seq`); version 2 keys every message by a
- * deduplication id and records each session, and adds the tables of durable runs.
+ * deduplication id and records each session, and adds the tables of durable runs; version 3 makes a
+ * session a tree: a message's and a compaction's parent (`NULL` in rows written before: the row before
+ * it), and a session's leaf once it was forked (`NULL` until then: the last row) with the key that
+ * keeps the branch's deduplication ids apart.
  */
 const migrations: ReadonlyArray<(sql: SqlClient.SqlClient) => Effect.Effect<void, SqlError.SqlError>> = [
   (sql) =>
@@ -302,5 +405,12 @@ const migrations: ReadonlyArray<(sql: SqlClient.SqlClient) => Effect.Effect<void
         yield* sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
           VALUES (${row.session_id}, ${`v1:${row.seq}`}, ${String(role)}, ${row.message})`
       }
-    })
+    }),
+  (sql) =>
+    Effect.all([
+      sql`ALTER TABLE effect_agent_messages ADD COLUMN parent_id TEXT`,
+      sql`ALTER TABLE effect_agent_compactions ADD COLUMN parent_id TEXT`,
+      sql`ALTER TABLE effect_agent_sessions ADD COLUMN leaf_id TEXT`,
+      sql`ALTER TABLE effect_agent_sessions ADD COLUMN fork_key TEXT`
+    ], { discard: true })
 ]

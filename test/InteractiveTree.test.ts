@@ -1,0 +1,173 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs/promises"
+import * as NodePath from "node:path"
+import * as Interactive from "../src/cli/Interactive.js"
+import * as Sessions from "../src/cli/Sessions.js"
+import type * as Session from "../src/services/Session.js"
+import * as ChatServer from "./utils/chatServer.js"
+import * as Cli from "./utils/cli.js"
+import * as Tmux from "./utils/tmux.js"
+
+const setup = Effect.gen(function*() {
+  const main = yield* Effect.acquireRelease(
+    Effect.promise(Cli.bundle),
+    (main) => Effect.promise(() => Cli.removeBundle(main))
+  )
+  const dir = yield* Cli.tempDir
+  const workspace = NodePath.join(dir, "workspace")
+  yield* Effect.promise(() => Fs.mkdir(workspace))
+  const server = yield* ChatServer.make((body) => ChatServer.text([`You said: ${ChatServer.lastUserText(body)}`]))
+  const data = NodePath.join(dir, "data")
+  const open = (args: ReadonlyArray<string> = []) =>
+    Tmux.start({
+      main,
+      dir,
+      cwd: workspace,
+      args: ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model", ...args],
+      env: { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
+    })
+  const sessionsDir = Sessions.directory(workspace, { XDG_DATA_HOME: data })
+  return { dir, server, open, sessionsDir }
+})
+
+/** The user messages the server received with the request whose last prompt is `text`. */
+const promptsSentWith = (server: ChatServer.ChatServer, text: string) =>
+  server.requests.find((body) => ChatServer.lastUserText(body) === text)
+    ?.messages.filter((message: any) => message.role === "user").map((message: any) => message.content)
+
+describe("/fork and /tree: the pure parts", () => {
+  const branch = (overrides: Partial<Session.Branch>): Session.Branch => ({
+    leafId: "a",
+    forkedFrom: undefined,
+    current: false,
+    messages: 4,
+    sinceFork: 4,
+    firstPrompt: "first question",
+    lastTimestamp: Date.UTC(2026, 0, 2, 3, 4),
+    ...overrides
+  })
+
+  it("lists the branches: the current one marked, where each forked, its size and first prompt", () => {
+    const text = Interactive.treeText([
+      branch({}),
+      branch({ leafId: "b", forkedFrom: "x", current: true, sinceFork: 2, firstPrompt: "another" })
+    ], 100)
+    assert.strictEqual(
+      text,
+      [
+        "   1     4 messages  2026-01-02 03:04  first question",
+        "*  2     4 messages  2026-01-02 03:04  forked after message 2: another"
+      ].join("\n")
+    )
+    assert.strictEqual(Interactive.branchLabel([branch({ current: true })]), "")
+    assert.strictEqual(Interactive.branchLabel([branch({}), branch({ current: true })]), "branch 2/2 ")
+  })
+
+  it("the fork list: numbered prompts, the first line of each", () => {
+    const entry = (content: string): Session.BranchEntry => ({
+      id: "i",
+      parentId: null,
+      message: { role: "user", content, timestamp: 1 }
+    })
+    assert.strictEqual(
+      Interactive.forkList([entry("\nfix the bug\nin src/a.ts"), entry("x".repeat(50))], 20),
+      ["  1  fix the bug", `  2  ${"x".repeat(14)}…`].join("\n")
+    )
+  })
+
+  it("/help lists /fork and /tree", () => {
+    assert.match(Interactive.helpText(), /\/fork +branch from an earlier prompt/)
+    assert.match(Interactive.helpText(), /\/tree +show the branches/)
+  })
+})
+
+describe("/fork and /tree in a real terminal (tmux)", () => {
+  it.scopedLive(
+    "fork back to the first prompt, answer on the new branch, /tree shows two, and /resume reads the fork",
+    () =>
+      Effect.gen(function*() {
+        const { open, server, sessionsDir } = yield* setup
+        const terminal = yield* open()
+        yield* terminal.waitFor(/\/help for the commands/)
+        yield* terminal.type("first question")
+        yield* terminal.waitFor(/You said: first question/)
+        yield* terminal.type("second question")
+        yield* terminal.waitFor(/You said: second question[^]*turn 1/)
+
+        yield* terminal.type("/fork")
+        const list = yield* terminal.waitFor(/fork before prompt \(1-2, Enter to cancel\) › *$/)
+        assert.match(list, / {2}1 {2}first question\n {2}2 {2}second question\n/)
+        yield* terminal.type("2")
+        yield* terminal.waitFor(/on a new branch: forked before prompt 2 \(2 messages kept\)[^]*branch 2\/2 › *$/)
+        yield* terminal.type("another question")
+        yield* terminal.waitFor(/You said: another question[^]*branch 2\/2 › *$/)
+        // the model saw the branch: the first prompt and the new one, not the one forked away from
+        assert.deepStrictEqual(promptsSentWith(server, "another question"), ["first question", "another question"])
+
+        yield* terminal.type("/tree")
+        const tree = yield* terminal.waitFor(/\* {2}2 +4 messages .*forked after message 2: another question/)
+        assert.match(tree, / {3}1 +4 messages .* first question\n/)
+        // /tree <n> goes over to a branch, and back
+        yield* terminal.type("/tree 1")
+        yield* terminal.waitFor(/on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
+        yield* terminal.type("/tree 2")
+        yield* terminal.waitFor(/on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
+        yield* terminal.type("/exit")
+        yield* terminal.waitFor(/\[exit 0\]/)
+
+        // a new start of the command: the session is listed, and resuming it reads the forked branch
+        const again = yield* open()
+        yield* again.waitFor(/\/help for the commands/)
+        yield* again.type("/sessions")
+        // 1 is the new session this start opened
+        yield* again.waitFor(/ {2}2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first question/)
+        yield* again.type("/resume 2")
+        yield* again.waitFor(/\(4 messages\)[^]*branch 2\/2 › *$/)
+        yield* again.type("and then?")
+        yield* again.waitFor(/You said: and then\?/)
+        assert.deepStrictEqual(promptsSentWith(server, "and then?"), [
+          "first question",
+          "another question",
+          "and then?"
+        ])
+        yield* again.keys("C-d")
+        yield* again.waitFor(/\[exit 0\]/)
+
+        const names = (yield* Effect.promise(() => Fs.readdir(sessionsDir))).filter((name) => name.endsWith(".jsonl"))
+        assert.strictEqual(names.length, 2)
+      }),
+    { timeout: 90_000 }
+  )
+
+  it.scopedLive(
+    "/fork on a session written before branches forks a copy and leaves the file as it was",
+    () =>
+      Effect.gen(function*() {
+        const { dir, open, server } = yield* setup
+        const file = NodePath.join(dir, "old.jsonl")
+        const line = (message: object) => `${JSON.stringify(message)}\n`
+        const text = line({ type: "session", version: 1, id: "old", createdAt: 1 }) +
+          [
+            { role: "user", content: "old question", timestamp: 2 },
+            { role: "assistant", content: [{ type: "text", text: "old answer" }], stopReason: "stop", timestamp: 3 },
+            { role: "user", content: "later question", timestamp: 4 },
+            { role: "assistant", content: [{ type: "text", text: "later answer" }], stopReason: "stop", timestamp: 5 }
+          ].map((message) => line({ type: "message", role: message.role, message })).join("")
+        yield* Effect.promise(() => Fs.writeFile(file, text))
+        const terminal = yield* open(["--session", file])
+        yield* terminal.waitFor(/\(4 messages\)/)
+        yield* terminal.type("/fork")
+        yield* terminal.waitFor(/fork before prompt \(1-2, Enter to cancel\) › *$/)
+        yield* terminal.type("2")
+        yield* terminal.waitFor(/forking a copy of it[^]*on a new branch: forked before prompt 2 \(2 messages kept\)/)
+        yield* terminal.type("instead")
+        yield* terminal.waitFor(/You said: instead/)
+        assert.deepStrictEqual(promptsSentWith(server, "instead"), ["old question", "instead"])
+        yield* terminal.keys("C-d")
+        yield* terminal.waitFor(/\[exit 0\]/)
+        assert.strictEqual(yield* Effect.promise(() => Fs.readFile(file, "utf8")), text)
+      }),
+    { timeout: 90_000 }
+  )
+})
