@@ -1,8 +1,8 @@
 /**
- * Several runner processes share the sessions (`NodeClusterSocket`, shards locked in the store); a
- * random runner is SIGKILLed at random moments and started again. Every session completes with a
- * valid history, no turn's model call happens more than twice, and no tool that may not be re-run
- * runs twice. The failover time (from a kill to the next step of a session the killed runner was
+ * Several runner processes share the sessions (`NodeClusterSocket`, shards locked in the store: a
+ * PostgreSQL database, or one SQLite file); a random runner is SIGKILLed at random moments and started
+ * again. Every session completes with a valid history, no turn's model call happens more than twice,
+ * and no tool that may not be re-run runs twice. The failover time (from a kill to the next step of a session the killed runner was
  * running) is printed.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -25,7 +25,7 @@ import {
   type Step,
   traceLines
 } from "./utils/durableHarness.js"
-import { freePort, postgres, type Store, tempDir } from "./utils/sqlStores.js"
+import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 const killCount = Number(process.env.DURABLE_KILLS ?? 10)
 
@@ -169,8 +169,11 @@ const killTest = (storeLayer: Effect.Effect<Store, unknown, Scope.Scope>) =>
   }).pipe(Effect.scoped)
 
 describe("Durable runs on several runner processes, with random SIGKILLs", () => {
-  // SQLite is for one runner (see DurableKill.test.ts): runner processes sharing one SQLite file fail
-  // with "database is locked" in the cluster's own storage
   // the random kills may, rarely, all miss a running session (the last assertion): one more try then
   it.live("PostgreSQL", () => killTest(postgres), { timeout: 240_000, retry: 1 })
+  // three runner processes on one SQLite file (`Durable.layerSqlite`)
+  it.live("SQLite", () => killTest(Effect.map(tempDir("effect-agent-sqlite-"), (dir) => sqlite(dir))), {
+    timeout: 240_000,
+    retry: 1
+  })
 })
