@@ -343,7 +343,9 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
 
 /**
  * A cluster of one runner on the store's database (SQLite: one file, nothing to start): `Sharding` and
- * the workflow engine. Shards are not locked in the database, so run one runner per database with it.
+ * the workflow engine. Shards are not locked in the database, so run one runner per database with it;
+ * several runners (on one SQLite file with `layerSqlite`, or on PostgreSQL) use `@effect/platform-node`'s
+ * `NodeClusterSocket.layer({ storage: "sql" })` with `ClusterWorkflowEngine.layer`.
  *
  * @since 0.1.0
  * @category Layers
