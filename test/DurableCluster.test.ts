@@ -147,7 +147,11 @@ const killTest = (
       (runs) => runs.length === sessions.length && runs.every((run) => run.status !== "running")
     )
     while (kills.length < options.kills) {
-      yield* Effect.sleep(yield* Random.nextIntBetween(700, 1800))
+      // the runner that never returns is killed once the shards have settled over the three runners
+      // (the first one holds them all until the others join), so it cuts off sessions it really held
+      yield* Effect.sleep(
+        yield* (options.restart ? Random.nextIntBetween(700, 1800) : Random.nextIntBetween(3000, 4000))
+      )
       // a random runner among those that took a step in the last second (so the kill cuts off work)
       const busy = new Set(progress(provider, work).filter((event) => event.at > Date.now() - 1000).map((e) => e.pid))
       const candidates = [0, 1, 2].filter((index) => busy.has(runners[index]!.runner.child.pid!))
