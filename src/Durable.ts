@@ -37,6 +37,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
+import * as SqliteShared from "./internal/sqliteShared.js"
 import * as Loop from "./Loop.js"
 import * as Message from "./Message.js"
 import * as Model from "./Model.js"
@@ -342,7 +343,9 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
 
 /**
  * A cluster of one runner on the store's database (SQLite: one file, nothing to start): `Sharding` and
- * the workflow engine. Shards are not locked in the database, so run one runner per database with it.
+ * the workflow engine. Shards are not locked in the database, so run one runner per database with it;
+ * several runners (on one SQLite file with `layerSqlite`, or on PostgreSQL) use `@effect/platform-node`'s
+ * `NodeClusterSocket.layer({ storage: "sql" })` with `ClusterWorkflowEngine.layer`.
  *
  * @since 0.1.0
  * @category Layers
@@ -384,6 +387,31 @@ export const checkedSql = <E, R>(
       )
   )
 }
+
+/**
+ * The store on a SQLite file (`@effect/sql-sqlite-node`), which several runner processes on one machine
+ * may share: transactions take the write lock when they begin (`BEGIN IMMEDIATE`), and a statement that
+ * finds the file locked by another process waits for it, without stopping the event loop, up to
+ * `busyTimeout` (default 10 seconds). A file that cannot be opened fails with `DatabaseUnreachable`.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerSqlite = (options: {
+  readonly filename: string
+  readonly busyTimeout?: Duration.DurationInput | undefined
+}): Layer.Layer<SqlClient.SqlClient, DatabaseUnreachable> =>
+  checkedSql(
+    options.filename,
+    Layer.scoped(
+      SqlClient.SqlClient,
+      SqliteShared.make({
+        filename: options.filename,
+        busyTimeout: Duration.decode(options.busyTimeout ?? "10 seconds"),
+        load: () => import("@effect/sql-sqlite-node/SqliteClient")
+      })
+    )
+  )
 
 /**
  * `url` with its password replaced by `***`.

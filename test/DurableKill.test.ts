@@ -2,67 +2,24 @@
  * Durable runs survive SIGKILL: real runner processes on a SQLite file, a fake OpenAI-compatible
  * server on 127.0.0.1, and kills at chosen and at random moments.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
-import * as Scope from "effect/Scope"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
-import * as SessionSql from "../src/services/SessionSql.js"
 import {
+  awaitRunsEnded,
   fakeProvider,
+  history,
+  migrated,
   prepareRunner,
   type RunnerConfig,
-  startRunner,
+  spawn,
   type Step,
-  traceLines
+  traceLines,
+  waitFor
 } from "./utils/durableHarness.js"
-import { sqlite, type Store, tempDir } from "./utils/sqlStores.js"
-
-/** The runs of the store, by status. */
-const runStatuses = (store: Store) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql<{ run_id: string; status: string; outcome: string | null }>`
-      SELECT run_id, status, outcome FROM effect_agent_runs ORDER BY run_id`
-  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
-
-/** Waits until every run of `count` sessions has ended. */
-const awaitRunsEnded = (store: Store, count: number, timeoutMs = 60_000) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + timeoutMs
-    while (true) {
-      const runs = yield* runStatuses(store)
-      if (runs.length === count && runs.every((run) => run.status !== "running")) return runs
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`runs did not end: ${JSON.stringify(runs)}`)
-      yield* Effect.sleep("200 millis")
-    }
-  })
-
-const history = (store: Store, sessionId: string) =>
-  SessionSql.readMessages(sessionId).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
-
-const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + timeoutMs
-    while (!check()) {
-      if (Date.now() > deadline) return yield* Effect.fail(`timed out waiting for ${what}`)
-      yield* Effect.sleep("20 millis")
-    }
-  })
-
-const migrated = (store: Store) => Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
-
-/** Starts a runner in its own scope, so the test can kill it and start another. */
-const spawn = (config: RunnerConfig) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    const runner = yield* startRunner(config).pipe(Scope.extend(scope))
-    return { runner, close: Scope.close(scope, Exit.void) }
-  })
+import { sqlite, tempDir } from "./utils/sqlStores.js"
 
 describe("Durable runs killed with SIGKILL (SQLite)", () => {
   it.live(

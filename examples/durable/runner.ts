@@ -5,7 +5,6 @@
  * runner sending it again starts nothing new) and prints each model call.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -39,7 +38,7 @@ const model = Model.make({
 const runner = Durable.layer({ tools: [count] }).pipe(
   Layer.provideMerge(Durable.layerSingleRunner()),
   Layer.provide(Layer.succeed(Model.Model, model)),
-  Layer.provideMerge(Durable.checkedSql(filename, SqliteClient.layer({ filename })))
+  Layer.provideMerge(Durable.layerSqlite({ filename }))
 )
 
 Effect.gen(function*() {

@@ -4,8 +4,13 @@
  * of each turn, and real runner processes (`test/fixtures/durable-runner.ts`, bundled once) that can be
  * started, SIGKILLed and started again.
  */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -13,6 +18,9 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Url from "node:url"
+import * as Durable from "../../src/Durable.js"
+import * as SessionSql from "../../src/services/SessionSql.js"
+import type { Store } from "./sqlStores.js"
 
 const repoRoot = Url.fileURLToPath(new URL("../..", import.meta.url))
 
@@ -225,3 +233,61 @@ export const traceLines = (work: string, file: string): Array<string> => {
   const path = NodePath.join(work, file)
   return Fs.existsSync(path) ? Fs.readFileSync(path, "utf8").split("\n").filter((line) => line !== "") : []
 }
+
+/**
+ * A client of the runner processes' cluster (`mode: "socket"`) from the test process: client only (it
+ * runs no entity), on the same store, so `Durable.client` sends from here like from any machine.
+ */
+export const clusterClient = (sql: Layer.Layer<SqlClient.SqlClient, unknown>) =>
+  Layer.build(
+    NodeClusterSocket.layer({
+      clientOnly: true,
+      storage: "sql",
+      shardingConfig: { shardsPerGroup: 30, refreshAssignmentsInterval: "500 millis", sendRetryInterval: "100 millis" }
+    }).pipe(Layer.provide(Layer.orDie(sql)), Layer.orDie)
+  )
+
+/** Starts a runner in its own scope, so a test can kill it and start another. */
+export const spawn = (config: RunnerConfig) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const runner = yield* startRunner(config).pipe(Scope.extend(scope))
+    return { runner, close: Scope.close(scope, Exit.void) }
+  })
+
+/** The runs of the store. */
+export const runStatuses = (store: Store) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ run_id: string; status: string; outcome: string | null }>`
+      SELECT run_id, status, outcome FROM effect_agent_runs ORDER BY run_id`
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Waits until every run of `count` sessions has ended. */
+export const awaitRunsEnded = (store: Store, count: number, timeoutMs = 60_000) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMs
+    while (true) {
+      const runs = yield* runStatuses(store)
+      if (runs.length === count && runs.every((run) => run.status !== "running")) return runs
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`runs did not end: ${JSON.stringify(runs)}`)
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+/** A session's log in the store. */
+export const history = (store: Store, sessionId: string) =>
+  SessionSql.readMessages(sessionId).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Creates the tables of durable runs in the store. */
+export const migrated = (store: Store) => Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Waits until `check()` holds (polling). */
+export const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMs
+    while (!check()) {
+      if (Date.now() > deadline) return yield* Effect.fail(`timed out waiting for ${what}`)
+      yield* Effect.sleep("20 millis")
+    }
+  })

@@ -5,7 +5,6 @@
  * afterwards.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -16,6 +15,7 @@ import * as Net from "node:net"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Url from "node:url"
+import * as Durable from "../../src/Durable.js"
 
 /** A temp dir for the scope, removed after. */
 export const tempDir = (prefix: string) =>
@@ -51,7 +51,7 @@ export const sqlite = (dir: string, name = "store.db"): Store => {
   return {
     kind: "sqlite",
     target: filename,
-    layer: SqliteClient.layer({ filename }),
+    layer: Durable.layerSqlite({ filename }),
     fresh: (fresh) => Effect.sync(() => sqlite(dir, `${fresh}.db`))
   }
 }

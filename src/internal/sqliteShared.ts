@@ -1,0 +1,104 @@
+/**
+ * A `SqlClient` on a SQLite file that several processes may share (several runners of a cluster on one
+ * machine). It is `@effect/sql-sqlite-node`'s client (WAL journal, one connection per process) with
+ * three changes, each for a way the shared file fails with `database is locked` (`SQLITE_BUSY`):
+ *
+ * - transactions start with `BEGIN IMMEDIATE`: a plain `BEGIN` that reads and then writes (the
+ *   cluster's storage does: it selects the messages to deliver, then marks them read) must upgrade its
+ *   read snapshot to a write, and SQLite refuses that at once with `SQLITE_BUSY` when another process
+ *   wrote in between, without waiting for the busy timeout;
+ * - SQLite's own busy wait is short (`busy_timeout`), because better-sqlite3 waits synchronously and
+ *   would stop the process's event loop (heartbeats, shard lock refreshes) for as long as it waits;
+ * - a statement outside a transaction, or a `BEGIN IMMEDIATE`, that still finds the file locked is
+ *   retried asynchronously until `busyTimeout` has passed: it did nothing, so running it again is safe.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlConnection from "@effect/sql/SqlConnection"
+import type * as SqlError from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+
+/** The synchronous part of a wait for the lock: short, so the event loop keeps turning. */
+const syncBusyMillis = 50
+
+/** Whether a failed statement found the database locked by another connection. */
+export const isBusy = (error: SqlError.SqlError): boolean => {
+  const cause = error.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
+  const code = typeof cause?.code === "string" ? cause.code : ""
+  return code.startsWith("SQLITE_BUSY") ||
+    (typeof cause?.message === "string" && /database is locked/.test(cause.message))
+}
+
+/** Makes the client; `load` imports `@effect/sql-sqlite-node` (an optional peer). */
+export const make = (options: {
+  readonly filename: string
+  readonly busyTimeout: Duration.Duration
+  readonly load: () => Promise<typeof SqliteClient>
+}): Effect.Effect<SqlClient.SqlClient, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const module = yield* Effect.tryPromise(options.load)
+    const inner = yield* module.make({ filename: options.filename }).pipe(Effect.provide(Reactivity.layer))
+    yield* Effect.scoped(
+      Effect.flatMap(inner.reserve, (conn) =>
+        conn.executeUnprepared(`PRAGMA busy_timeout = ${syncBusyMillis}`, [], undefined))
+    )
+    const retryBusy = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A, SqlError.SqlError> =>
+      Effect.retry(effect, {
+        while: isBusy,
+        schedule: Schedule.exponential("5 millis", 1.5).pipe(
+          Schedule.union(Schedule.spaced("100 millis")),
+          Schedule.jittered,
+          Schedule.upTo(options.busyTimeout)
+        )
+      })
+
+    /** A statement outside a transaction: retried when the file is locked. */
+    const autocommit = (conn: SqlConnection.Connection): SqlConnection.Connection => ({
+      execute: (sql, params, transformRows) =>
+        retryBusy(conn.execute(sql, params, transformRows)),
+      executeRaw: (sql, params) => retryBusy(conn.executeRaw(sql, params)),
+      executeValues: (sql, params) => retryBusy(conn.executeValues(sql, params)),
+      executeUnprepared: (sql, params, transformRows) => retryBusy(conn.executeUnprepared(sql, params, transformRows)),
+      executeStream: (sql, params, transformRows) => conn.executeStream(sql, params, transformRows)
+    })
+
+    /**
+     * The connection of one transaction: its `BEGIN IMMEDIATE` is retried when the file is locked, and a
+     * `ROLLBACK` after a `BEGIN` that never succeeded does nothing (there is no transaction to end; the
+     * client would otherwise turn SQLite's refusal into a defect). Statements inside run as they are: the
+     * transaction holds the write lock, so they do not wait for another process.
+     */
+    const transaction = (conn: SqlConnection.Connection): SqlConnection.Connection => {
+      let began = false
+      return {
+        ...conn,
+        executeUnprepared: (sql, params, transformRows) => {
+          if (sql === begin) {
+            return Effect.tap(retryBusy(conn.executeUnprepared(sql, params, transformRows)), () => {
+              began = true
+            })
+          }
+          if (sql === rollback && !began) return Effect.succeed([])
+          return conn.executeUnprepared(sql, params, transformRows)
+        }
+      }
+    }
+
+    return yield* SqlClient.make({
+      acquirer: Effect.map(inner.reserve, autocommit),
+      transactionAcquirer: Effect.map(inner.reserve, transaction),
+      compiler: Statement.makeCompilerSqlite(),
+      beginTransaction: begin,
+      rollback,
+      commit: "COMMIT",
+      spanAttributes: [["db.system.name", "sqlite"]]
+    }).pipe(Effect.provide(Reactivity.layer))
+  })
+
+const begin = "BEGIN IMMEDIATE"
+const rollback = "ROLLBACK"
