@@ -140,15 +140,62 @@ export const Decision = Schema.Union(
 export type Decision = typeof Decision.Type
 
 /**
- * What `Events` streams: each message of the session's log as it is stored (with its position), and
- * the end of each run.
+ * A streamed delta of a model response (`Model.Delta`), as a Schema.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Delta = Schema.Union(
+  Schema.TaggedStruct("TextDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ThinkingDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ToolCallStart", { index: Schema.Number, id: Schema.String, name: Schema.String }),
+  Schema.TaggedStruct("ToolCallDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ToolCallEnd", { index: Schema.Number, toolCall: Message.ToolCall })
+)
+
+/**
+ * What happens while a step runs, before its message is stored: a model response starts (again, after
+ * a crash: discard what came before for that position) and streams its deltas; a tool call starts,
+ * reports progress and ends. Best-effort: a crash may lose the ones still in flight; the stored
+ * messages that follow are what counts.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const LiveEvent = Schema.Union(
+  /** The response that will be stored at `position` starts streaming. */
+  Schema.TaggedStruct("ResponseStart", { position: Schema.Number }),
+  /** A delta of the response that will be stored at `position`. */
+  Schema.TaggedStruct("ResponseDelta", { position: Schema.Number, event: Delta }),
+  Schema.TaggedStruct("ToolStart", { toolCallId: Schema.String, toolName: Schema.String, input: Schema.Unknown }),
+  Schema.TaggedStruct("ToolUpdate", { toolCallId: Schema.String, toolName: Schema.String, update: Schema.Unknown }),
+  /** The call's output (or its error as text); the stored `toolResult` message is the one that counts. */
+  Schema.TaggedStruct("ToolEnd", {
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    isError: Schema.Boolean,
+    content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent))
+  })
+)
+
+/**
+ * @since 0.1.0
+ * @category Models
+ */
+export type LiveEvent = typeof LiveEvent.Type
+
+/**
+ * What `Events` streams: each message of the session's log as it is stored (with its position), the
+ * end of each run, and (unless `live: false`) the live events of the steps that run meanwhile
+ * (`LiveEvent`), each before the message it leads to.
  *
  * @since 0.1.0
  * @category Models
  */
 export const SessionEvent = Schema.Union(
   Schema.TaggedStruct("Message", { position: Schema.Number, message: Message.Message }),
-  Schema.TaggedStruct("RunEnd", { runId: Schema.String, outcome: Outcome })
+  Schema.TaggedStruct("RunEnd", { runId: Schema.String, outcome: Outcome }),
+  ...LiveEvent.members
 )
 
 /**
@@ -250,7 +297,7 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
     error: StoreFailed
   }),
   Rpc.make("Events", {
-    payload: { after: Schema.optional(Schema.Number) },
+    payload: { after: Schema.optional(Schema.Number), live: Schema.optional(Schema.Boolean) },
     success: SessionEvent,
     error: Schema.Union(StoreFailed, SessionNotFound),
     stream: true
@@ -466,6 +513,7 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
     UNIQUE (session_id, input_id))`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_aborts (run_id TEXT PRIMARY KEY, at BIGINT NOT NULL)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_tool_starts (call_key TEXT PRIMARY KEY, at BIGINT NOT NULL)`
+  yield* migrateLive
 }).pipe(Effect.mapError(storeFailed))
 
 interface RunRow {
@@ -578,15 +626,7 @@ const entityHandlers = Effect.gen(function*() {
         Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
       ),
     Wait: ({ payload }) => withStore(waitForRun(payload.runId)),
-    Events: ({ payload }) =>
-      Stream.unwrap(Effect.map(
-        requireSession,
-        () => sessionEvents(sessionId, payload.after ?? 0).pipe(Stream.provideContext(context))
-      )).pipe(
-        Stream.mapError((error: unknown): StoreFailed | SessionNotFound =>
-          error instanceof SessionNotFound ? error : storeFailed(error)
-        )
-      )
+    Events: ({ payload }) => events(sessionId, payload).pipe(Stream.provideContext(context))
   })
 })
 
@@ -603,52 +643,6 @@ const waitForRun = (runId: string) =>
       yield* Effect.sleep("100 millis")
     }
   })
-
-/**
- * The session's messages from position `after` on, then, as they come, new messages and the ends of
- * runs; it ends at the first poll that finds no run going, once everything stored was delivered.
- */
-const sessionEvents = (sessionId: string, after: number): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
-  Stream.unwrap(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    let lastId = 0
-    let position = 0
-    const endedRuns = new Set<string>()
-    let first = true
-    const poll = Effect.gen(function*() {
-      const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
-        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${lastId} ORDER BY id`
-      const events: Array<SessionEvent> = []
-      for (const row of rows) {
-        lastId = Number(row.id)
-        const at = position++
-        if (at < after) continue
-        const message = yield* Schema.decodeUnknown(Schema.parseJson(Message.Message))(row.message)
-        events.push({ _tag: "Message", position: at, message })
-      }
-      const runs = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
-        WHERE session_id = ${sessionId} ORDER BY created_at`
-      let running = false
-      for (const run of runs) {
-        if (run.status === "running") running = true
-        else if (run.outcome !== null && !endedRuns.has(run.run_id)) {
-          // runs that ended before the stream started are not announced
-          if (!first) {
-            const outcome = yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(run.outcome)
-            events.push({ _tag: "RunEnd", runId: run.run_id, outcome })
-          }
-          endedRuns.add(run.run_id)
-        }
-      }
-      first = false
-      return { events, done: !running }
-    })
-    return Stream.paginateChunkEffect(0, (round) =>
-      Effect.map(
-        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep("100 millis"), poll),
-        ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
-      ))
-  }))
 
 // -----------------------------------------------------------------------------
 // The run workflow
@@ -697,7 +691,11 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         Effect.flatMap(stopping, (stop) => {
           if (stop) return Effect.void
           for (const message of messages) history.push(message)
-          return store.append(...messages)
+          const stored = store.append(...messages)
+          // an answer stored: the live events of earlier steps are no longer needed
+          return messages.some((message) => message.role === "assistant")
+            ? Effect.zipLeft(stored, pruneLive(sql, sessionId))
+            : stored
         }),
       sync: Effect.void,
       latestCompaction: store.latestCompaction,
@@ -717,14 +715,17 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     const durableModel = Model.make({
       respond: (request, onEvent) => {
         const name = `model/${modelCalls++}`
+        // the position the answer will have in the log: its live events lead to it
+        const position = history.length
         return Activity.make({
           name,
           success: Message.AssistantMessage,
           error: Errors.ModelError,
-          execute: Effect.raceFirst(
-            model.respond(request, onEvent),
-            Effect.as(abortSignal, abortedAnswer())
-          )
+          execute: liveResponse(sql, sessionId, position, (emit) =>
+            Effect.raceFirst(
+              model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
+              Effect.as(abortSignal, abortedAnswer())
+            ))
         }).pipe(Effect.provide(workflowContext))
       }
     })
@@ -749,28 +750,33 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
                 )
                 if (fresh.length === 0) return yield* new Errors.ToolExecutionFailed({ description: interruptedText })
               }
-              let run: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
-                ...context,
-                idempotencyKey: context.toolCallId
-              })
-              if (tool.timeout !== undefined) {
-                const limit = Duration.decode(tool.timeout)
-                run = Effect.timeoutFail(run, {
-                  duration: limit,
-                  onTimeout: () =>
-                    new Errors.ToolExecutionFailed({
-                      description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
-                    })
+              return yield* liveToolCall(sql, sessionId, { ...context, input }, (update) => {
+                let run: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
+                  ...context,
+                  update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
+                  idempotencyKey: context.toolCallId
                 })
-              }
-              const output = yield* Effect.raceFirst(
-                run,
-                Effect.zipRight(
-                  abortSignal,
-                  Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
+                if (tool.timeout !== undefined) {
+                  const limit = Duration.decode(tool.timeout)
+                  run = Effect.timeoutFail(run, {
+                    duration: limit,
+                    onTimeout: () =>
+                      new Errors.ToolExecutionFailed({
+                        description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
+                      })
+                  })
+                }
+                return Effect.map(
+                  Effect.raceFirst(
+                    run,
+                    Effect.zipRight(
+                      abortSignal,
+                      Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
+                    )
+                  ),
+                  Tool.outputContent
                 )
-              )
-              return Tool.outputContent(output)
+              })
             })
           })
         }).pipe(Effect.provide(workflowContext)) as Effect.Effect<Tool.Output, any, any>
@@ -804,6 +810,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         execute: Effect.gen(function*() {
           yield* sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
             outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()} WHERE run_id = ${runId}`
+          yield* pruneLive(sql, sessionId)
           return outcome
         }).pipe(Effect.orDie)
       })
@@ -890,6 +897,246 @@ const awaitApproval = (sessionId: string, runId: string, toolCallId: string, tim
     })
     return yield* DurableDeferred.await(approvalDeferred(toolCallId))
   })
+
+// -----------------------------------------------------------------------------
+// Events: stored messages and live events
+// -----------------------------------------------------------------------------
+
+/**
+ * The events of a session, read from the store (what the `Events` RPC streams; any process that reaches
+ * the database can read them this way, runner or not): the messages of its log from position `after` on,
+ * then, as they come, new messages, the ends of runs and (unless `live` is `false`) the live events of
+ * the steps that run meanwhile (those of a step still running when it starts included), each before the
+ * message it leads to. It ends at the first poll (every
+ * 100 millis) that finds no run going, once everything stored was delivered.
+ *
+ * Live events travel through a table of the store, so they reach a reader on any machine from whichever
+ * runner runs the step: a step writes its events in batches (every 50 millis while it runs, and when it
+ * ends), and the reader polls the table along with the log. The rows are deleted once the session's next
+ * answer or the run's end is stored and they are 10 seconds old (a reader that falls further behind
+ * misses them). They are best-effort: a crash may lose the events not yet written, and a response cut off
+ * by one starts again with a new `ResponseStart`; the stored messages stay exactly-once.
+ *
+ * @since 0.1.0
+ * @category Clients
+ */
+export const events = (
+  sessionId: string,
+  options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
+): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const exists = yield* SessionSql.exists(sessionId).pipe(Effect.mapError(storeFailed))
+    if (!exists) return yield* new SessionNotFound({ sessionId })
+    return tail(sessionId, options.after ?? 0, options.live ?? true).pipe(Stream.mapError(storeFailed))
+  }))
+
+/** How often a running step writes its live events, and how long they are kept after their message. */
+const liveFlushInterval = Duration.millis(50)
+const liveRetention = Duration.seconds(10)
+
+const migrateLive = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const id = sql.onDialectOrElse({
+    pg: () => sql.literal("BIGSERIAL PRIMARY KEY"),
+    orElse: () => sql.literal("INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
+  // a row is a batch of live events leading to the message at `message_position` (a response) or to the
+  // result of `call_id` (a tool call)
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_live (
+    id ${id}, session_id TEXT NOT NULL, message_position INTEGER, call_id TEXT, events TEXT NOT NULL,
+    at BIGINT NOT NULL)`
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_live_session ON effect_agent_live (session_id, id)`
+})
+
+/** Deletes the session's live events that are older than the retention (best-effort). */
+const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>
+  sql`DELETE FROM effect_agent_live WHERE session_id = ${sessionId}
+    AND at < ${Date.now() - Duration.toMillis(liveRetention)}`.pipe(Effect.asVoid, Effect.ignore)
+
+/**
+ * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block),
+ * a fiber of the scope writes the buffer every `liveFlushInterval`, `flush` writes what is left. Writes
+ * are in order and their failures ignored: the step never waits for them beyond a write, nor fails.
+ */
+const liveWriter = (
+  sql: SqlClient.SqlClient,
+  target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null }
+) =>
+  Effect.gen(function*() {
+    let buffer: Array<LiveEvent> = []
+    const lock = yield* Effect.makeSemaphore(1)
+    const flush = lock.withPermits(1)(Effect.suspend(() => {
+      if (buffer.length === 0) return Effect.void
+      const batch = buffer
+      buffer = []
+      return sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
+        VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(batch)}, ${Date.now()})`
+    })).pipe(Effect.catchAllCause(() => Effect.void))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(liveFlushInterval), flush)))
+    const push = (event: LiveEvent) => Effect.sync(() => mergeInto(buffer, event))
+    return { push, flush }
+  })
+
+/** Appends `event`, merged into the last one when both are deltas of the same block. */
+const mergeInto = (buffer: Array<LiveEvent>, event: LiveEvent) => {
+  const last = buffer[buffer.length - 1]
+  if (
+    last?._tag === "ResponseDelta" && event._tag === "ResponseDelta" && last.position === event.position &&
+    last.event._tag === event.event._tag && last.event.index === event.event.index &&
+    (event.event._tag === "TextDelta" || event.event._tag === "ThinkingDelta" || event.event._tag === "ToolCallDelta")
+  ) {
+    const delta = `${(last.event as { readonly delta: string }).delta}${event.event.delta}`
+    buffer[buffer.length - 1] = { ...last, event: { ...event.event, delta } }
+    return
+  }
+  buffer.push(event)
+}
+
+/** A model response as a step: its deltas (`emit`) are written as the live events of `position`. */
+const liveResponse = <E, R>(
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  position: number,
+  respond: (emit: (event: Model.Delta) => Effect.Effect<void>) => Effect.Effect<Message.AssistantMessage, E, R>
+): Effect.Effect<Message.AssistantMessage, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const live = yield* liveWriter(sql, { sessionId, position, callId: null })
+    yield* live.push({ _tag: "ResponseStart", position })
+    return yield* respond((event) => live.push({ _tag: "ResponseDelta", position, event })).pipe(
+      Effect.ensuring(live.flush)
+    )
+  }))
+
+/** A tool call as a step: its start, progress (`update`) and end are written as live events. */
+const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E, R>(
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  call: { readonly toolCallId: string; readonly toolName: string; readonly input: unknown },
+  execute: (update: (progress: unknown) => Effect.Effect<void>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { input, toolCallId, toolName } = call
+    const live = yield* liveWriter(sql, { sessionId, position: null, callId: toolCallId })
+    yield* live.push({ _tag: "ToolStart", toolCallId, toolName, input })
+    return yield* execute((update) => live.push({ _tag: "ToolUpdate", toolCallId, toolName, update })).pipe(
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) {
+          return live.push({ _tag: "ToolEnd", toolCallId, toolName, isError: false, content: exit.value.content })
+        }
+        const failure = Cause.failureOption(exit.cause)
+        return Option.isNone(failure) ? Effect.void : live.push({
+          _tag: "ToolEnd",
+          toolCallId,
+          toolName,
+          isError: true,
+          content: [Message.text(describe(failure.value))]
+        })
+      }),
+      Effect.ensuring(live.flush)
+    )
+  }))
+
+interface LiveRow {
+  readonly id: number
+  readonly position: number | null
+  readonly callId: string | null
+  readonly events: ReadonlyArray<LiveEvent>
+}
+
+const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
+
+/**
+ * Polls the log, the live events and the runs. Each poll reads the log first and the live events after,
+ * so the events of a message read in this poll are all there (a step writes its last events before its
+ * message is stored) and go out before it; the events of a message delivered earlier are skipped.
+ */
+const tail = (
+  sessionId: string,
+  after: number,
+  live: boolean
+): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let lastId = 0
+    let lastLiveId = 0
+    let position = 0
+    const storedResults = new Set<string>()
+    const endedRuns = new Set<string>()
+    let first = true
+    const poll = Effect.gen(function*() {
+      const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
+        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${lastId} ORDER BY id`
+      const liveRows: Array<LiveRow> = []
+      if (live) {
+        const raw = yield* sql<
+          {
+            readonly id: number
+            readonly message_position: number | null
+            readonly call_id: string | null
+            readonly events: string
+          }
+        >`SELECT id, message_position, call_id, events FROM effect_agent_live
+          WHERE session_id = ${sessionId} AND id > ${lastLiveId} ORDER BY id`
+        for (const row of raw) {
+          lastLiveId = Number(row.id)
+          // a batch that does not decode is skipped: live events are best-effort
+          const decoded = yield* Effect.option(decodeLiveEvents(row.events))
+          if (Option.isNone(decoded)) continue
+          liveRows.push({
+            id: Number(row.id),
+            position: row.message_position === null ? null : Number(row.message_position),
+            callId: row.call_id,
+            events: decoded.value
+          })
+        }
+      }
+      const out: Array<SessionEvent> = []
+      const taken = new Set<LiveRow>()
+      const take = (emit: boolean, leadsTo: (row: LiveRow) => boolean) => {
+        for (const row of liveRows) {
+          if (taken.has(row) || !leadsTo(row)) continue
+          taken.add(row)
+          if (emit) out.push(...row.events)
+        }
+      }
+      for (const row of rows) {
+        lastId = Number(row.id)
+        const at = position++
+        const message = yield* Schema.decodeUnknown(Schema.parseJson(Message.Message))(row.message)
+        const callId = message.role === "toolResult" ? message.toolCallId : undefined
+        // the live events of messages stored before the stream started are not replayed
+        take(at >= after && !first, (live) => live.position === at || (callId !== undefined && live.callId === callId))
+        if (callId !== undefined) storedResults.add(callId)
+        if (at >= after) out.push({ _tag: "Message", position: at, message })
+      }
+      // the events of steps whose message is not stored yet
+      take(true, (live) =>
+        live.position !== null
+          ? live.position >= Math.max(position, after)
+          : live.callId !== null && !storedResults.has(live.callId))
+      const runs = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE session_id = ${sessionId} ORDER BY created_at`
+      let running = false
+      for (const run of runs) {
+        if (run.status === "running") running = true
+        else if (run.outcome !== null && !endedRuns.has(run.run_id)) {
+          // runs that ended before the stream started are not announced
+          if (!first) {
+            const outcome = yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(run.outcome)
+            out.push({ _tag: "RunEnd", runId: run.run_id, outcome })
+          }
+          endedRuns.add(run.run_id)
+        }
+      }
+      first = false
+      return { events: out, done: !running }
+    })
+    return Stream.paginateChunkEffect(0, (round) =>
+      Effect.map(
+        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep("100 millis"), poll),
+        ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
+      ))
+  }))
 
 const abortedAnswer = (): Message.AssistantMessage => ({
   role: "assistant",

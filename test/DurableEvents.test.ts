@@ -1,0 +1,277 @@
+/**
+ * `Events` streams live events across processes: a client in another process than the runner that runs
+ * the model response sees the response's deltas while it streams (before the message is stored), the
+ * tool call's start and end before its result, and the deltas add up to the stored text. On SQLite a
+ * runner process runs the session and this process reads `Durable.events` from the same file; on
+ * PostgreSQL this process is a second runner of the cluster, and the sessions are picked so that the
+ * `Events` RPC is served by one process while the other runs the model response.
+ */
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as ShardId from "@effect/cluster/ShardId"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
+import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
+import * as Tool from "../src/Tool.js"
+import { type FakeProvider, fakeProvider, prepareRunner, startRunner, type Step } from "./utils/durableHarness.js"
+import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+
+const answer = Array.from({ length: 24 }, (_, index) => `word${index}`).join(" ")
+
+/** A tool call (echo), then a long answer; every reply streams over 3 seconds. */
+const script = (_: string, turn: number): Step =>
+  turn === 0 ? { _tag: "Call", name: "echo", input: { text: "echoed" } } : { _tag: "Answer", text: answer }
+const streamMs = 3000
+
+/** The position of the answer in the log: user, assistant (the call), toolResult, assistant. */
+const answerAt = 3
+
+interface Received {
+  readonly event: Durable.SessionEvent
+  readonly at: number
+  /** For the first delta of the answer: how many messages the log held when it arrived. */
+  readonly stored?: number
+}
+
+/** Collects a session's events with the time each arrived; counts the stored messages at the first delta. */
+const collect = <E, R>(events: Stream.Stream<Durable.SessionEvent, E, R>, store: Store, sessionId: string) =>
+  Effect.gen(function*() {
+    const received: Array<Received> = []
+    yield* Stream.runForEach(events, (event) =>
+      Effect.gen(function*() {
+        const first = event._tag === "ResponseDelta" && event.position === answerAt &&
+          !received.some(({ event }) => event._tag === "ResponseDelta" && event.position === answerAt)
+        received.push(
+          first ? { event, at: Date.now(), stored: yield* storedCount(store, sessionId) } : {
+            event,
+            at: Date.now()
+          }
+        )
+      }))
+    return received
+  })
+
+const storedCount = (store: Store, sessionId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM effect_agent_messages
+      WHERE session_id = ${sessionId}`
+    return Number(rows[0]!.n)
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** What every client must have seen of session `sessionId`'s run. */
+const checkLive = (received: ReadonlyArray<Received>, sessionId: string) => {
+  const events = received.map(({ event }) => event)
+  const index = (predicate: (event: Durable.SessionEvent) => boolean) => events.findIndex(predicate)
+  const messages = events.flatMap((event) => event._tag === "Message" ? [event] : [])
+  assert.deepStrictEqual(messages.map((event) => event.message.role), ["user", "assistant", "toolResult", "assistant"])
+  const stored = messages[answerAt]!.message
+
+  // the answer's deltas came while it streamed: the first one before the message was stored, and well
+  // before the message itself
+  const deltas = received.filter(({ event }) => event._tag === "ResponseDelta" && event.position === answerAt)
+  assert.isAbove(deltas.length, 1, "the answer's deltas reached the client")
+  assert.isBelow(deltas[0]!.stored!, answerAt + 1, "the first delta arrived before the answer was stored")
+  const messageAt = received.find(({ event }) => event._tag === "Message" && event.position === answerAt)!.at
+  assert.isAbove(messageAt - deltas[0]!.at, 1000, "the deltas arrived while the answer streamed")
+  assert.isAbove(new Set(deltas.map(({ at }) => Math.floor(at / 50))).size, 2, "in several batches")
+
+  // every live event of the answer before its message; its text deltas add up to the stored text
+  const answerMessage = index((event) => event._tag === "Message" && event.position === answerAt)
+  const lastStart = events.map((event) => event._tag === "ResponseStart" && event.position === answerAt)
+    .lastIndexOf(true)
+  assert.isAtLeast(lastStart, 0, "the answer's start")
+  assert.isTrue(
+    events.every((event, at) =>
+      !((event._tag === "ResponseDelta" || event._tag === "ResponseStart") && event.position === answerAt) ||
+      at < answerMessage
+    )
+  )
+  const text = events.slice(lastStart).flatMap((event) =>
+    event._tag === "ResponseDelta" && event.position === answerAt && event.event._tag === "TextDelta"
+      ? [event.event.delta]
+      : []
+  ).join("")
+  assert.strictEqual(text, Message.textOf(stored))
+  assert.strictEqual(text.trim(), answer)
+
+  // the tool call: started and ended (with its output) before its result was stored
+  const callId = `call_${sessionId}_0`
+  const start = index((event) => event._tag === "ToolStart" && event.toolCallId === callId)
+  const end = index((event) => event._tag === "ToolEnd" && event.toolCallId === callId)
+  const result = index((event) => event._tag === "Message" && event.message.role === "toolResult")
+  assert.isTrue(start >= 0 && start < end && end < result, `ToolStart ${start}, ToolEnd ${end}, result ${result}`)
+  const ended = events[end]
+  assert.deepStrictEqual(ended?._tag === "ToolEnd" ? [ended.isError, ended.content] : [], [false, [
+    Message.text("echoed")
+  ]])
+  // and the run's end, last
+  assert.strictEqual(events[events.length - 1]?._tag, "RunEnd")
+}
+
+/** The time the provider got the request of `turn` of `sessionId`, and the process that sent it. */
+const requestOf = (provider: FakeProvider, sessionId: string, turn: number) => {
+  const requests = provider.log.filter((request) => request.sessionId === sessionId && request.turn === turn)
+  assert.strictEqual(requests.length, 1, `one request for ${sessionId}#${turn}`)
+  return requests[0]!
+}
+
+describe("Durable Events: live events from another process", () => {
+  it.live(
+    "SQLite: a runner process streams an answer; this process reads its deltas from the store",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const dir = yield* tempDir("effect-agent-events-")
+        const store = sqlite(dir)
+        const provider = yield* fakeProvider({ script, streamMs })
+        yield* startRunner({
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          prompts: [{ sessionId: "live", inputId: "live-1", text: "session live: go" }],
+          cluster: { mode: "single" }
+        })
+        const received = yield* collect(
+          Durable.events("live").pipe(Stream.provideLayer(Layer.orDie(store.layer))),
+          store,
+          "live"
+        )
+        checkLive(received, "live")
+        assert.notStrictEqual(requestOf(provider, "live", 1).pid, process.pid)
+        assert.deepStrictEqual(JSON.parse(JSON.stringify(received.at(-1)!.event)), {
+          _tag: "RunEnd",
+          runId: "live/live-1",
+          outcome: { _tag: "Completed", turns: 2 }
+        })
+
+        // once stored, a session reads as its messages only: live events are not replayed
+        const after = yield* Durable.events("live").pipe(Stream.runCollect, Effect.provide(Layer.orDie(store.layer)))
+        assert.deepStrictEqual(Array.from(after, (event) => event._tag), ["Message", "Message", "Message", "Message"])
+        const fromTwo = yield* Durable.events("live", { after: 2, live: false }).pipe(
+          Stream.runCollect,
+          Effect.provide(Layer.orDie(store.layer))
+        )
+        assert.deepStrictEqual(Array.from(fromTwo, (event) => event._tag === "Message" ? event.position : -1), [2, 3])
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "PostgreSQL: the Events RPC on one runner process streams the deltas of an answer another runner streams",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const work = yield* tempDir("effect-agent-events-")
+        const store = yield* postgres
+        yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+        const provider = yield* fakeProvider({ script, streamMs })
+        const [childPort, ownPort] = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
+        const child = yield* startRunner({
+          store: "pg",
+          target: store.target,
+          baseUrl: provider.url,
+          work,
+          prompts: [],
+          cluster: { mode: "socket", port: childPort }
+        })
+        yield* Effect.gen(function*() {
+          const sharding = yield* Sharding.Sharding
+          const local = (entityId: string) =>
+            sharding.hasShardId(sharding.getShardId(EntityId.make(entityId), "default"))
+          const placement = (sessionId: string) =>
+            Effect.map(
+              Durable.RunWorkflow.executionId({ sessionId, runId: `${sessionId}/${sessionId}-1` }),
+              (executionId) => ({ session: local(sessionId), workflow: local(executionId) })
+            )
+          // the shards are shared once both runners hold theirs: wait until this runner's set is steady
+          let owned = ""
+          for (let steady = 0; steady < 8;) {
+            yield* Effect.sleep("250 millis")
+            const now = Array.from(
+              { length: 30 },
+              (_, shard) => sharding.hasShardId(ShardId.make("default", shard + 1))
+            )
+              .join()
+            const some = now.includes("true") && now.includes("false")
+            steady = some && now === owned ? steady + 1 : 0
+            owned = now
+          }
+          // one session served here and run on the child, one served on the child and run here
+          const pick = (want: { readonly session: boolean; readonly workflow: boolean }) =>
+            Effect.gen(function*() {
+              for (let index = 0; index < 500; index++) {
+                const place = yield* placement(`e${index}`)
+                if (place.session === want.session && place.workflow === want.workflow) return `e${index}`
+              }
+              return yield* Effect.dieMessage(`no session placed ${JSON.stringify(want)}`)
+            })
+          const servedHere = yield* pick({ session: true, workflow: false })
+          const servedThere = yield* pick({ session: false, workflow: true })
+          const client = yield* Durable.client
+          const watch = (sessionId: string) =>
+            Effect.gen(function*() {
+              yield* client(sessionId).Prompt({ inputId: `${sessionId}-1`, text: `session ${sessionId}: go` })
+              return yield* collect(client(sessionId).Events({}), store, sessionId)
+            })
+          const [here, there] = yield* Effect.all([watch(servedHere), watch(servedThere)], { concurrency: 2 })
+          checkLive(here, servedHere)
+          checkLive(there, servedThere)
+          // the premise: each answer was streamed by the other process than the one serving its Events
+          assert.strictEqual(requestOf(provider, servedHere, 1).pid, child.child.pid)
+          assert.strictEqual(requestOf(provider, servedThere, 1).pid, process.pid)
+          const still = yield* placement(servedHere)
+          assert.deepStrictEqual(still, { session: true, workflow: false }, "the shards did not move")
+        }).pipe(Effect.provide(ownRunner(store, provider.url, ownPort)))
+      }).pipe(Effect.scoped),
+    180_000
+  )
+})
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(text),
+  idempotent: true
+})
+
+/** This process as a runner of the cluster (the same sharding as the runner processes). */
+const ownRunner = (store: Store, baseUrl: string, port: number) =>
+  Durable.layer({ tools: [echo], maxTurns: 20 }).pipe(
+    Layer.provideMerge(
+      ClusterWorkflowEngine.layer.pipe(
+        Layer.provideMerge(NodeClusterSocket.layer({
+          storage: "sql",
+          shardingConfig: {
+            entityMessagePollInterval: "300 millis",
+            shardLockRefreshInterval: "1 second",
+            shardLockExpiration: "4 seconds",
+            refreshAssignmentsInterval: "500 millis",
+            runnerHealthCheckInterval: "1 second",
+            entityTerminationTimeout: "2 seconds",
+            sendRetryInterval: "100 millis",
+            shardsPerGroup: 30,
+            runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)),
+            runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
+          }
+        })),
+        Layer.orDie
+      )
+    ),
+    Layer.provide(OpenAiCompat.layer({ model: "fake", baseUrl, headers: { "x-runner-pid": String(process.pid) } })),
+    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provideMerge(Layer.orDie(store.layer))
+  )
