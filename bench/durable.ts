@@ -10,29 +10,19 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
-import * as Durable from "../src/Durable.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
-import * as Tool from "../src/Tool.js"
+import { echo, promptAndWait, singleRunner } from "./DurableRunner.js"
 
 const runs = Number(process.argv[2] ?? 20)
 const turns = 10
-
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(text),
-  idempotent: true
-})
 
 /** Answers by the number of answers in the request: a call for the first turns, then the answer. */
 const model = Model.make({
@@ -58,26 +48,11 @@ const memory = Effect.gen(function*() {
 
 const durable = (sql: Layer.Layer<SqlClient.SqlClient, unknown>) =>
   Effect.gen(function*() {
-    const client = yield* Durable.client
-    // one warm-up run
-    yield* Effect.flatMap(client("warm").Prompt({ inputId: "w", text: "go" }), ({ runId }) =>
-      client("warm").Wait({ runId }))
+    yield* promptAndWait("warm", "w") // one warm-up run
     const start = performance.now()
-    for (let run = 0; run < runs; run++) {
-      const session = client(`s${run}`)
-      const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: "go" })
-      yield* session.Wait({ runId })
-    }
+    for (let run = 0; run < runs; run++) yield* promptAndWait(`s${run}`, `p${run}`)
     return performance.now() - start
-  }).pipe(
-    Effect.provide(
-      Durable.layer({ tools: [echo] }).pipe(
-        Layer.provideMerge(Durable.layerSingleRunner()),
-        Layer.provide(Layer.succeed(Model.Model, model)),
-        Layer.provideMerge(Layer.orDie(sql))
-      )
-    )
-  )
+  }).pipe(Effect.provide(singleRunner({ durable: { tools: [echo] }, model, sql })))
 
 const freePort = () =>
   new Promise<number>((resolve) => {

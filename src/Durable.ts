@@ -10,6 +10,7 @@
  *
  * @since 0.1.0
  */
+import * as ClusterError from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as DeliverAt from "@effect/cluster/DeliverAt"
@@ -655,12 +656,41 @@ const ToolOutput = Schema.Struct({
   details: Schema.optional(Schema.Unknown)
 })
 
+/**
+ * How long a step whose runner lost the run's shard waits to be interrupted by the shutdown of the
+ * run's entity (the engine's `entityTerminationTimeout` is 15 seconds by default) before it fails.
+ */
+const handoffWait = Duration.minutes(1)
+
+/**
+ * A step of the run (an activity, or the wait for an approval) as the workflow performs it. The engine
+ * sends each step to the run's entity; when this runner has just lost the entity's shard (another runner
+ * took it over after a failover, or shards moved when a runner joined), the send fails with
+ * `EntityNotAssignedToRunner`, as a defect. Left alone, that defect would be recorded as the end of the
+ * run (a run that never finishes), or as the failure of a tool call the new owner runs anyway. The run
+ * belongs to the new owner now, which replays it from the log; so the step waits instead, until the
+ * shutdown of the entity on this runner interrupts it, and nothing is recorded here.
+ */
+const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.catchSomeDefect(effect, (defect) =>
+    ClusterError.EntityNotAssignedToRunner.is(defect)
+      ? Option.some(Effect.zipRight(Effect.sleep(handoffWait), Effect.die(defect)))
+      : Option.none())
+
+/**
+ * A store operation of a step, retried while the store fails (a connection lost, a lock held too long):
+ * a step that failed for good is recorded as failed, so a passing fault must not be.
+ */
+const retryStore = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(effect, { schedule: Schedule.exponential("100 millis", 2), times: 6 })
+
 const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
   options: Options<Tools>,
   payload: { readonly sessionId: string; readonly runId: string },
   _executionId: string
-) =>
-  Effect.gen(function*() {
+) => {
+  let turns = 0
+  return Effect.gen(function*() {
     const { runId, sessionId } = payload
     const sql = yield* SqlClient.SqlClient
     const model = yield* Model.Model
@@ -672,12 +702,12 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     const pollEvery = Duration.decode(options.abortPollInterval ?? "200 millis")
 
     // the history as it was when the run started: an activity, so a resumed run starts from the same one
-    const loaded = yield* Activity.make({
+    const loaded = yield* step(Activity.make({
       name: "load",
       success: Schema.Array(Message.Message),
       error: Errors.SessionStoreFailed,
       execute: store.messages
-    })
+    }))
     const history: Array<Message.Message> = loaded.slice()
 
     // a step cut off by a suspension or a shutdown must not write what the local loop writes on abort
@@ -717,7 +747,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const name = `model/${modelCalls++}`
         // the position the answer will have in the log: its live events lead to it
         const position = history.length
-        return Activity.make({
+        return step(Activity.make({
           name,
           success: Message.AssistantMessage,
           error: Errors.ModelError,
@@ -726,7 +756,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
               model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
               Effect.as(abortSignal, abortedAnswer())
             ))
-        }).pipe(Effect.provide(workflowContext))
+        })).pipe(Effect.provide(workflowContext))
       }
     })
 
@@ -737,17 +767,16 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const name = `tool/${modelCalls}/${context.toolCallId}`
         return Effect.gen(function*() {
           const key = yield* Activity.idempotencyKey(name)
-          return yield* Activity.make({
+          return yield* step(Activity.make({
             name,
             success: ToolOutput,
             error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
             execute: Effect.gen(function*() {
               if (yield* aborted) return yield* new Errors.ToolExecutionFailed({ description: "Skipped: run aborted" })
               if (!mayRerun(tool)) {
-                const fresh = yield* Effect.orDie(
-                  sql<{ readonly call_key: string }>`INSERT INTO effect_agent_tool_starts (call_key, at)
-                    VALUES (${key}, ${Date.now()}) ON CONFLICT (call_key) DO NOTHING RETURNING call_key`
-                )
+                const fresh = yield* sql<{ readonly call_key: string }>`INSERT INTO effect_agent_tool_starts
+                  (call_key, at) VALUES (${key}, ${Date.now()}) ON CONFLICT (call_key) DO NOTHING RETURNING call_key`
+                  .pipe(retryStore, Effect.orDie)
                 if (fresh.length === 0) return yield* new Errors.ToolExecutionFailed({ description: interruptedText })
               }
               return yield* liveToolCall(sql, sessionId, { ...context, input }, (update) => {
@@ -778,7 +807,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
                 )
               })
             })
-          })
+          }))
         }).pipe(Effect.provide(workflowContext)) as Effect.Effect<Tool.Output, any, any>
       }
     }))
@@ -804,7 +833,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     )
 
     const finish = (outcome: Outcome) =>
-      Activity.make({
+      step(Activity.make({
         name: "finish",
         success: Outcome,
         execute: Effect.gen(function*() {
@@ -812,30 +841,31 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
             outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()} WHERE run_id = ${runId}`
           yield* pruneLive(sql, sessionId)
           return outcome
-        }).pipe(Effect.orDie)
-      })
+        }).pipe(retryStore, Effect.orDie)
+      }))
 
     const drain = (turn: number) =>
-      Activity.make({
+      step(Activity.make({
         name: `inbox/${turn}`,
         success: Schema.Array(Message.UserMessage),
         execute: Effect.gen(function*() {
-          yield* sql`UPDATE effect_agent_inbox SET run_id = ${`${runId}#${turn}`}
-            WHERE session_id = ${sessionId} AND run_id IS NULL`
-          const rows = yield* sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox
-            WHERE run_id = ${`${runId}#${turn}`} ORDER BY id`
+          const rows = yield* retryStore(Effect.zipRight(
+            sql`UPDATE effect_agent_inbox SET run_id = ${`${runId}#${turn}`}
+              WHERE session_id = ${sessionId} AND run_id IS NULL`,
+            sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox
+              WHERE run_id = ${`${runId}#${turn}`} ORDER BY id`
+          ))
           return yield* Effect.forEach(
             rows,
             (row) => Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))(row.message)
           )
         }).pipe(Effect.orDie)
-      })
+      }))
 
     const isAborted = (turn: number) =>
-      Activity.make({ name: `aborted/${turn}`, success: Schema.Boolean, execute: aborted })
+      step(Activity.make({ name: `aborted/${turn}`, success: Schema.Boolean, execute: aborted }))
 
     const maxTurns = options.maxTurns ?? Loop.defaultMaxTurns
-    let turns = 0
     let input: ReadonlyArray<Message.Message> = yield* drain(0)
     while (true) {
       if (turns >= maxTurns) {
@@ -860,7 +890,26 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         input = late
       }
     }
-  }).pipe(Effect.orDie)
+  }).pipe(
+    // a run ended by a defect (an interruption is not an end: the run resumes, here or elsewhere) is
+    // marked failed in the runs table, so the session does not wait for it forever
+    Effect.tapErrorCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.void
+        : markFailed(payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
+    ),
+    Effect.orDie
+  )
+}
+
+/** Ends a run still marked running as failed (best effort: the engine has ended it already). */
+const markFailed = (runId: string, outcome: Outcome) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
+      ended_at = ${Date.now()} WHERE run_id = ${runId} AND status = 'running'`
+  ).pipe(retryStore, Effect.ignore)
 
 /** One turn of the loop (`Loop.turn`): its input, one answer, the answer's tool calls. */
 const runTurn = (options: {
@@ -881,7 +930,7 @@ const runTurn = (options: {
 const awaitApproval = (sessionId: string, runId: string, toolCallId: string, timeout: Duration.Duration) =>
   Effect.gen(function*() {
     const makeClient = yield* SessionEntity.client
-    yield* Activity.make({
+    yield* step(Activity.make({
       name: `approval-timeout/${toolCallId}`,
       execute: Effect.orDie(
         makeClient(sessionId).ApprovalTimeout(
@@ -894,8 +943,8 @@ const awaitApproval = (sessionId: string, runId: string, toolCallId: string, tim
           { discard: true }
         )
       )
-    })
-    return yield* DurableDeferred.await(approvalDeferred(toolCallId))
+    }))
+    return yield* step(DurableDeferred.await(approvalDeferred(toolCallId)))
   })
 
 // -----------------------------------------------------------------------------

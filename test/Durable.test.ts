@@ -1,5 +1,6 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -189,6 +190,32 @@ for (const [storeName, storeLayer] of stores) {
           assert.isFalse(next.queued)
         }).pipe(Effect.provide(runner(store, model, { abortPollInterval: "50 millis" })))
       }).pipe(Effect.scoped), 60_000)
+
+    it.effect(
+      "a run ended by a defect is marked failed, and the session takes the next prompt",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([Message.assistant("done")])
+          yield* Effect.gen(function*() {
+            // a queued input the run cannot read (a row edited by hand): the run's first step dies on it
+            const sql = yield* SqlClient.SqlClient
+            yield* sql`INSERT INTO effect_agent_inbox (session_id, input_id, message)
+            VALUES ('broken', 'by-hand', 'not a message')`
+            const client = (yield* Durable.client)("broken")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "hello" })
+            const outcome = yield* client.Wait({ runId })
+            assert.strictEqual(outcome._tag, "Failed")
+            assert.strictEqual(outcome._tag === "Failed" && outcome.turns, 0)
+            assert.include(outcome._tag === "Failed" ? outcome.reason : "", "JSON")
+            // the session is not left waiting for the failed run: a new prompt starts a run of its own
+            const next = yield* client.Prompt({ inputId: "p2", text: "again" })
+            assert.isFalse(next.queued)
+            assert.deepStrictEqual(yield* client.Wait({ runId: next.runId }), { _tag: "Completed", turns: 1 })
+          }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
 
     it.effect(
       "an Ask waits on a durable deferred; Approve from a client after the runner restarted resumes the run",

@@ -16,15 +16,14 @@ import {
   clusterClient,
   fakeProvider,
   history,
-  migrated,
-  prepareRunner,
   type RunnerConfig,
   runStatuses,
   spawn,
+  sqliteStore,
   traceLines,
   waitFor
 } from "./utils/durableHarness.js"
-import { freePort, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+import { freePort, type Store } from "./utils/sqlStores.js"
 
 /**
  * How many workflow executions are suspended: the cluster stores a suspended execution's reply as
@@ -50,10 +49,7 @@ describe("Durable: SIGKILL during an approval wait (runner processes, SQLite)", 
     "after a restart, Approve runs the waiting tool once and the run completes; Deny fails the run, the tool never runs",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const dir = yield* tempDir("effect-agent-approval-kill-")
-        const store = sqlite(dir)
-        yield* migrated(store)
+        const { dir, store } = yield* sqliteStore("effect-agent-approval-kill-")
         const provider = yield* fakeProvider({
           script: (_, turn) =>
             turn === 0 ? { _tag: "Call", name: "write_once", input: { ms: 100 } } : { _tag: "Answer", text: "written" }

@@ -8,28 +8,25 @@ import * as Random from "effect/Random"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import {
-  awaitRunsEnded,
   fakeProvider,
+  goPrompts,
   history,
-  migrated,
-  prepareRunner,
+  killWhen,
+  resumeUntilEnded,
   type RunnerConfig,
   spawn,
+  sqliteStore,
   type Step,
   traceLines,
   waitFor
 } from "./utils/durableHarness.js"
-import { sqlite, tempDir } from "./utils/sqlStores.js"
 
 describe("Durable runs killed with SIGKILL (SQLite)", () => {
   it.live(
     "a run killed during a model response resumes without calling the model again for finished turns",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const dir = yield* tempDir("effect-agent-kill-")
-        const store = sqlite(dir)
-        yield* migrated(store)
+        const { dir, store } = yield* sqliteStore("effect-agent-kill-")
         const script = (_: string, turn: number): Step =>
           turn < 2 ? { _tag: "Call", name: "echo", input: { text: `t${turn}` } } : { _tag: "Answer", text: "all done" }
         // each response streams for 1.5 s: the kill lands inside turn 1's
@@ -39,16 +36,11 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           target: store.target,
           baseUrl: slowTurn1.url,
           work: dir,
-          prompts: [{ sessionId: "m", inputId: "m-1", text: "session m: go" }],
+          prompts: goPrompts(["m"]),
           cluster: { mode: "single" }
         }
-        const first = yield* spawn(config)
-        yield* waitFor(() => (slowTurn1.requests.get("m#1") ?? 0) > 0, "turn 1's request")
-        yield* first.runner.kill("SIGKILL")
-        yield* first.close
-        const second = yield* spawn(config)
-        const runs = yield* awaitRunsEnded(store, 1)
-        yield* second.close
+        yield* killWhen(config, () => (slowTurn1.requests.get("m#1") ?? 0) > 0, "turn 1's request")
+        const { runs } = yield* resumeUntilEnded(config, store, 1)
         assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Completed", turns: 3 })
         assert.strictEqual(slowTurn1.requests.get("m#0"), 1, "a finished turn is not asked again")
         assert.strictEqual(slowTurn1.requests.get("m#1"), 2, "the turn cut off is asked again")
@@ -67,10 +59,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
     "a call of a tool that may not be re-run, cut off by a kill, gets the restart result and runs once",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const dir = yield* tempDir("effect-agent-kill-")
-        const store = sqlite(dir)
-        yield* migrated(store)
+        const { dir, store } = yield* sqliteStore("effect-agent-kill-")
         const provider = yield* fakeProvider({
           script: (_, turn) =>
             turn === 0
@@ -84,16 +73,11 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           target: store.target,
           baseUrl: provider.url,
           work: dir,
-          prompts: [{ sessionId: "w", inputId: "w-1", text: "session w: go" }],
+          prompts: goPrompts(["w"]),
           cluster: { mode: "single" }
         }
-        const first = yield* spawn(config)
-        yield* waitFor(() => traceLines(dir, "once.log").length > 0, "write_once to start")
-        yield* first.runner.kill("SIGKILL")
-        yield* first.close
-        const second = yield* spawn(config)
-        const runs = yield* awaitRunsEnded(store, 1)
-        yield* second.close
+        yield* killWhen(config, () => traceLines(dir, "once.log").length > 0, "write_once to start")
+        const { runs } = yield* resumeUntilEnded(config, store, 1)
         assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Completed", turns: 3 })
         assert.deepStrictEqual(
           traceLines(dir, "once.log").map((line) => line.split(" ").slice(0, 2).join(" ")),
@@ -117,10 +101,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
     "sessions survive random kills: all complete, no message lost or duplicated, no model call thrice",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const dir = yield* tempDir("effect-agent-kill-")
-        const store = sqlite(dir)
-        yield* migrated(store)
+        const { dir, store } = yield* sqliteStore("effect-agent-kill-")
         const sessions = Array.from({ length: 6 }, (_, index) => `r${index}`)
         const turns: ReadonlyArray<Step> = [
           { _tag: "Call", name: "write_once", input: { ms: 150 } },
@@ -134,7 +115,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           target: store.target,
           baseUrl: provider.url,
           work: dir,
-          prompts: sessions.map((id) => ({ sessionId: id, inputId: `${id}-1`, text: `session ${id}: go` })),
+          prompts: goPrompts(sessions),
           cluster: { mode: "single" }
         }
         let kills = 0
@@ -151,9 +132,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           kills++
           yield* current.close
         }
-        const last = yield* spawn(config)
-        const runs = yield* awaitRunsEnded(store, sessions.length, 90_000)
-        yield* last.close
+        const { runs } = yield* resumeUntilEnded(config, store, sessions.length, 90_000)
         assert.strictEqual(kills, 4)
         for (const run of runs) assert.strictEqual(JSON.parse(run.outcome!)._tag, "Completed", run.run_id)
         for (const id of sessions) {

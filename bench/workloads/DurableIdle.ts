@@ -12,7 +12,6 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
@@ -22,16 +21,9 @@ import * as Durable from "../../src/Durable.js"
 import * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as Tool from "../../src/Tool.js"
+import { echo, promptAndWait, singleRunner } from "../DurableRunner.js"
 import * as Harness from "../Harness.js"
 import type { Result } from "./Overhead.js"
-
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(text),
-  idempotent: true
-})
 
 const guarded = Tool.make({
   name: "guarded",
@@ -83,24 +75,15 @@ export const idleSessions = async (
   size: { readonly sessions: number; readonly idleWaitMs: number }
 ): Promise<Result> => {
   const dir = Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-bench-idle-"))
-  const runtime = ManagedRuntime.make(
-    Durable.layer({
-      tools: [echo, guarded],
-      policy: (request) => request.toolName === "guarded" ? "Ask" : "Allow"
-    }).pipe(
-      Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityMaxIdleTime: "10 seconds" } })),
-      Layer.provide(Layer.succeed(Model.Model, model)),
-      Layer.provideMerge(Layer.orDie(SqliteClient.layer({ filename: NodePath.join(dir, "idle.db") })))
-    )
-  )
+  const runtime = ManagedRuntime.make(singleRunner({
+    durable: { tools: [echo, guarded], policy: (request) => request.toolName === "guarded" ? "Ask" : "Allow" },
+    model,
+    sql: SqliteClient.layer({ filename: NodePath.join(dir, "idle.db") }),
+    runner: { shardingConfig: { entityMaxIdleTime: "10 seconds" } }
+  }))
   const run = <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>)
   const ids = (prefix: string) => Array.from({ length: size.sessions }, (_, index) => `${prefix}${index}`)
-  const finish = (sessionId: string) =>
-    Effect.gen(function*() {
-      const session = (yield* Durable.client)(sessionId)
-      const { runId } = yield* session.Prompt({ inputId: `${sessionId}-1`, text: "go" })
-      yield* session.Wait({ runId })
-    })
+  const finish = (sessionId: string) => promptAndWait(sessionId, `${sessionId}-1`)
   const forEach = (sessionIds: ReadonlyArray<string>, f: (id: string) => Effect.Effect<unknown, unknown, any>) =>
     run(Effect.forEach(sessionIds, f, { concurrency: 32, discard: true }))
   const count = (sql: string) =>

@@ -20,7 +20,7 @@ import * as NodePath from "node:path"
 import * as Url from "node:url"
 import * as Durable from "../../src/Durable.js"
 import * as SessionSql from "../../src/services/SessionSql.js"
-import type { Store } from "./sqlStores.js"
+import { sqlite, type Store, tempDir } from "./sqlStores.js"
 
 const repoRoot = Url.fileURLToPath(new URL("../..", import.meta.url))
 
@@ -281,6 +281,41 @@ export const history = (store: Store, sessionId: string) =>
 
 /** Creates the tables of durable runs in the store. */
 export const migrated = (store: Store) => Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/**
+ * Where a kill test on SQLite starts: the runner script built, a temporary directory (the tools' work
+ * directory too) and a SQLite store in it with the tables of durable runs.
+ */
+export const sqliteStore = (prefix: string) =>
+  Effect.gen(function*() {
+    yield* prepareRunner
+    const dir = yield* tempDir(prefix)
+    const store = sqlite(dir)
+    yield* migrated(store)
+    return { dir, store }
+  })
+
+/** The prompts that start `sessions`, one each (`session <id>: go`, input id `<id>-1`). */
+export const goPrompts = (sessions: ReadonlyArray<string>): RunnerConfig["prompts"] =>
+  sessions.map((id) => ({ sessionId: id, inputId: `${id}-1`, text: `session ${id}: go` }))
+
+/** Starts a runner, and SIGKILLs it once `check()` holds (waiting for `what`). */
+export const killWhen = (config: RunnerConfig, check: () => boolean, what: string) =>
+  Effect.gen(function*() {
+    const first = yield* spawn(config)
+    yield* waitFor(check, what)
+    yield* first.runner.kill("SIGKILL")
+    yield* first.close
+  })
+
+/** Starts a runner and waits until the runs of `count` sessions have ended; then stops it. */
+export const resumeUntilEnded = (config: RunnerConfig, store: Store, count: number, timeoutMs?: number) =>
+  Effect.gen(function*() {
+    const runner = yield* spawn(config)
+    const runs = yield* awaitRunsEnded(store, count, timeoutMs)
+    yield* runner.close
+    return { runs, runner: runner.runner }
+  })
 
 /** Waits until `check()` holds (polling). */
 export const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) =>
