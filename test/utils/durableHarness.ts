@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type * as Net from "node:net"
@@ -213,7 +214,15 @@ const bundleRunner_ = () => {
  */
 export const prepareRunner = Effect.promise(async () => {
   if (bundled !== undefined) return bundled
-  const outfile = NodePath.join(repoRoot, "node_modules", ".cache", "effect-agent-durable", "durable-runner.mjs")
+  // named after the checkout: worktrees that share one node_modules must not run each other's runner
+  const checkout = Crypto.createHash("sha256").update(repoRoot).digest("hex").slice(0, 12)
+  const outfile = NodePath.join(
+    repoRoot,
+    "node_modules",
+    ".cache",
+    "effect-agent-durable",
+    `durable-runner-${checkout}.mjs`
+  )
   Fs.mkdirSync(NodePath.dirname(outfile), { recursive: true })
   await Esbuild.build({
     entryPoints: [NodePath.join(repoRoot, "test", "fixtures", "durable-runner.ts")],
