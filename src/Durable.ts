@@ -674,7 +674,12 @@ const handoffWait = Duration.minutes(1)
 const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.catchSomeDefect(effect, (defect) =>
     ClusterError.EntityNotAssignedToRunner.is(defect)
-      ? Option.some(Effect.zipRight(Effect.sleep(handoffWait), Effect.die(defect)))
+      ? Option.some(
+        Effect.logWarning("the run's shard moved to another runner: this step waits to be stopped").pipe(
+          Effect.zipRight(Effect.sleep(handoffWait)),
+          Effect.zipRight(Effect.die(defect))
+        )
+      )
       : Option.none())
 
 /**

@@ -110,6 +110,7 @@ const killTest = (
       ...(options.approvals ? { ask: ["echo"] } : {})
     })
     const runners: Array<{ runner: Runner; scope: Scope.CloseableScope }> = []
+    const killed: Array<Runner> = []
     const start = (index: number) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
@@ -192,6 +193,7 @@ const killTest = (
       const { runner, scope } = runners[index]!
       const kill = { pid: runner.child.pid!, at: Date.now() }
       kills.push(kill)
+      killed.push(runner)
       yield* runner.kill("SIGKILL")
       yield* Scope.close(scope, Exit.void)
       for (const sessionId of cutOff(kill.pid, kill.at)) lastCut.set(sessionId, kill.at)
@@ -260,13 +262,18 @@ const killTest = (
     // kills that landed while a run of the killed process waited for its approval
     const duringApprovalWait = kills.filter((kill) => waitingAt(kill.at, kill.pid).size > 0).length
     // the figures for BENCHMARKS.md
+    const handoffs = runners.map(({ runner }) => runner).concat(killed).reduce(
+      (count, runner) => count + runner.output().split("shard moved to another runner").length - 1,
+      0
+    )
     console.log(
       `durable cluster (${store.kind}): ${sessions.length} sessions, 3 runners, ${kills.length} SIGKILLs ` +
         `(${options.restart ? "each runner started again after 0.3 s" : "the runner not started again"}` +
         `${options.approvals ? `; ${duringApprovalWait} during an approval wait` : ""}), ` +
         `${provider.total()} model requests for ${sessions.length * script.length} turns, ` +
         `${once.length} write_once starts for ${sessions.length * 2} calls; failover over ${failovers.length} ` +
-        `interrupted sessions: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms`
+        `interrupted sessions: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms; ${handoffs} steps ` +
+        `waited for a shard handoff`
     )
     assert.isAbove(failovers.length, 0, "some kill cut off a running session")
   }).pipe(Effect.scoped)
