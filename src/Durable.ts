@@ -683,11 +683,22 @@ const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =
       : Option.none())
 
 /**
- * A store operation of a step, retried while the store fails (a connection lost, a lock held too long):
- * a step that failed for good is recorded as failed, so a passing fault must not be.
+ * A store operation of a run, retried while the store fails (a connection lost, a lock held too long, a
+ * statement cancelled by the race `uncancelled` explains): a step that failed for good is recorded as
+ * failed, so a passing fault must not be.
  */
 const retryStore = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(effect, { schedule: Schedule.exponential("100 millis", 2), times: 6 })
+
+/**
+ * A statement that is not cancelled when its fiber is interrupted (a poll that loses a race, a writer
+ * whose step ended): it finishes first, which takes milliseconds. `@effect/sql-pg` cancels an
+ * interrupted statement with `pg_cancel_backend`, which cancels whatever the connection runs when it
+ * arrives; the statement may have finished and the connection gone back to the pool by then, so the
+ * cancel would fail another fiber's statement (`canceling statement due to user request`).
+ */
+const uncancelled = <A, E, R>(statement: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.uninterruptible(statement)
 
 const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
   options: Options<Tools>,
@@ -703,7 +714,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
       WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine | Sharding.Sharding
     >()
     const instance = Context.get(workflowContext, WorkflowEngine.WorkflowInstance)
-    const store = yield* SessionSql.makeSql(sessionId)
+    const store = yield* retryStore(SessionSql.makeSql(sessionId))
     const pollEvery = Duration.decode(options.abortPollInterval ?? "200 millis")
 
     // the history as it was when the run started: an activity, so a resumed run starts from the same one
@@ -711,7 +722,7 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
       name: "load",
       success: Schema.Array(Message.Message),
       error: Errors.SessionStoreFailed,
-      execute: store.messages
+      execute: retryStore(store.messages)
     }))
     const history: Array<Message.Message> = loaded.slice()
 
@@ -726,19 +737,19 @@ const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         Effect.flatMap(stopping, (stop) => {
           if (stop) return Effect.void
           for (const message of messages) history.push(message)
-          const stored = store.append(...messages)
+          const stored = retryStore(store.append(...messages))
           // an answer stored: the live events of earlier steps are no longer needed
           return messages.some((message) => message.role === "assistant")
             ? Effect.zipLeft(stored, pruneLive(sql, sessionId))
             : stored
         }),
       sync: Effect.void,
-      latestCompaction: store.latestCompaction,
-      appendCompaction: store.appendCompaction
+      latestCompaction: retryStore(store.latestCompaction),
+      appendCompaction: (compaction) => retryStore(store.appendCompaction(compaction))
     }
 
     const aborted = Effect.map(
-      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${runId}`,
+      uncancelled(sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${runId}`),
       (rows) => rows.length > 0
     ).pipe(Effect.orElseSucceed(() => false))
     const abortSignal = aborted.pipe(
@@ -1005,7 +1016,7 @@ const migrateLive = Effect.gen(function*() {
 /** Deletes the session's live events that are older than the retention (best-effort). */
 const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>
   sql`DELETE FROM effect_agent_live WHERE session_id = ${sessionId}
-    AND at < ${Date.now() - Duration.toMillis(liveRetention)}`.pipe(Effect.asVoid, Effect.ignore)
+    AND at < ${Date.now() - Duration.toMillis(liveRetention)}`.pipe(uncancelled, Effect.asVoid, Effect.ignore)
 
 /**
  * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block),
@@ -1023,8 +1034,8 @@ const liveWriter = (
       if (buffer.length === 0) return Effect.void
       const batch = buffer
       buffer = []
-      return sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
-        VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(batch)}, ${Date.now()})`
+      return uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
+        VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(batch)}, ${Date.now()})`)
     })).pipe(Effect.catchAllCause(() => Effect.void))
     yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(liveFlushInterval), flush)))
     const push = (event: LiveEvent) => Effect.sync(() => mergeInto(buffer, event))
@@ -1187,7 +1198,7 @@ const tail = (
     })
     return Stream.paginateChunkEffect(0, (round) =>
       Effect.map(
-        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep("100 millis"), poll),
+        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep("100 millis"), uncancelled(poll)),
         ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
       ))
   }))
