@@ -144,7 +144,7 @@ describe("the chat in a real terminal (tmux)", () => {
       Effect.gen(function*() {
         const { open, sessionsDir } = yield* chatSetup(answer, { files: thirtyFiles })
         const terminal = yield* open()
-        const run = yield* send(terminal, "list the files")
+        const run = yield* send(terminal, "list the files", /test-model · turn 2 · \d+ tokens\n› *$/)
         assert.match(run, /There are 30 files[^]*\[completed: 2 turns/)
         // the call is one line, and its 30-line result shows two lines and a count of the rest
         assert.match(run, /✓ list_files \{\}/)
@@ -153,9 +153,8 @@ describe("the chat in a real terminal (tmux)", () => {
         assert.notMatch(run, /file15\.txt/)
         // Markdown: the bold markers are gone, the bullets are bullets
         assert.match(run, /• one/)
-        assert.match(run, /test-model · turn 2 · \d+ tokens\n› *$/)
         // an unknown command shows the help
-        assert.match(yield* send(terminal, "/frobnicate"), /unknown command \/frobnicate\n[^]*\/sessions/)
+        yield* send(terminal, "/frobnicate", /unknown command \/frobnicate\n[^]*\/sessions[^]*Esc stops the run/)
         // Ctrl-C at an empty prompt leaves, with 0
         yield* terminal.keys("C-c")
         yield* terminal.waitFor(/\[exit 0\]/)
@@ -177,8 +176,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const typed = yield* terminal.type("also look at b.txt")
         yield* terminal.waitFor(/\(queued for the next turn\) also look at b\.txt/, { after: typed })
         yield* Effect.promise(() => Fs.writeFile(NodePath.join(workspace, "go"), ""))
-        const screen = yield* waitForIdle(terminal, run)
-        assert.match(screen, /Steered: I read your note\./)
+        const screen = yield* waitForIdle(terminal, run, /Steered: I read your note\.[^]*turn 2 · \d+ tokens\n/)
         assert.match(screen, /✓ bash until \[ -e go \]; do sleep 0\.1; done; echo slow-done\n\s+slow-done/)
         // the queued message went after the tool's result, in the same run's next request
         const steered = server.requests.find((body) => ChatServer.lastUserText(body) === "also look at b.txt")
@@ -200,10 +198,13 @@ describe("the chat in a real terminal (tmux)", () => {
         const terminal = yield* open(["--yes"])
         const run = yield* terminal.type("run forever")
         yield* terminal.waitFor(/bash: started/, { after: run })
-        const aborted = yield* waitForIdle(terminal, yield* terminal.keys("C-c"))
-        assert.match(aborted, /\[aborted: /)
+        const aborted = yield* waitForIdle(
+          terminal,
+          yield* terminal.keys("C-c"),
+          /\[aborted: [^]*turn 1 · \d+ tokens\n/
+        )
         assert.match(aborted, /✗ bash echo started && sleep 60/)
-        assert.match(yield* send(terminal, "are you there?"), /You said: are you there\?/)
+        yield* send(terminal, "are you there?", /You said: are you there\?/)
         // the next request carried the aborted call with its result
         const next = server.requests.find((body) => ChatServer.lastUserText(body) === "are you there?")
         const toolResult = next.messages.find((message: any) => message.role === "tool")
@@ -211,7 +212,7 @@ describe("the chat in a real terminal (tmux)", () => {
         // Esc aborts too
         const again = yield* terminal.type("run forever")
         yield* terminal.waitFor(/bash: started/, { after: again })
-        assert.match(yield* waitForIdle(terminal, yield* terminal.keys("Escape")), /\[aborted: /)
+        yield* waitForIdle(terminal, yield* terminal.keys("Escape"), /\[aborted: [^]*turn 1 · \d+ tokens\n/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
         yield* checkSessions(sessionsDir)
@@ -227,8 +228,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const terminal = yield* open()
         const asked = yield* waitForQuestion(terminal, yield* terminal.type("write a file"))
         assert.match(asked, /allow write_file notes\.txt\?/)
-        const screen = yield* send(terminal, "n")
-        assert.match(screen, /\[failed: /)
+        const screen = yield* send(terminal, "n", /\[failed: [^]*turn 1 · \d+ tokens\n/)
         assert.match(screen, /✗ write_file notes\.txt/)
         assert.match(screen, /the user said no/)
         const exists = yield* Effect.promise(() =>
@@ -236,7 +236,7 @@ describe("the chat in a real terminal (tmux)", () => {
         )
         assert.isFalse(exists)
         // the chat goes on
-        assert.match(yield* send(terminal, "hello"), /You said: hello/)
+        yield* send(terminal, "hello", /You said: hello/)
         yield* terminal.keys("C-c")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),
@@ -249,14 +249,14 @@ describe("the chat in a real terminal (tmux)", () => {
       Effect.gen(function*() {
         const { open, server } = yield* chatSetup(answer)
         const terminal = yield* open()
-        assert.match(yield* send(terminal, "first chat"), /You said: first chat/)
-        assert.match(yield* send(terminal, "/new"), /session: /)
-        assert.match(yield* send(terminal, "second chat"), /You said: second chat/)
-        const listed = yield* send(terminal, "/sessions")
+        yield* send(terminal, "first chat", /You said: first chat/)
+        yield* send(terminal, "/new", /session: /)
+        yield* send(terminal, "second chat", /You said: second chat/)
+        const listed = yield* send(terminal, "/sessions", /continue one with \/resume <n>/)
         assert.match(listed, / 2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first chat/)
         assert.match(listed, / 1 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +second chat/)
-        assert.match(yield* send(terminal, "/resume 2"), /\(2 messages\)/)
-        assert.match(yield* send(terminal, "back again"), /You said: back again/)
+        yield* send(terminal, "/resume 2", /\(2 messages\)/)
+        yield* send(terminal, "back again", /You said: back again/)
         const resumed = server.requests.find((body) => ChatServer.lastUserText(body) === "back again")
         assert.deepStrictEqual(
           resumed.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
@@ -267,7 +267,7 @@ describe("the chat in a real terminal (tmux)", () => {
         // --continue opens the latest session of the workspace
         const again = yield* open(["--continue"])
         assert.match(yield* again.screen, /\(\d+ messages\)/)
-        assert.match(yield* send(again, "and more"), /You said: and more/)
+        yield* send(again, "and more", /You said: and more/)
         const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and more")
         assert.strictEqual(continued.messages.filter((m: any) => m.role === "user").length, 2)
         yield* again.keys("C-d")
@@ -288,7 +288,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const screen = yield* terminal.screen
         assert.match(screen, /broken\.jsonl:2: corrupt session log/)
         assert.match(screen, /starting a new session instead/)
-        assert.match(yield* send(terminal, "hi"), /You said: hi/)
+        yield* send(terminal, "hi", /You said: hi/)
         assert.strictEqual(yield* Effect.promise(() => Fs.readFile(file, "utf8")), text)
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)

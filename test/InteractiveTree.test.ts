@@ -68,36 +68,32 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
       Effect.gen(function*() {
         const { open, server, sessionsDir } = yield* chatSetup(echo)
         const terminal = yield* open()
-        assert.match(yield* send(terminal, "first question"), /You said: first question/)
-        assert.match(yield* send(terminal, "second question"), /You said: second question[^]*turn 1/)
+        yield* send(terminal, "first question", /You said: first question/)
+        yield* send(terminal, "second question", /You said: second question[^]*turn 1/)
 
         const fork = yield* terminal.type("/fork")
         const list = yield* terminal.waitFor(/\nfork before prompt \(1-2, Enter to cancel\) › *$/, { after: fork })
         assert.match(list, / {2}1 {2}first question\n {2}2 {2}second question\n/)
-        const forked = yield* send(terminal, "2")
-        assert.match(forked, /on a new branch: forked before prompt 2 \(2 messages kept\)[^]*\nbranch 2\/2 › *$/)
-        assert.match(yield* send(terminal, "another question"), /You said: another question[^]*\nbranch 2\/2 › *$/)
+        yield* send(terminal, "2", /on a new branch: forked before prompt 2 \(2 messages kept\)[^]*\nbranch 2\/2 › *$/)
+        yield* send(terminal, "another question", /You said: another question[^]*\nbranch 2\/2 › *$/)
         // the model saw the branch: the first prompt and the new one, not the one forked away from
         assert.deepStrictEqual(promptsSentWith(server, "another question"), ["first question", "another question"])
 
-        const tree = yield* send(terminal, "/tree")
-        assert.match(tree, /\* {2}2 +4 messages .*forked after message 2: another question/)
+        const tree = yield* send(terminal, "/tree", /\* {2}2 +4 messages .*forked after message 2: another question/)
         assert.match(tree, / {3}1 +4 messages .* first question\n/)
         // /tree <n> goes over to a branch, and back
-        assert.match(yield* send(terminal, "/tree 1"), /on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
-        assert.match(yield* send(terminal, "/tree 2"), /on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
+        yield* send(terminal, "/tree 1", /on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
+        yield* send(terminal, "/tree 2", /on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
 
         // a new start of the command: the session is listed, and resuming it reads the forked branch
         const again = yield* open()
         // 1 is the new session this start opened
-        assert.match(
-          yield* send(again, "/sessions"),
-          / {2}2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first question/
-        )
-        assert.match(yield* send(again, "/resume 2"), /\(4 messages\)[^]*\nbranch 2\/2 › *$/)
-        assert.match(yield* send(again, "and then?"), /You said: and then\?/)
+        const listed = yield* send(again, "/sessions", /continue one with \/resume <n>/)
+        assert.match(listed, / {2}2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first question/)
+        yield* send(again, "/resume 2", /\(4 messages\)[^]*\nbranch 2\/2 › *$/)
+        yield* send(again, "and then?", /You said: and then\?/)
         assert.deepStrictEqual(promptsSentWith(server, "and then?"), [
           "first question",
           "another question",
@@ -131,11 +127,12 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
         assert.match(yield* terminal.screen, /\(4 messages\)/)
         const fork = yield* terminal.type("/fork")
         yield* terminal.waitFor(/\nfork before prompt \(1-2, Enter to cancel\) › *$/, { after: fork })
-        assert.match(
-          yield* send(terminal, "2"),
+        yield* send(
+          terminal,
+          "2",
           /forking a copy of it[^]*on a new branch: forked before prompt 2 \(2 messages kept\)/
         )
-        assert.match(yield* send(terminal, "instead"), /You said: instead/)
+        yield* send(terminal, "instead", /You said: instead/)
         assert.deepStrictEqual(promptsSentWith(server, "instead"), ["old question", "instead"])
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)

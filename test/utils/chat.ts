@@ -2,7 +2,7 @@
  * What the chat's terminal tests share: a temporary directory with the workspace, its own home, config
  * and data directories (so neither the developer's configuration nor their sessions reach the tests),
  * the fake OpenAI-compatible server, and the command started in a real terminal (tmux) that is
- * returned once its prompt is ready. `waitForIdle` waits for the prompt to come back after a step.
+ * returned once its prompt is ready. `send` types a line and waits for the step to be over.
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -15,17 +15,21 @@ import * as Tmux from "./tmux.js"
 
 /**
  * The chat's idle prompt as the last line of the screen (`› `, with the current branch when the
- * session has branches): the chat waits for a line. The prompts of a run (a spinner and the status),
- * of a question (`allow? …`) and of `/fork` (`fork before prompt …`) are other lines.
+ * session has branches). The prompts of a run (a spinner and the status), of a question (`allow? …`)
+ * and of `/fork` (`fork before prompt …`) are other lines. The idle prompt alone does not say a step
+ * is over: a command that prints more than once shows the prompt under each print, the one from
+ * before the command until the loop sets it again (after `/tree 2` it still says `branch 1/2`).
  */
 export const idlePrompt = /\n(?:branch \d+\/\d+ )?› *$/
 
 /**
- * Waits until the idle prompt shows on a line below line `after` (a mark of the terminal, taken before
- * the step that is waited for): the step is over and the chat reads the next line. Returns the screen
- * from line `after` on.
+ * Waits until the screen from line `after` on (a mark of the terminal, taken before the step waited
+ * for) shows `until` and ends with the idle prompt: the step is over and the chat reads the next line.
+ * After a prompt the idle prompt comes back only once its run is over; after a command, `until` must
+ * match what the command prints last. Returns the screen from line `after` on.
  */
-export const waitForIdle = (terminal: Tmux.Terminal, after: number) => terminal.waitFor(idlePrompt, { after })
+export const waitForIdle = (terminal: Tmux.Terminal, after: number, until: RegExp) =>
+  terminal.waitFor([until, idlePrompt], { after })
 
 /**
  * The question about a call as the last line of the screen (`allow? [y]es / [n]o / [a]lways › `): the
@@ -36,9 +40,9 @@ export const questionPrompt = /\nallow\? \[y\]es \/ \[n\]o \/ \[a\]lways › *$/
 /** Waits until the question about a call shows on a line below line `after`; returns the screen from there. */
 export const waitForQuestion = (terminal: Tmux.Terminal, after: number) => terminal.waitFor(questionPrompt, { after })
 
-/** Types `text` at the idle prompt and waits for the prompt to come back; returns what was shown meanwhile. */
-export const send = (terminal: Tmux.Terminal, text: string) =>
-  Effect.flatMap(terminal.type(text), (after) => waitForIdle(terminal, after))
+/** Types `text` at the idle prompt and waits for the step to be over (`waitForIdle`); returns what it showed. */
+export const send = (terminal: Tmux.Terminal, text: string, until: RegExp) =>
+  Effect.flatMap(terminal.type(text), (after) => waitForIdle(terminal, after, until))
 
 /** The set-up of one test. */
 export interface Chat {
@@ -108,7 +112,7 @@ export const chatSetup = (
           args: [...providerArgs, "--model", model, ...args],
           env
         })
-        yield* waitForIdle(terminal, 0)
+        yield* waitForIdle(terminal, 0, /\/help\s+for\s+the\s+commands,\s+Ctrl-D\s+to\s+leave/)
         return terminal
       })
     const sessionsDir = Sessions.directory(workspace, env)

@@ -32,10 +32,10 @@ export interface Terminal {
   readonly mark: Effect.Effect<number>
   /**
    * Waits until the screen's text from line `after` on (the whole screen by default) matches
-   * `pattern`; returns that text.
+   * `pattern` (each of them, given several, in one reading of the screen); returns that text.
    */
   readonly waitFor: (
-    pattern: RegExp,
+    pattern: RegExp | ReadonlyArray<RegExp>,
     options?: { readonly after?: number | undefined; readonly timeoutMillis?: number | undefined }
   ) => Effect.Effect<string>
 }
@@ -135,14 +135,17 @@ export const start = (options: {
       mark,
       waitFor: (pattern, { after = 0, timeoutMillis = 20_000 } = {}) =>
         Effect.gen(function*() {
+          const patterns: ReadonlyArray<RegExp> = Array.isArray(pattern) ? pattern : [pattern]
           const deadline = Date.now() + timeoutMillis
           while (true) {
             const text = yield* screen
             const since = linesFrom(text, after)
-            if (pattern.test(since)) return since
+            if (patterns.every((each) => each.test(since))) return since
             if (Date.now() > deadline) {
               return yield* Effect.die(
-                new Error(`the terminal never showed ${pattern} from line ${after} on; it shows:\n${text}`)
+                new Error(
+                  `the terminal never showed ${patterns.join(" and ")} from line ${after} on; it shows:\n${text}`
+                )
               )
             }
             yield* Effect.sleep("100 millis")
