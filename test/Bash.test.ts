@@ -46,6 +46,30 @@ describe("bash", () => {
       })
     ))
 
+  it.live("reads no ~/.bashrc, also started without SHLVL (bash takes a socket on stdin for rshd)", () =>
+    inWorkspace((root) =>
+      Effect.gen(function*() {
+        NodeFs.writeFileSync(NodePath.join(root, ".bashrc"), "echo from-bashrc\n")
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const saved = { HOME: process.env.HOME, SHLVL: process.env.SHLVL }
+            process.env.HOME = root
+            delete process.env.SHLVL
+            return saved
+          }),
+          (saved) =>
+            Effect.sync(() => {
+              for (const [key, value] of Object.entries(saved)) {
+                if (value === undefined) delete process.env[key]
+                else process.env[key] = value
+              }
+            })
+        )
+        const result = yield* call(Tools.bash, { command: "echo ran" })
+        assert.strictEqual(result.text, "ran\n")
+      })
+    ))
+
   it.live("reports output as progress while the command runs", () =>
     inWorkspace(() =>
       Effect.gen(function*() {

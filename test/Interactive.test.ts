@@ -4,9 +4,9 @@ import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Interactive from "../src/cli/Interactive.js"
 import * as Sessions from "../src/cli/Sessions.js"
+import { chatSetup, send, waitForIdle, waitForQuestion } from "./utils/chat.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
-import * as Tmux from "./utils/tmux.js"
 
 describe("the chat's pure parts", () => {
   it("reads commands, prompts and unknown commands", () => {
@@ -92,9 +92,10 @@ const answer = (body: any): ChatServer.Reply => {
       : ChatServer.toolCall("call_list", "list_files", {})
   }
   if (last === "run the slow thing") {
+    // it runs until the test makes the file `go` in the workspace
     return afterTool
       ? ChatServer.text(["The slow thing finished."])
-      : ChatServer.toolCall("call_slow", "bash", { command: "sleep 2 && echo slow-done" })
+      : ChatServer.toolCall("call_slow", "bash", { command: slowCommand })
   }
   if (last === "run forever") {
     return afterTool
@@ -109,30 +110,12 @@ const answer = (body: any): ChatServer.Reply => {
   return ChatServer.text([`You said: ${last}`])
 }
 
-const setup = Effect.gen(function*() {
-  const main = yield* Effect.acquireRelease(
-    Effect.promise(Cli.bundle),
-    (main) => Effect.promise(() => Cli.removeBundle(main))
-  )
-  const dir = yield* Cli.tempDir
-  const workspace = NodePath.join(dir, "workspace")
-  yield* Effect.promise(() => Fs.mkdir(workspace))
-  for (let i = 1; i <= 30; i++) {
-    yield* Effect.promise(() => Fs.writeFile(NodePath.join(workspace, `file${String(i).padStart(2, "0")}.txt`), "x"))
-  }
-  const server = yield* ChatServer.make(answer)
-  const data = NodePath.join(dir, "data")
-  const open = (args: ReadonlyArray<string> = []) =>
-    Tmux.start({
-      main,
-      dir,
-      cwd: workspace,
-      args: ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model", ...args],
-      env: { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
-    })
-  const sessionsDir = Sessions.directory(workspace, { XDG_DATA_HOME: data })
-  return { main, dir, workspace, server, open, sessionsDir }
-})
+const slowCommand = "until [ -e go ]; do sleep 0.1; done; echo slow-done"
+
+/** Thirty small files in the workspace. */
+const thirtyFiles = Object.fromEntries(
+  Array.from({ length: 30 }, (_, i) => [`file${String(i + 1).padStart(2, "0")}.txt`, "x"])
+)
 
 /** Every line of every session file parses, and each tool call has its one result. */
 const checkSessions = (dir: string) =>
@@ -159,23 +142,19 @@ describe("the chat in a real terminal (tmux)", () => {
     "a prompt answered with a tool call: the call on one line, its result folded",
     () =>
       Effect.gen(function*() {
-        const { open, sessionsDir } = yield* setup
+        const { open, sessionsDir } = yield* chatSetup(answer, { files: thirtyFiles })
         const terminal = yield* open()
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("list the files")
-        const screen = yield* terminal.waitFor(/There are 30 files[^]*\[completed: 2 turns/)
+        const run = yield* send(terminal, "list the files", /test-model · turn 2 · \d+ tokens\n› *$/)
+        assert.match(run, /There are 30 files[^]*\[completed: 2 turns/)
         // the call is one line, and its 30-line result shows two lines and a count of the rest
-        assert.match(screen, /✓ list_files \{\}/)
-        assert.match(screen, /file01\.txt/)
-        assert.match(screen, /… 28 more lines/)
-        assert.notMatch(screen, /file15\.txt/)
+        assert.match(run, /✓ list_files \{\}/)
+        assert.match(run, /file01\.txt/)
+        assert.match(run, /… 28 more lines/)
+        assert.notMatch(run, /file15\.txt/)
         // Markdown: the bold markers are gone, the bullets are bullets
-        assert.match(screen, /• one/)
-        assert.match(screen, /\[completed: 2 turns/)
-        yield* terminal.waitFor(/test-model · turn 2 · \d+ tokens\n[^\n]*› *$/)
+        assert.match(run, /• one/)
         // an unknown command shows the help
-        yield* terminal.type("/frobnicate")
-        yield* terminal.waitFor(/unknown command \/frobnicate\n[^]*\/sessions/)
+        yield* send(terminal, "/frobnicate", /unknown command \/frobnicate\n[^]*\/sessions[^]*Esc stops the run/)
         // Ctrl-C at an empty prompt leaves, with 0
         yield* terminal.keys("C-c")
         yield* terminal.waitFor(/\[exit 0\]/)
@@ -189,20 +168,22 @@ describe("the chat in a real terminal (tmux)", () => {
     "a message typed while a slow tool runs is queued and sent at the next turn",
     () =>
       Effect.gen(function*() {
-        const { open, server } = yield* setup
+        const { open, server, workspace } = yield* chatSetup(answer)
         const terminal = yield* open(["--yes"])
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("run the slow thing")
-        yield* terminal.waitFor(/bash sleep 2/)
-        yield* terminal.type("also look at b.txt")
-        yield* terminal.waitFor(/\(queued for the next turn\) also look at b\.txt/)
-        const screen = yield* terminal.waitFor(/Steered: I read your note\./)
-        assert.match(screen, /✓ bash sleep 2 && echo slow-done\n\s+slow-done/)
+        const run = yield* terminal.type("run the slow thing")
+        // the status line shows the call while it runs; it runs until the file is there
+        yield* terminal.waitFor(/bash until \[ -e go \]/, { after: run })
+        const typed = yield* terminal.type("also look at b.txt")
+        yield* terminal.waitFor(/\(queued for the next turn\) also look at b\.txt/, { after: typed })
+        yield* Effect.promise(() => Fs.writeFile(NodePath.join(workspace, "go"), ""))
+        const screen = yield* waitForIdle(terminal, run, /Steered: I read your note\.[^]*turn 2 · \d+ tokens\n/)
+        assert.match(screen, /✓ bash until \[ -e go \]; do sleep 0\.1; done; echo slow-done\n\s+slow-done/)
         // the queued message went after the tool's result, in the same run's next request
         const steered = server.requests.find((body) => ChatServer.lastUserText(body) === "also look at b.txt")
         const roles = steered.messages.map((message: any) => message.role)
         assert.deepStrictEqual(roles.slice(-3), ["assistant", "tool", "user"])
         assert.match(screen, /\[completed: 2 turns/)
+        assert.notMatch(screen, /The slow thing finished/)
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),
@@ -213,25 +194,25 @@ describe("the chat in a real terminal (tmux)", () => {
     "Ctrl-C during a run aborts it; the prompt comes back and the session goes on",
     () =>
       Effect.gen(function*() {
-        const { open, server, sessionsDir } = yield* setup
+        const { open, server, sessionsDir } = yield* chatSetup(answer)
         const terminal = yield* open(["--yes"])
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("run forever")
-        yield* terminal.waitFor(/bash: started/)
-        yield* terminal.keys("C-c")
-        const aborted = yield* terminal.waitFor(/\[aborted: /)
+        const run = yield* terminal.type("run forever")
+        yield* terminal.waitFor(/bash: started/, { after: run })
+        const aborted = yield* waitForIdle(
+          terminal,
+          yield* terminal.keys("C-c"),
+          /\[aborted: [^]*turn 1 · \d+ tokens\n/
+        )
         assert.match(aborted, /✗ bash echo started && sleep 60/)
-        yield* terminal.type("are you there?")
-        yield* terminal.waitFor(/You said: are you there\?/)
+        yield* send(terminal, "are you there?", /You said: are you there\?/)
         // the next request carried the aborted call with its result
         const next = server.requests.find((body) => ChatServer.lastUserText(body) === "are you there?")
         const toolResult = next.messages.find((message: any) => message.role === "tool")
         assert.match(toolResult.content, /aborted/i)
         // Esc aborts too
-        yield* terminal.type("run forever")
-        yield* terminal.waitFor(/› run forever\n[^]*bash: started/)
-        yield* terminal.keys("Escape")
-        yield* terminal.waitFor(/\[aborted: [^]*\[aborted: /)
+        const again = yield* terminal.type("run forever")
+        yield* terminal.waitFor(/bash: started/, { after: again })
+        yield* waitForIdle(terminal, yield* terminal.keys("Escape"), /\[aborted: [^]*turn 1 · \d+ tokens\n/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
         yield* checkSessions(sessionsDir)
@@ -243,13 +224,11 @@ describe("the chat in a real terminal (tmux)", () => {
     "an approval answered n: the call is denied and the denial shown; nothing written",
     () =>
       Effect.gen(function*() {
-        const { open, workspace } = yield* setup
+        const { open, workspace } = yield* chatSetup(answer)
         const terminal = yield* open()
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("write a file")
-        yield* terminal.waitFor(/allow write_file notes\.txt\?/)
-        yield* terminal.type("n")
-        const screen = yield* terminal.waitFor(/\[failed: /)
+        const asked = yield* waitForQuestion(terminal, yield* terminal.type("write a file"))
+        assert.match(asked, /allow write_file notes\.txt\?/)
+        const screen = yield* send(terminal, "n", /\[failed: [^]*turn 1 · \d+ tokens\n/)
         assert.match(screen, /✗ write_file notes\.txt/)
         assert.match(screen, /the user said no/)
         const exists = yield* Effect.promise(() =>
@@ -257,8 +236,7 @@ describe("the chat in a real terminal (tmux)", () => {
         )
         assert.isFalse(exists)
         // the chat goes on
-        yield* terminal.type("hello")
-        yield* terminal.waitFor(/You said: hello/)
+        yield* send(terminal, "hello", /You said: hello/)
         yield* terminal.keys("C-c")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),
@@ -269,22 +247,16 @@ describe("the chat in a real terminal (tmux)", () => {
     "/sessions lists this workspace's sessions; /resume continues one; --continue the latest",
     () =>
       Effect.gen(function*() {
-        const { open, server } = yield* setup
+        const { open, server } = yield* chatSetup(answer)
         const terminal = yield* open()
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("first chat")
-        yield* terminal.waitFor(/You said: first chat/)
-        yield* terminal.type("/new")
-        yield* terminal.waitFor(/session: .*\n[^]*session: /)
-        yield* terminal.type("second chat")
-        yield* terminal.waitFor(/You said: second chat/)
-        yield* terminal.type("/sessions")
-        const listed = yield* terminal.waitFor(/ 2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first chat/)
+        yield* send(terminal, "first chat", /You said: first chat/)
+        yield* send(terminal, "/new", /session: /)
+        yield* send(terminal, "second chat", /You said: second chat/)
+        const listed = yield* send(terminal, "/sessions", /continue one with \/resume <n>/)
+        assert.match(listed, / 2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first chat/)
         assert.match(listed, / 1 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +second chat/)
-        yield* terminal.type("/resume 2")
-        yield* terminal.waitFor(/\(2 messages\)/)
-        yield* terminal.type("back again")
-        yield* terminal.waitFor(/You said: back again/)
+        yield* send(terminal, "/resume 2", /\(2 messages\)/)
+        yield* send(terminal, "back again", /You said: back again/)
         const resumed = server.requests.find((body) => ChatServer.lastUserText(body) === "back again")
         assert.deepStrictEqual(
           resumed.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
@@ -294,11 +266,12 @@ describe("the chat in a real terminal (tmux)", () => {
         yield* terminal.waitFor(/\[exit 0\]/)
         // --continue opens the latest session of the workspace
         const again = yield* open(["--continue"])
-        yield* again.waitFor(/\(\d+ messages\)/)
-        yield* again.type("and more")
-        yield* again.waitFor(/You said: and more/)
+        assert.match(yield* again.screen, /\(\d+ messages\)/)
+        yield* send(again, "and more", /You said: and more/)
         const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and more")
         assert.strictEqual(continued.messages.filter((m: any) => m.role === "user").length, 2)
+        yield* again.keys("C-d")
+        yield* again.waitFor(/\[exit 0\]/)
       }),
     { timeout: 60_000 }
   )
@@ -307,15 +280,15 @@ describe("the chat in a real terminal (tmux)", () => {
     "a corrupt --session file: SessionCorrupt with its line, a new session, the file untouched",
     () =>
       Effect.gen(function*() {
-        const { dir, open } = yield* setup
+        const { dir, open } = yield* chatSetup(answer)
         const file = NodePath.join(dir, "broken.jsonl")
         const text = `${JSON.stringify({ type: "session", version: 1, id: "x", createdAt: 1 })}\nnot json\n{}\n`
         yield* Effect.promise(() => Fs.writeFile(file, text))
         const terminal = yield* open(["--session", file])
-        const screen = yield* terminal.waitFor(/starting a new session instead/)
+        const screen = yield* terminal.screen
         assert.match(screen, /broken\.jsonl:2: corrupt session log/)
-        yield* terminal.type("hi")
-        yield* terminal.waitFor(/You said: hi/)
+        assert.match(screen, /starting a new session instead/)
+        yield* send(terminal, "hi", /You said: hi/)
         assert.strictEqual(yield* Effect.promise(() => Fs.readFile(file, "utf8")), text)
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
@@ -329,16 +302,16 @@ describe("without a terminal", () => {
     "no prompt and piped stdin: one-shot mode with the prompt read from stdin",
     () =>
       Effect.gen(function*() {
-        const { main, server } = yield* setup
-        const args = ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model"]
-        const piped = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" }, "from a pipe\n")
+        const { env, main, providerArgs, server } = yield* chatSetup(answer)
+        const args = [...providerArgs, "--model", "test-model"]
+        const piped = yield* Cli.run(main, args, env, "from a pipe\n")
         assert.strictEqual(piped.code, 0, piped.stderr)
         assert.strictEqual(piped.stdout.trim(), "You said: from a pipe")
-        const empty = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" }, "")
+        const empty = yield* Cli.run(main, args, env, "")
         assert.strictEqual(empty.code, 2)
         assert.match(empty.stderr, /effect-agent: no prompt\n {2}give one/)
         // --continue: the next one-shot run goes on with this workspace's latest session
-        const next = yield* Cli.run(main, [...args, "--continue", "and then?"], { OPENAI_API_KEY: "sk-test" })
+        const next = yield* Cli.run(main, [...args, "--continue", "and then?"], env)
         assert.strictEqual(next.stdout.trim(), "You said: and then?", next.stderr)
         const continued = server.requests.find((body) => ChatServer.lastUserText(body) === "and then?")
         assert.deepStrictEqual(

@@ -6,14 +6,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Fs from "node:fs/promises"
-import * as NodePath from "node:path"
 import * as ContextWindow from "../src/cli/ContextWindow.js"
 import * as Interactive from "../src/cli/Interactive.js"
 import * as Wrap from "../src/cli/Wrap.js"
+import { chatSetup, send, waitForQuestion } from "./utils/chat.js"
 import * as ChatServer from "./utils/chatServer.js"
-import * as Cli from "./utils/cli.js"
-import * as Tmux from "./utils/tmux.js"
 
 const usage = { input: 12_345, output: 55, cacheRead: 0, cacheWrite: 0, totalTokens: 12_400 }
 
@@ -171,31 +168,6 @@ const answer = (body: any): ChatServer.Reply => {
   return ChatServer.text([`You said: ${last}`])
 }
 
-const setup = Effect.gen(function*() {
-  const main = yield* Effect.acquireRelease(
-    Effect.promise(Cli.bundle),
-    (main) => Effect.promise(() => Cli.removeBundle(main))
-  )
-  const dir = yield* Cli.tempDir
-  const workspace = NodePath.join(dir, "workspace")
-  yield* Effect.promise(() => Fs.mkdir(workspace))
-  const server = yield* ChatServer.make(answer)
-  const open = (args: ReadonlyArray<string>, columns?: number) =>
-    Tmux.start({
-      main,
-      dir,
-      cwd: workspace,
-      columns,
-      args: ["--provider", "openai", "--base-url", `${server.url}/v1`, ...args],
-      env: {
-        OPENAI_API_KEY: "sk-test",
-        XDG_DATA_HOME: NodePath.join(dir, "data"),
-        XDG_CONFIG_HOME: NodePath.join(dir, "config")
-      }
-    })
-  return { open, server, workspace }
-})
-
 const count = (text: string, pattern: RegExp) => (text.match(pattern) ?? []).length
 
 describe("the chat in a real terminal (tmux)", () => {
@@ -203,19 +175,21 @@ describe("the chat in a real terminal (tmux)", () => {
     "an approval answered always: the first bash call asks, the later ones in the chat run without asking",
     () =>
       Effect.gen(function*() {
-        const { open, server } = yield* setup
-        const terminal = yield* open(["--model", "test-model"])
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("run two commands")
-        yield* terminal.waitFor(/allow bash echo one-ran\?/)
-        yield* terminal.type("a")
-        const first = yield* terminal.waitFor(/Both ran\.[^]*\[completed: 3 turns/)
+        const { open, server } = yield* chatSetup(answer)
+        const terminal = yield* open()
+        const asked = yield* waitForQuestion(terminal, yield* terminal.type("run two commands"))
+        assert.match(asked, /allow bash echo one-ran\?/)
+        const first = yield* send(terminal, "a", /Both ran\.[^]*\[completed: 3 turns[^]*turn 3 · \d+ tokens\n/)
         assert.match(first, /✓ bash echo one-ran\n\s+one-ran/)
         assert.match(first, /✓ bash echo two-ran\n\s+two-ran/)
         // the next run of the chat does not ask either
-        yield* terminal.type("and a third")
-        const screen = yield* terminal.waitFor(/Three ran\.[^]*\[completed: 2 turns/)
-        assert.match(screen, /✓ bash echo three-ran\n\s+three-ran/)
+        const second = yield* send(
+          terminal,
+          "and a third",
+          /Three ran\.[^]*\[completed: 2 turns[^]*turn 2 · \d+ tokens\n/
+        )
+        assert.match(second, /✓ bash echo three-ran\n\s+three-ran/)
+        const screen = yield* terminal.screen
         assert.strictEqual(count(screen, /allow bash/g), 1, screen)
         // the question's prompt line too, answered once and never shown again
         assert.strictEqual(count(screen, /allow\? \[y\]es/g), 1, screen)
@@ -236,25 +210,19 @@ describe("the chat in a real terminal (tmux)", () => {
     "the workspace's permissions file: an ask rule asks before a read, a deny rule denies without asking",
     () =>
       Effect.gen(function*() {
-        const { open, server, workspace } = yield* setup
-        yield* Effect.promise(async () => {
-          await Fs.mkdir(NodePath.join(workspace, ".effect-agent"))
-          await Fs.writeFile(
-            NodePath.join(workspace, ".effect-agent", "permissions.json"),
-            JSON.stringify({ ask: ["read_file(.env)"], deny: ["bash(git push)"] })
-          )
-          await Fs.writeFile(NodePath.join(workspace, ".env"), "TOKEN=secret-value")
+        const { open, server } = yield* chatSetup(answer, {
+          files: {
+            ".effect-agent/permissions.json": JSON.stringify({ ask: ["read_file(.env)"], deny: ["bash(git push)"] }),
+            ".env": "TOKEN=secret-value"
+          }
         })
-        const terminal = yield* open(["--model", "test-model"])
-        yield* terminal.waitFor(/\/help for the commands/)
+        const terminal = yield* open()
         // read_file is not asked about by default; the rule makes it asked
-        yield* terminal.type("read the env")
-        yield* terminal.waitFor(/allow read_file \.env\?/)
-        yield* terminal.type("y")
-        yield* terminal.waitFor(/Read it\.[^]*\[completed: 2 turns[^]*turn 2/)
+        const asked = yield* waitForQuestion(terminal, yield* terminal.type("read the env"))
+        assert.match(asked, /allow read_file \.env\?/)
+        yield* send(terminal, "y", /Read it\.[^]*\[completed: 2 turns[^]*turn 2/)
         // a deny is never asked, and it ends the run
-        yield* terminal.type("push it")
-        const screen = yield* terminal.waitFor(/\[failed: [^]*turn 1/)
+        const screen = yield* send(terminal, "push it", /\[failed: [^]*turn 1 · \d+ tokens\n/)
         assert.match(screen, /✗ bash git push origin main\n\s+Permission denied for bash: denied by a rule/)
         assert.strictEqual(count(screen, /allow bash/g), 0, screen)
         const read = server.requests.find((body) =>
@@ -273,11 +241,11 @@ describe("the chat in a real terminal (tmux)", () => {
     () =>
       Effect.gen(function*() {
         const columns = 40
-        const { open } = yield* setup
-        const terminal = yield* open(["--model", "gpt-4o", "--yes"], columns)
-        yield* terminal.waitFor(/Ctrl-D to\s+leave/)
-        yield* terminal.type("run the long one")
-        const screen = yield* terminal.waitFor(/doorway\.[^]*\[completed: 2 turns[^]*\(10%\)/)
+        const { open } = yield* chatSetup(answer)
+        const terminal = yield* open(["--yes"], { model: "gpt-4o", columns })
+        assert.match(yield* terminal.screen, /Ctrl-D to\s+leave/)
+        yield* send(terminal, "run the long one", /doorway\.[^]*\[completed: 2 turns[^]*\(10%\)\n/)
+        const screen = yield* terminal.screen
         const lines = screen.split("\n")
         for (const line of lines) assert.isAtMost(line.trimEnd().length, columns, `too wide: ${JSON.stringify(line)}`)
         const words = screen.split(/\s+/)
@@ -305,20 +273,23 @@ describe("the chat in a real terminal (tmux)", () => {
     "the status line shows the context use against the model's window: built in, or --context-window",
     () =>
       Effect.gen(function*() {
-        const { open } = yield* setup
-        const terminal = yield* open(["--model", "test-model", "--context-window", "50000"])
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("how full is the context")
-        yield* terminal.waitFor(/test-model · turn 1 · 12\.\dk tokens · ctx 12\.3k\/50k \(25%\)\n/)
+        const { open } = yield* chatSetup(answer)
+        const terminal = yield* open(["--context-window", "50000"])
+        yield* send(
+          terminal,
+          "how full is the context",
+          /test-model · turn 1 · 12\.\dk tokens · ctx 12\.3k\/50k \(25%\)\n› *$/
+        )
         // another model: its window is built in
-        yield* terminal.type("/model gpt-4.1-mini")
-        yield* terminal.type("how full is the context")
-        yield* terminal.waitFor(/gpt-4\.1-mini · turn 1 · 24\.\dk tokens · ctx 12\.3k\/1M \(1%\)\n/)
+        yield* send(terminal, "/model gpt-4.1-mini", /model: gpt-4\.1-mini/)
+        yield* send(
+          terminal,
+          "how full is the context",
+          /gpt-4\.1-mini · turn 1 · 24\.\dk tokens · ctx 12\.3k\/1M \(1%\)\n› *$/
+        )
         // a model whose window is unknown: the tokens only
-        yield* terminal.type("/model my-local-model")
-        yield* terminal.type("how full is the context")
-        const screen = yield* terminal.waitFor(/my-local-model · turn 1 · 37\.\dk tokens\n/)
-        assert.notMatch(screen, /my-local-model · turn 1 · [^\n]*ctx/)
+        yield* send(terminal, "/model my-local-model", /model: my-local-model/)
+        yield* send(terminal, "how full is the context", /my-local-model · turn 1 · 37\.\dk tokens\n› *$/)
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),

@@ -3,33 +3,12 @@ import * as Effect from "effect/Effect"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Interactive from "../src/cli/Interactive.js"
-import * as Sessions from "../src/cli/Sessions.js"
 import type * as Session from "../src/services/Session.js"
+import { chatSetup, send } from "./utils/chat.js"
 import * as ChatServer from "./utils/chatServer.js"
-import * as Cli from "./utils/cli.js"
-import * as Tmux from "./utils/tmux.js"
 
-const setup = Effect.gen(function*() {
-  const main = yield* Effect.acquireRelease(
-    Effect.promise(Cli.bundle),
-    (main) => Effect.promise(() => Cli.removeBundle(main))
-  )
-  const dir = yield* Cli.tempDir
-  const workspace = NodePath.join(dir, "workspace")
-  yield* Effect.promise(() => Fs.mkdir(workspace))
-  const server = yield* ChatServer.make((body) => ChatServer.text([`You said: ${ChatServer.lastUserText(body)}`]))
-  const data = NodePath.join(dir, "data")
-  const open = (args: ReadonlyArray<string> = []) =>
-    Tmux.start({
-      main,
-      dir,
-      cwd: workspace,
-      args: ["--provider", "openai", "--base-url", `${server.url}/v1`, "--model", "test-model", ...args],
-      env: { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
-    })
-  const sessionsDir = Sessions.directory(workspace, { XDG_DATA_HOME: data })
-  return { dir, server, open, sessionsDir }
-})
+/** The fake server echoes the prompt. */
+const echo = (body: any) => ChatServer.text([`You said: ${ChatServer.lastUserText(body)}`])
 
 /** The user messages the server received with the request whose last prompt is `text`. */
 const promptsSentWith = (server: ChatServer.ChatServer, text: string) =>
@@ -87,45 +66,34 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
     "fork back to the first prompt, answer on the new branch, /tree shows two, and /resume reads the fork",
     () =>
       Effect.gen(function*() {
-        const { open, server, sessionsDir } = yield* setup
+        const { open, server, sessionsDir } = yield* chatSetup(echo)
         const terminal = yield* open()
-        yield* terminal.waitFor(/\/help for the commands/)
-        yield* terminal.type("first question")
-        yield* terminal.waitFor(/You said: first question/)
-        yield* terminal.type("second question")
-        yield* terminal.waitFor(/You said: second question[^]*turn 1/)
+        yield* send(terminal, "first question", /You said: first question/)
+        yield* send(terminal, "second question", /You said: second question[^]*turn 1/)
 
-        yield* terminal.type("/fork")
-        const list = yield* terminal.waitFor(/fork before prompt \(1-2, Enter to cancel\) › *$/)
+        const fork = yield* terminal.type("/fork")
+        const list = yield* terminal.waitFor(/\nfork before prompt \(1-2, Enter to cancel\) › *$/, { after: fork })
         assert.match(list, / {2}1 {2}first question\n {2}2 {2}second question\n/)
-        yield* terminal.type("2")
-        yield* terminal.waitFor(/on a new branch: forked before prompt 2 \(2 messages kept\)[^]*branch 2\/2 › *$/)
-        yield* terminal.type("another question")
-        yield* terminal.waitFor(/You said: another question[^]*branch 2\/2 › *$/)
+        yield* send(terminal, "2", /on a new branch: forked before prompt 2 \(2 messages kept\)[^]*\nbranch 2\/2 › *$/)
+        yield* send(terminal, "another question", /You said: another question[^]*\nbranch 2\/2 › *$/)
         // the model saw the branch: the first prompt and the new one, not the one forked away from
         assert.deepStrictEqual(promptsSentWith(server, "another question"), ["first question", "another question"])
 
-        yield* terminal.type("/tree")
-        const tree = yield* terminal.waitFor(/\* {2}2 +4 messages .*forked after message 2: another question/)
+        const tree = yield* send(terminal, "/tree", /\* {2}2 +4 messages .*forked after message 2: another question/)
         assert.match(tree, / {3}1 +4 messages .* first question\n/)
         // /tree <n> goes over to a branch, and back
-        yield* terminal.type("/tree 1")
-        yield* terminal.waitFor(/on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
-        yield* terminal.type("/tree 2")
-        yield* terminal.waitFor(/on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
+        yield* send(terminal, "/tree 1", /on branch 1 \(4 messages\)\nbranch 1\/2 › *$/)
+        yield* send(terminal, "/tree 2", /on branch 2 \(4 messages\)\nbranch 2\/2 › *$/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
 
         // a new start of the command: the session is listed, and resuming it reads the forked branch
         const again = yield* open()
-        yield* again.waitFor(/\/help for the commands/)
-        yield* again.type("/sessions")
         // 1 is the new session this start opened
-        yield* again.waitFor(/ {2}2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first question/)
-        yield* again.type("/resume 2")
-        yield* again.waitFor(/\(4 messages\)[^]*branch 2\/2 › *$/)
-        yield* again.type("and then?")
-        yield* again.waitFor(/You said: and then\?/)
+        const listed = yield* send(again, "/sessions", /continue one with \/resume <n>/)
+        assert.match(listed, / {2}2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first question/)
+        yield* send(again, "/resume 2", /\(4 messages\)[^]*\nbranch 2\/2 › *$/)
+        yield* send(again, "and then?", /You said: and then\?/)
         assert.deepStrictEqual(promptsSentWith(server, "and then?"), [
           "first question",
           "another question",
@@ -144,7 +112,7 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
     "/fork on a session written before branches forks a copy and leaves the file as it was",
     () =>
       Effect.gen(function*() {
-        const { dir, open, server } = yield* setup
+        const { dir, open, server } = yield* chatSetup(echo)
         const file = NodePath.join(dir, "old.jsonl")
         const line = (message: object) => `${JSON.stringify(message)}\n`
         const text = line({ type: "session", version: 1, id: "old", createdAt: 1 }) +
@@ -156,13 +124,15 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
           ].map((message) => line({ type: "message", role: message.role, message })).join("")
         yield* Effect.promise(() => Fs.writeFile(file, text))
         const terminal = yield* open(["--session", file])
-        yield* terminal.waitFor(/\(4 messages\)/)
-        yield* terminal.type("/fork")
-        yield* terminal.waitFor(/fork before prompt \(1-2, Enter to cancel\) › *$/)
-        yield* terminal.type("2")
-        yield* terminal.waitFor(/forking a copy of it[^]*on a new branch: forked before prompt 2 \(2 messages kept\)/)
-        yield* terminal.type("instead")
-        yield* terminal.waitFor(/You said: instead/)
+        assert.match(yield* terminal.screen, /\(4 messages\)/)
+        const fork = yield* terminal.type("/fork")
+        yield* terminal.waitFor(/\nfork before prompt \(1-2, Enter to cancel\) › *$/, { after: fork })
+        yield* send(
+          terminal,
+          "2",
+          /forking a copy of it[^]*on a new branch: forked before prompt 2 \(2 messages kept\)/
+        )
+        yield* send(terminal, "instead", /You said: instead/)
         assert.deepStrictEqual(promptsSentWith(server, "instead"), ["old question", "instead"])
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)

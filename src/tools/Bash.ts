@@ -1,9 +1,9 @@
 /**
- * The `bash` tool: runs a command with `bash -c` in the workspace root, with a timeout and an output
- * cap that keeps the head and the tail. A non-zero exit is an error result with the exit code and the
- * output. The command runs in its own process group; when it ends, times out or is aborted, the whole
- * group gets SIGTERM and, after a grace period, SIGKILL, so no process is left behind and a child that
- * ignores SIGTERM cannot make abort hang.
+ * The `bash` tool: runs a command with `bash -c` in the workspace root (never reading `~/.bashrc`),
+ * with a timeout and an output cap that keeps the head and the tail. A non-zero exit is an error
+ * result with the exit code and the output. The command runs in its own process group; when it ends,
+ * times out or is aborted, the whole group gets SIGTERM and, after a grace period, SIGKILL, so no
+ * process is left behind and a child that ignores SIGTERM cannot make abort hang.
  *
  * @since 0.1.0
  */
@@ -87,7 +87,9 @@ export const make = (
         // every process the command starts inherits this mark, also one that leaves the process group
         // (`setsid`, a double fork): on Linux they are found by it in /proc and killed with the group
         const mark = `${markVariable}=${crypto.randomUUID()}`
-        const child = yield* Command.make("bash", "-c", command).pipe(
+        // --norc: with its stdin a socket (Node's pipes are socket pairs) and no SHLVL in the environment,
+        // bash -c takes itself for a shell started by rshd and would read ~/.bashrc
+        const child = yield* Command.make("bash", "--norc", "-c", command).pipe(
           Command.workingDirectory(workspace.root),
           Command.env({ [markVariable]: mark.slice(markVariable.length + 1) }),
           Command.feed(""),
