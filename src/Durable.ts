@@ -567,10 +567,10 @@ const entityHandlers = Effect.gen(function*() {
     Effect.gen(function*() {
       const executionId = yield* RunWorkflow.executionId({ sessionId, runId })
       const deferred = approvalDeferred(toolCallId)
-      yield* DurableDeferred.done(deferred, {
+      yield* retrySend(DurableDeferred.done(deferred, {
         token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
         exit: Exit.succeed(decision)
-      })
+      }))
       // a decision that lands while the run is still on its way to suspending finds nothing to resume:
       // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
       yield* Effect.forkDaemon(
@@ -689,6 +689,19 @@ const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =
  */
 const retryStore = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(effect, { schedule: Schedule.exponential("100 millis", 2), times: 6 })
+
+/**
+ * A message to another entity, sent again while it fails, a defect included: the runner that holds the
+ * entity may have just died (`SocketError` on the write, a runner no longer there), and the cluster
+ * reaches the runner that takes the shard over on a later try, once the dead runner's locks expired.
+ * Every half second for up to 30 seconds; only for messages that are keyed (a second send of the same one
+ * is not a second message). What still fails after that fails, a defect as a failure.
+ */
+const retrySend = <A, E, R>(send: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> =>
+  Effect.retry(Effect.catchAllDefect(send, (defect) => Effect.fail(defect)), {
+    schedule: Schedule.spaced("500 millis"),
+    times: 60
+  })
 
 /**
  * A statement that is not cancelled when its fiber is interrupted (a poll that loses a race, a writer
@@ -948,7 +961,7 @@ const awaitApproval = (sessionId: string, runId: string, toolCallId: string, tim
     const makeClient = yield* SessionEntity.client
     yield* step(Activity.make({
       name: `approval-timeout/${toolCallId}`,
-      execute: Effect.orDie(
+      execute: Effect.orDie(retrySend(
         makeClient(sessionId).ApprovalTimeout(
           new ApprovalTimeout({
             runId,
@@ -958,7 +971,7 @@ const awaitApproval = (sessionId: string, runId: string, toolCallId: string, tim
           }),
           { discard: true }
         )
-      )
+      ))
     }))
     return yield* step(DurableDeferred.await(approvalDeferred(toolCallId)))
   })
