@@ -50,9 +50,9 @@ export const singleRunner = <Tools extends ReadonlyArray<Tool.Any>>(options: {
  * @since 0.1.0
  * @category Runs
  */
-export const promptAndWait = (sessionId: string, inputId: string, text = "go") =>
+export const promptAndWait = (sessionId: string, inputId: string) =>
   Effect.gen(function*() {
     const session = (yield* Durable.client)(sessionId)
-    const { runId } = yield* session.Prompt({ inputId, text })
+    const { runId } = yield* session.Prompt({ inputId, text: "go" })
     return yield* session.Wait({ runId })
   })

@@ -65,8 +65,15 @@ const clusterState = (store: Store) =>
     return JSON.stringify({ messages, locks, runners }, (_, value) => typeof value === "bigint" ? String(value) : value)
   }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orElseSucceed(() => "(cluster state unreadable)"))
 
-/** The moments each session made progress (a model request or a tool start), with the process. */
-const progress = (provider: FakeProvider, work: string) => {
+/** A moment a session made progress (a model request or a tool start), and the process it ran on. */
+interface ProgressEvent {
+  readonly sessionId: string
+  readonly pid: number
+  readonly at: number
+}
+
+/** The moments each session made progress, in time order. */
+const progress = (provider: FakeProvider, work: string): Array<ProgressEvent> => {
   const events = provider.log.map(({ at, pid, sessionId }) => ({ sessionId, pid, at }))
   for (const file of ["echo.log", "slow.log", "once.log"]) {
     for (const line of traceLines(work, file)) {
@@ -154,27 +161,27 @@ const killTest = (
       runStatuses(store),
       (runs) => runs.length === sessions.length && runs.every((run) => run.status !== "running")
     )
-    /** The sessions whose last step before `at` ran on the process `pid`: those a kill then cut off. */
-    const cutOff = (pid: number, at: number) => {
+    /** The sessions whose last step of `events` before `at` ran on the process `pid`: those a kill then cut off. */
+    const cutOff = (events: ReadonlyArray<ProgressEvent>, pid: number, at: number) => {
       const last = new Map<string, number>()
-      for (const event of progress(provider, work)) if (event.at <= at) last.set(event.sessionId, event.pid)
+      for (const event of events) if (event.at <= at) last.set(event.sessionId, event.pid)
       return Array.from(last).filter(([, by]) => by === pid).map(([sessionId]) => sessionId)
     }
     // when each session was last cut off by a kill: a session cut off again before it took two steps
     // elsewhere (the step cut off, done again, and the next) could have a turn's model call thrice
     const lastCut = new Map<string, number>()
-    const recovered = (sessionId: string) => {
+    const recovered = (events: ReadonlyArray<ProgressEvent>, sessionId: string) => {
       const cut = lastCut.get(sessionId)
-      return cut === undefined ||
-        progress(provider, work).filter((event) => event.sessionId === sessionId && event.at > cut).length >= 2
+      return cut === undefined || events.filter((event) => event.sessionId === sessionId && event.at > cut).length >= 2
     }
     /** The runners that took a step in the last second and hold no session that has not recovered. */
     const victims = () => {
       const now = Date.now()
-      const recent = new Set(progress(provider, work).filter((event) => event.at > now - 1000).map((e) => e.pid))
+      const events = progress(provider, work)
+      const recent = new Set(events.filter((event) => event.at > now - 1000).map((e) => e.pid))
       return [0, 1, 2].filter((index) => {
         const pid = runners[index]!.runner.child.pid!
-        return recent.has(pid) && cutOff(pid, now).every(recovered)
+        return recent.has(pid) && cutOff(events, pid, now).every((sessionId) => recovered(events, sessionId))
       })
     }
     while (kills.length < options.kills) {
@@ -196,7 +203,7 @@ const killTest = (
       killed.push(runner)
       yield* runner.kill("SIGKILL")
       yield* Scope.close(scope, Exit.void)
-      for (const sessionId of cutOff(kill.pid, kill.at)) lastCut.set(sessionId, kill.at)
+      for (const sessionId of cutOff(progress(provider, work), kill.pid, kill.at)) lastCut.set(sessionId, kill.at)
       if (!options.restart) break
       yield* Effect.sleep("300 millis")
       yield* start(index)
@@ -251,7 +258,7 @@ const killTest = (
     const failovers: Array<number> = []
     for (const kill of kills) {
       const waiting = waitingAt(kill.at)
-      for (const sessionId of cutOff(kill.pid, kill.at)) {
+      for (const sessionId of cutOff(events, kill.pid, kill.at)) {
         if (waiting.has(sessionId)) continue
         const next = events.find((event) => event.sessionId === sessionId && event.at > kill.at)
         if (next !== undefined) failovers.push(next.at - kill.at)

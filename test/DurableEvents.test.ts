@@ -25,6 +25,7 @@ import * as Message from "../src/Message.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Tool from "../src/Tool.js"
 import { type FakeProvider, fakeProvider, prepareRunner, startRunner, type Step } from "./utils/durableHarness.js"
+import { fastFailover } from "./utils/failover.js"
 import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 const answer = Array.from({ length: 24 }, (_, index) => `word${index}`).join(" ")
@@ -256,13 +257,7 @@ const ownRunner = (store: Store, baseUrl: string, port: number) =>
         Layer.provideMerge(NodeClusterSocket.layer({
           storage: "sql",
           shardingConfig: {
-            entityMessagePollInterval: "300 millis",
-            shardLockRefreshInterval: "1 second",
-            shardLockExpiration: "4 seconds",
-            refreshAssignmentsInterval: "500 millis",
-            runnerHealthCheckInterval: "1 second",
-            entityTerminationTimeout: "2 seconds",
-            sendRetryInterval: "100 millis",
+            ...fastFailover,
             shardsPerGroup: 30,
             runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)),
             runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))

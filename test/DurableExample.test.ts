@@ -56,6 +56,14 @@ const processesMentioning = (text: string) =>
     })
     : []
 
+/** The example removed the temp dir it announced, and left none of its child processes running. */
+const assertCleanedUp = (output: string) => {
+  const dir = tempDirOf(output)
+  assert.isDefined(dir, output)
+  assert.isFalse(Fs.existsSync(dir!), "the temp dir is removed")
+  assert.deepStrictEqual(processesMentioning(dir!), [], "no child process is left")
+}
+
 describe("examples/durable", () => {
   it.live(
     "two runners and a client: a runner SIGKILLed, its sessions taken over, every run completed",
@@ -78,10 +86,7 @@ describe("examples/durable", () => {
         assert.include(output, "[main] beta: Completed after 5 turns, 10 messages, 4 tool calls with 4 results")
         assert.include(output, "The sum of 10, 20, 30, 40, 50 is 150.")
         assert.include(output, "[main] OK: every session completed with a valid history, no message stored twice")
-        const dir = tempDirOf(output)
-        assert.isDefined(dir)
-        assert.isFalse(Fs.existsSync(dir!), "the temp dir is removed")
-        assert.deepStrictEqual(processesMentioning(dir!), [], "no child process is left")
+        assertCleanedUp(output)
       }),
     120_000
   )
@@ -102,10 +107,7 @@ describe("examples/durable", () => {
         assert.isTrue(interrupted, output)
         assert.notStrictEqual(code, 0, output)
         assert.include(output, "[main] interrupted")
-        const dir = tempDirOf(output)
-        assert.isDefined(dir)
-        assert.isFalse(Fs.existsSync(dir!), "the temp dir is removed")
-        assert.deepStrictEqual(processesMentioning(dir!), [], "no child process is left")
+        assertCleanedUp(output)
       }),
     120_000
   )
