@@ -23,6 +23,28 @@ import {
 
 describe("Durable runs killed with SIGKILL (SQLite)", () => {
   it.live(
+    "a runner exits when the pipe from its test process closes, as it does when that process dies",
+    () =>
+      Effect.gen(function*() {
+        const { dir, store } = yield* sqliteStore("effect-agent-kill-")
+        const provider = yield* fakeProvider({ script: () => ({ _tag: "Answer", text: "done" }) })
+        const config: RunnerConfig = {
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          prompts: [],
+          cluster: { mode: "single" }
+        }
+        const { close, runner } = yield* spawn(config)
+        runner.child.stdin!.end()
+        yield* waitFor(runner.exited, "the runner to exit once its stdin closed", 60_000)
+        yield* close
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
     "a run killed during a model response resumes without calling the model again for finished turns",
     () =>
       Effect.gen(function*() {

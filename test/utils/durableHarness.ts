@@ -156,13 +156,14 @@ export interface Runner {
 
 /**
  * Starts a runner process and waits for its `ready` line; the scope kills it (SIGKILL) if it still
- * runs.
+ * runs. Its stdin is a pipe that this process holds open: the runner exits when it closes, so no runner
+ * outlives a test process that dies.
  */
 export const startRunner = (config: RunnerConfig) =>
   Effect.acquireRelease(
     Effect.async<Runner, RunnerFailed>((resume) => {
       const child = ChildProcess.spawn(process.execPath, [bundleRunner_(), JSON.stringify(config)], {
-        stdio: ["ignore", "pipe", "pipe"]
+        stdio: ["pipe", "pipe", "pipe"]
       })
       let output = ""
       let done = false
