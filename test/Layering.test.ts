@@ -1,0 +1,186 @@
+/**
+ * The layering of `src/` (docs/DESIGN.md, "The parts and their boundaries"), checked on every import
+ * of every file: a module imports only modules of its own layer or of the layers below it; the
+ * command's modules are imported only by the command; and neither the package's main entry nor the
+ * command's loads an optional peer dependency (MCP, the AI SDK, the cluster, SQL) until it is used.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import ts from "typescript"
+
+const root = NodePath.resolve(import.meta.dirname, "..")
+const src = NodePath.join(root, "src")
+
+/**
+ * The layers, lowest first. A module is named by its path under `src/` without `.ts`; a name ending in
+ * `/*` stands for every module under that folder. Every module of `src/` must be in exactly one layer.
+ */
+const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyArray<string> }> = [
+  {
+    name: "data: messages, errors, and helpers that know nothing of the loop",
+    modules: ["Errors", "Message", "Tracing", "internal/glob", "internal/jsonSchema", "internal/sqliteShared"]
+  },
+  {
+    name: "contracts: tools, models, events, and the pure parts of a run",
+    modules: [
+      "Tool",
+      "Model",
+      "Event",
+      "Compaction",
+      "internal/runState",
+      "internal/runStats",
+      "internal/genAi",
+      "internal/eventSink",
+      "internal/provider"
+    ]
+  },
+  { name: "services: sessions, permissions, workspace, inbox", modules: ["services/*"] },
+  {
+    name: "the run's parts, the built-in tools and the providers",
+    modules: [
+      "tools/*",
+      "providers/*",
+      "internal/output",
+      "internal/toolBatch",
+      "internal/contextBudget",
+      "internal/run",
+      "internal/parentRun"
+    ]
+  },
+  { name: "the loop", modules: ["Loop", "Agent"] },
+  { name: "integrations (optional peers)", modules: ["Mcp", "AiSdk", "AiModel", "Durable"] },
+  { name: "entries: the package's index and the command", modules: ["index", "cli/*"] }
+]
+
+interface Import {
+  readonly target: string
+  readonly dynamic: boolean
+  readonly typeOnly: boolean
+}
+
+const modules = (): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  const walk = (dir: string) => {
+    for (const entry of Fs.readdirSync(dir, { withFileTypes: true })) {
+      const path = NodePath.join(dir, entry.name)
+      if (entry.isDirectory()) walk(path)
+      else if (entry.name.endsWith(".ts")) {
+        found.push(NodePath.relative(src, path).slice(0, -3).split(NodePath.sep).join("/"))
+      }
+    }
+  }
+  walk(src)
+  return found.sort()
+}
+
+const parsed = new Map<string, ReadonlyArray<Import>>()
+
+/** The relative (`./…`) and package imports of a module, static or dynamic. */
+const importsOf = (module: string): ReadonlyArray<Import> => {
+  const known = parsed.get(module)
+  if (known !== undefined) return known
+  const file = NodePath.join(src, `${module}.ts`)
+  const source = ts.createSourceFile(file, Fs.readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true)
+  const found: Array<Import> = []
+  const add = (specifier: string, dynamic: boolean, typeOnly: boolean) => {
+    const target = specifier.startsWith(".")
+      ? NodePath.relative(src, NodePath.resolve(NodePath.dirname(file), specifier)).replace(/\.js$/, "").split(
+        NodePath.sep
+      ).join("/")
+      : specifier
+    found.push({ target, dynamic, typeOnly })
+  }
+  const visit = (node: ts.Node) => {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      const typeOnly = ts.isImportDeclaration(node) ? node.importClause?.isTypeOnly === true : node.isTypeOnly
+      add(node.moduleSpecifier.text, false, typeOnly)
+    } else if (
+      ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] !== undefined && ts.isStringLiteral(node.arguments[0])
+    ) {
+      add(node.arguments[0].text, true, false)
+    }
+    ts.forEachChild(node, visit)
+  }
+  visit(source)
+  parsed.set(module, found)
+  return found
+}
+
+const layerOf = (module: string): number =>
+  layers.findIndex(({ modules }) =>
+    modules.some((pattern) => pattern.endsWith("/*") ? module.startsWith(pattern.slice(0, -1)) : module === pattern)
+  )
+
+const packageJson = JSON.parse(Fs.readFileSync(NodePath.join(root, "package.json"), "utf8")) as {
+  readonly peerDependenciesMeta: Record<string, { readonly optional?: boolean }>
+}
+const optionalPeers = Object.entries(packageJson.peerDependenciesMeta).filter(([, meta]) => meta.optional === true)
+  .map(([name]) => name)
+const isOptionalPeer = (specifier: string) =>
+  optionalPeers.some((peer) => specifier === peer || specifier.startsWith(`${peer}/`))
+
+/** What loading `entry` loads: its static, value (not type-only) imports, transitively. */
+const staticClosure = (entry: string): ReadonlySet<string> => {
+  const seen = new Set<string>()
+  const visit = (module: string) => {
+    if (seen.has(module)) return
+    seen.add(module)
+    for (const { dynamic, target, typeOnly } of importsOf(module)) {
+      if (dynamic || typeOnly) continue
+      if (Fs.existsSync(NodePath.join(src, `${target}.ts`))) visit(target)
+      else seen.add(target)
+    }
+  }
+  visit(entry)
+  return seen
+}
+
+describe("the layering of src/", () => {
+  const all = modules()
+
+  it("every module is in exactly one layer", () => {
+    const unplaced = all.filter((module) => layerOf(module) === -1)
+    assert.deepStrictEqual(unplaced, [], "place these modules in a layer of test/Layering.test.ts and docs/DESIGN.md")
+  })
+
+  it("a module imports only its own layer and the layers below", () => {
+    const upward: Array<string> = []
+    for (const module of all) {
+      for (const { target } of importsOf(module)) {
+        if (!all.includes(target)) continue
+        if (layerOf(target) > layerOf(module)) {
+          upward.push(
+            `${module} (${layers[layerOf(module)]?.name}) imports ${target} (${layers[layerOf(target)]?.name})`
+          )
+        }
+      }
+    }
+    assert.deepStrictEqual(upward, [])
+  })
+
+  it("only the command imports the command's modules", () => {
+    const outside = all.flatMap((module) =>
+      module.startsWith("cli/") ? [] : importsOf(module).filter(({ target }) => target.startsWith("cli/")).map(
+        ({ target }) => `${module} imports ${target}`
+      )
+    )
+    assert.deepStrictEqual(outside, [])
+  })
+
+  it("the package's main entry and the command load no optional peer until it is used", () => {
+    for (const entry of ["index", "cli/main"]) {
+      const loaded = [...staticClosure(entry)].filter(isOptionalPeer)
+      assert.deepStrictEqual(loaded, [], `${entry} loads optional peers at start`)
+    }
+  })
+
+  it("(the check itself) sees an optional peer loaded through a static import", () => {
+    assert.isTrue(staticClosure("Mcp").has("@modelcontextprotocol/sdk/client/index.js"))
+    assert.isTrue([...staticClosure("Durable")].some(isOptionalPeer))
+  })
+})
