@@ -7,12 +7,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import { chatSetup, send, waitForIdle, waitForQuestion } from "./utils/chat.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import * as Pty from "./utils/pty.js"
 
 const spoof = "rm -f important.txt; touch PWNED # \u001b[2K\u001b[1Gls -la"
 
@@ -78,9 +78,9 @@ describe("the terminal gets text, not commands", () => {
           "--yes",
           "go"
         ]
-        const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", OPENAI_API_KEY: "sk-test", HOME: dir }
+        const env = { OPENAI_API_KEY: "sk-test", HOME: dir }
         // a pty: stdout and stderr are a terminal
-        const pty = yield* inPty(main, args, env, dir)
+        const pty = yield* Pty.run(main, args, { env, cwd: dir })
         for (const pattern of raw) {
           assert.notMatch(pty, pattern, JSON.stringify(pty))
         }
@@ -146,21 +146,3 @@ const release = () => {
 }
 
 const shownWords = (screen: string) => new Set(screen.match(/\bw\d{3}\b/g) ?? []).size
-
-const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
-
-/** Runs the bundled command with stdout and stderr on a pty (util-linux `script`); returns all it wrote. */
-const inPty = (main: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>, cwd: string) =>
-  Effect.async<string>((resume) => {
-    const line = [process.execPath, main, ...args].map(shellQuote).join(" ")
-    const child = ChildProcess.spawn("script", ["-q", "-e", "-c", line, "/dev/null"], {
-      cwd,
-      env,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout!.setEncoding("utf8")
-    child.stdout!.on("data", (chunk) => (output += chunk))
-    child.on("close", () => resume(Effect.succeed(output)))
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
