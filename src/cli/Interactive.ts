@@ -1,9 +1,9 @@
 /**
  * The command's interactive mode: a chat in the terminal. Each prompt is a run of the loop on one
  * session that stays open between runs; the answer shows as it streams (a long line as soon as a part
- * of it fills the terminal's width; light Markdown styling), everything from the model or a tool
- * through `Sanitize`,
- * tool calls are one line each with a spinner in the status line while they run, and a message typed
+ * of it fills the terminal's width; light Markdown styling), tool calls are one line each with a
+ * spinner in the status line while they run, and all that came from the model or a tool is shown
+ * through `Sanitize`. A message typed
  * while the agent works is queued in the `Inbox` and sent at the next turn boundary. Ctrl-C (or Esc)
  * aborts the current run and the prompt comes back; Ctrl-C at an empty prompt, Ctrl-D or `/exit`
  * leave. The pure parts (commands, folding, the status line, Markdown) are exported for tests.
