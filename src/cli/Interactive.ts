@@ -3,10 +3,10 @@
  * session that stays open between runs; the answer shows as it streams (a long line as soon as a part
  * of it fills the terminal's width; light Markdown styling), tool calls are one line each with a
  * spinner in the status line while they run, and all that came from the model or a tool is shown
- * through `Sanitize`. A message typed
- * while the agent works is queued in the `Inbox` and sent at the next turn boundary. Ctrl-C (or Esc)
- * aborts the current run and the prompt comes back; Ctrl-C at an empty prompt, Ctrl-D or `/exit`
- * leave. The pure parts (commands, folding, the status line, Markdown) are exported for tests.
+ * through `Sanitize`. A message typed while the agent works is queued in the `Inbox` and sent at the
+ * next turn boundary. Ctrl-C (or Esc) aborts the current run and the prompt comes back; Ctrl-C at an
+ * empty prompt, Ctrl-D or `/exit` leave. The pure parts (commands, folding, the status line,
+ * Markdown, the streamed answer's lines) are exported for tests.
  *
  * @since 0.1.0
  */
