@@ -54,6 +54,7 @@ type ProviderName = typeof providerNames[number]
 const providers = ["demo", ...providerNames] as const
 
 const provider = Options.text("provider").pipe(
+  Options.withPseudoName("name"),
   Options.mapEffect((name) =>
     (providers as ReadonlyArray<string>).includes(name)
       ? Effect.succeed(name as ProviderName | "demo")
@@ -70,6 +71,7 @@ const provider = Options.text("provider").pipe(
   )
 )
 const fallback = Options.text("fallback").pipe(
+  Options.withPseudoName("provider:model"),
   Options.repeated,
   Options.withDescription(
     "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
@@ -77,18 +79,22 @@ const fallback = Options.text("fallback").pipe(
   )
 )
 const model = Options.text("model").pipe(
+  Options.withPseudoName("name"),
   Options.optional,
   Options.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
 )
 const baseUrl = Options.text("base-url").pipe(
+  Options.withPseudoName("url"),
   Options.optional,
   Options.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
 )
 const workspace = Options.text("workspace").pipe(
+  Options.withPseudoName("dir"),
   Options.withDefault("."),
   Options.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
 )
 const sessionFile = Options.text("session").pipe(
+  Options.withPseudoName("file.jsonl"),
   Options.optional,
   Options.withDescription(
     "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
@@ -103,6 +109,7 @@ const interactive = Options.boolean("interactive").pipe(
   Options.withDescription("open the chat (the default without a prompt on a terminal)")
 )
 const maxTurns = Options.text("max-turns").pipe(
+  Options.withPseudoName("n"),
   Options.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) > 0
       ? Effect.succeed(Number(text))
@@ -114,6 +121,7 @@ const maxTurns = Options.text("max-turns").pipe(
   Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
 )
 const contextWindow = Options.text("context-window").pipe(
+  Options.withPseudoName("tokens"),
   Options.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) > 0
       ? Effect.succeed(Number(text))
@@ -131,6 +139,7 @@ const yes = Options.boolean("yes").pipe(
   Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
 )
 const permissions = Options.text("permissions").pipe(
+  Options.withPseudoName("file.json"),
   Options.optional,
   Options.withDescription(
     "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
@@ -144,6 +153,7 @@ const verbose = Options.boolean("verbose").pipe(
   )
 )
 const mcp = Options.text("mcp").pipe(
+  Options.withPseudoName("file.json"),
   Options.optional,
   Options.withDescription(
     "an MCP servers file ({ \"mcpServers\": { \"name\": { \"command\": …, \"args\": […] } or { \"url\": … } } }): " +
@@ -499,6 +509,7 @@ const exportCommand = Command.make(
   {
     file: Args.text({ name: "session.jsonl" }).pipe(Args.withDescription("the session file to export")),
     output: Options.text("output").pipe(
+      Options.withPseudoName("file.html"),
       Options.withAlias("o"),
       Options.optional,
       Options.withDescription("the HTML file to write (default: the session file's name with .html)")
