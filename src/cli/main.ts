@@ -561,7 +561,14 @@ const showHelp = (what: { readonly subcommand: string | undefined }) =>
             color
           }
         )
-        : Help.render(sub, { usage: ["effect-agent export <session.jsonl> [-o <file.html>]"], color })
+        : Help.render(sub, {
+          usage: [
+            what.subcommand === "export"
+              ? "effect-agent export <session.jsonl> [-o <file.html>]"
+              : `effect-agent ${what.subcommand} [options]`
+          ],
+          color
+        })
     )
   })
 
