@@ -182,7 +182,7 @@ describe("the command's honest endings", () => {
       )
       assert.strictEqual(outcome.code, 0, outcome.stderr)
       assert.strictEqual(outcome.stdout, "It was a dark and stormy\n")
-      assert.include(outcome.stderr, "[cut off: output limit reached after 1 turns, 4106 tokens]")
+      assert.include(outcome.stderr, "[cut off: output limit reached after 1 turn, 4106 tokens]")
       assert.notInclude(outcome.stderr, "[completed")
     }))
 
@@ -194,7 +194,7 @@ describe("the command's honest endings", () => {
         OPENAI_API_KEY: "sk-test"
       })
       assert.strictEqual(outcome.code, 0, outcome.stderr)
-      assert.include(outcome.stderr, "[completed: 1 turns, 11 tokens]")
+      assert.include(outcome.stderr, "[completed: 1 turn, 11 tokens]")
     }))
 })
 
@@ -272,7 +272,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
           `^  is the server at http://127\\.0\\.0\\.1:${port}/v1 running\\? Check --base-url or OPENAI_BASE_URL$`
         )
       ])
-      assert.match(outcome.stderr, /^\[failed: \d+ turns, 0 tokens\]$/m)
+      assert.match(outcome.stderr, /^\[failed: \d+ turns?, 0 tokens\]$/m)
     }))
 
   it.scopedLive("an HTTP 404: the status and what to check, exit 1; --verbose adds where it happened", () =>

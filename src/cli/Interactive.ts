@@ -1,10 +1,12 @@
 /**
  * The command's interactive mode: a chat in the terminal. Each prompt is a run of the loop on one
- * session that stays open between runs; the answer streams line by line (light Markdown styling),
- * tool calls are one line each with a spinner in the status line while they run, and a message typed
- * while the agent works is queued in the `Inbox` and sent at the next turn boundary. Ctrl-C (or Esc)
- * aborts the current run and the prompt comes back; Ctrl-C at an empty prompt, Ctrl-D or `/exit`
- * leave. The pure parts (commands, folding, the status line, Markdown) are exported for tests.
+ * session that stays open between runs; the answer shows as it streams (a long line as soon as a part
+ * of it fills the terminal's width; light Markdown styling), tool calls are one line each with a
+ * spinner in the status line while they run, and all that came from the model or a tool is shown
+ * through `Sanitize`. A message typed while the agent works is queued in the `Inbox` and sent at the
+ * next turn boundary. Ctrl-C (or Esc) aborts the current run and the prompt comes back; Ctrl-C at an
+ * empty prompt, Ctrl-D or `/exit` leave. The pure parts (commands, folding, the status line,
+ * Markdown, the streamed answer's lines) are exported for tests.
  *
  * @since 0.1.0
  */
@@ -29,6 +31,7 @@ import * as Tools from "../tools/index.js"
 import * as ContextWindow from "./ContextWindow.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Report from "./Report.js"
+import * as Sanitize from "./Sanitize.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 import * as Wrap from "./Wrap.js"
@@ -120,7 +123,10 @@ export const helpText = (): string =>
  */
 export const forkList = (prompts: ReadonlyArray<Session.BranchEntry>, width: number): string =>
   prompts.map((entry, index) =>
-    clip(`${String(index + 1).padStart(3)}  ${firstLine(Message.textOf(entry.message)) || "(no text)"}`, width)
+    clip(
+      `${String(index + 1).padStart(3)}  ${firstLine(Sanitize.text(Message.textOf(entry.message))) || "(no text)"}`,
+      width
+    )
   ).join("\n")
 
 /**
@@ -138,7 +144,7 @@ export const treeText = (branches: ReadonlyArray<Session.Branch>, width: number)
     const where = branch.forkedFrom === undefined ? "" : `forked after message ${branch.messages - branch.sinceFork}: `
     const line = `${branch.current ? "*" : " "}${String(index + 1).padStart(3)}  ${
       String(branch.messages).padStart(4)
-    } messages  ${date}  ${where}${branch.firstPrompt === "" ? "(no prompt yet)" : branch.firstPrompt}`
+    } messages  ${date}  ${where}${branch.firstPrompt === "" ? "(no prompt yet)" : Sanitize.text(branch.firstPrompt)}`
     return clip(line, width)
   }).join("\n")
 
@@ -161,20 +167,35 @@ export const branchLabel = (branches: ReadonlyArray<Session.Branch>): string => 
  * @category Combinators
  */
 export const fold = (text: string, options: { readonly lines: number; readonly width: number }): Array<string> => {
-  const all = text.replace(/\r/g, "").split("\n").filter((line) => line.trim() !== "")
+  const all = Sanitize.text(text.replace(/\r/g, "")).split("\n").filter((line) => line.trim() !== "")
   const shown = all.slice(0, options.lines).map((line) => clip(line, options.width))
   if (all.length > options.lines) shown.push(`… ${all.length - options.lines} more lines`)
   return shown
 }
 
 /**
- * One line for a tool call: its name and its input, clipped to `width`.
+ * One line for a tool call: its name and its input (control characters shown, see `Sanitize`),
+ * clipped to `width`.
  *
  * @since 0.1.0
  * @category Combinators
  */
 export const toolLine = (name: string, input: unknown, width: number): string =>
-  clip(`${name} ${inputPreview(input)}`, width)
+  clip(Sanitize.text(`${name} ${inputPreview(input).replace(/\s+/g, " ")}`), width)
+
+/**
+ * The question about a call: its name and its whole input (the command's lines kept; the chat wraps
+ * them), with control characters shown, then a note when the question shows them.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const approvalText = (name: string, input: unknown): string => {
+  const call = `${name} ${inputPreview(input)}`
+  return Sanitize.isClean(call)
+    ? `allow ${call}?`
+    : `allow ${Sanitize.text(call)}?\n${Sanitize.changedNote}`
+}
 
 /**
  * What the status line shows.
@@ -238,12 +259,110 @@ export const markdownLine = (
   if (inCode) return { text: style.cyan(line), inCode }
   const heading = /^#{1,6}\s+(.*)$/.exec(line)
   if (heading !== null) return { text: style.bold(heading[1]!), inCode }
-  const text = line
-    .replace(/^(\s*)[-*+]\s+/, "$1• ")
+  return { text: inlineMarkdown(line.replace(/^(\s*)[-*+]\s+/, "$1• "), color), inCode }
+}
+
+/**
+ * What the chat knows of the answer it streams: the text of the current line not shown yet, whether
+ * it is inside a code block, and, once the head of a long line was shown, the indentation of the rest.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Streaming {
+  readonly pending: string
+  readonly inCode: boolean
+  readonly indent: string | undefined
+}
+
+/**
+ * Nothing streamed yet.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const streamingStart: Streaming = { pending: "", inCode: false, indent: undefined }
+
+/**
+ * Takes the next piece of a streamed answer (already sanitized) and returns the lines to show now:
+ * every finished line (Markdown-styled), and of an unfinished line longer than `width` the parts that
+ * fill a line, cut at a space where no `**bold**` or `` `code` `` is left open. With `end`, the rest
+ * too. So a long paragraph shows line by line as it streams, not only at its end.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const streamText = (
+  state: Streaming,
+  piece: string,
+  options: { readonly width: number; readonly color: boolean; readonly end?: boolean | undefined }
+): { readonly state: Streaming; readonly lines: ReadonlyArray<string> } => {
+  let pending = state.pending + piece
+  let inCode = state.inCode
+  let indent = state.indent
+  const lines: Array<string> = []
+  const render = (line: string) => {
+    if (indent === undefined) {
+      const rendered = markdownLine(line, inCode, options.color)
+      inCode = rendered.inCode
+      return rendered.text
+    }
+    return indent + (inCode ? styles(options.color).cyan(line) : inlineMarkdown(line, options.color))
+  }
+  for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
+    lines.push(render(pending.slice(0, newline)))
+    indent = undefined
+    pending = pending.slice(newline + 1)
+  }
+  if (options.end === true) {
+    if (pending !== "") lines.push(render(pending))
+    return { state: { pending: "", inCode, indent: undefined }, lines }
+  }
+  while (true) {
+    const room = Math.max(options.width, 10) - (indent?.length ?? 0)
+    if (pending.length <= room) break
+    const cut = cutPoint(pending, room)
+    if (cut === undefined) break
+    const head = pending.slice(0, cut).trimEnd()
+    const first = indent === undefined
+    lines.push(render(head))
+    if (first) {
+      const lead = /^(\s*)(?:[-*+•]\s+|\d+[.)]\s+)?/.exec(head)![0].length
+      indent = " ".repeat(Math.min(lead, Math.floor(room / 2)))
+    }
+    pending = pending.slice(cut).replace(/^ +/, "")
+  }
+  return { state: { pending, inCode, indent }, lines }
+}
+
+/**
+ * Where to cut a line being streamed so that its head fits `room` columns: the last space that leaves
+ * no bold or code span open in the head; a word longer than a line is cut where the line ends; none
+ * while the line may still close what it opened.
+ */
+const cutPoint = (line: string, room: number): number | undefined => {
+  const balanced = (head: string) =>
+    (head.match(/\*\*/g) ?? []).length % 2 === 0 && (head.match(/`/g) ?? []).length % 2 === 0
+  const spaces: Array<number> = []
+  for (let at = line.lastIndexOf(" ", room); at > 0; at = line.lastIndexOf(" ", at - 1)) {
+    if (line.slice(0, at).trim() !== "") spaces.push(at)
+  }
+  if (spaces.length === 0) return room
+  const closed = spaces.find((at) => balanced(line.slice(0, at)))
+  // a span left open for several lines is not markup: cut anyway
+  return closed ?? (line.length > 4 * room ? spaces[0] : undefined)
+}
+
+const inlineMarkdown = (line: string, color: boolean): string => {
+  const style = styles(color)
+  return line
     .replace(/\*\*([^*]+)\*\*/g, (_, inner: string) => style.bold(inner))
     .replace(/`([^`]+)`/g, (_, inner: string) => style.cyan(inner))
-  return { text, inCode }
 }
+
+/** A usage with `estimated` output tokens more (those streamed that no provider counted). */
+const withEstimate = (usage: Message.Usage, estimated: number): Message.Usage =>
+  estimated === 0 ? usage : { ...usage, output: usage.output + estimated, totalTokens: usage.totalTokens + estimated }
 
 const tokens = (n: number) => n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n)
 
@@ -259,7 +378,7 @@ const inputPreview = (input: unknown): string => {
     const record = input as Record<string, unknown>
     // the argument a person recognizes a call by
     for (const key of ["command", "path"]) {
-      if (typeof record[key] === "string") return (record[key] as string).replace(/\s+/g, " ")
+      if (typeof record[key] === "string") return record[key] as string
     }
   }
   return JSON.stringify(input) ?? ""
@@ -450,7 +569,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         const running = runningOf(mode)
         if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
         // the whole call, wrapped: what is approved is seen
-        print(style.yellow(`allow ${toolLine(request.toolName, request.input, 4000)}?`))
+        print(style.yellow(approvalText(request.toolName, request.input)))
         mode = {
           _tag: "Asking",
           running,
@@ -474,7 +593,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   )
 
   const explainLines = (cause: Cause.Cause<unknown>) => {
-    for (const line of options.explain(cause).lines) print(style.red(line))
+    for (const line of options.explain(cause).lines) print(style.red(Sanitize.text(line)))
   }
 
   // the session file, open (and locked) until another one is opened
@@ -493,8 +612,8 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       sessionScope = scope
       sessionPath = path
       sessionVersion = report.version
-      if (report.repairs.length > 0) print(style.yellow(`repaired: ${report.repairs.join("; ")}`))
-      print(style.dim(`session: ${path}${report.loaded > 0 ? ` (${report.loaded} messages)` : ""}`))
+      if (report.repairs.length > 0) print(style.yellow(Sanitize.text(`repaired: ${report.repairs.join("; ")}`)))
+      print(style.dim(Sanitize.text(`session: ${path}${report.loaded > 0 ? ` (${report.loaded} messages)` : ""}`)))
       return service
     })
   const newFile = () => Sessions.create(options.sessionsDir)
@@ -543,19 +662,22 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       mode = running
       let turn = 0
       let usage = Message.emptyUsage
-      let partial = ""
-      let inCode = false
+      let streaming = streamingStart
+      const sanitizer = Sanitize.stream()
+      // the output tokens streamed and not yet counted by a provider's usage (about 4 characters each)
+      let streamedChars = 0
+      let uncounted = 0
+      const estimate = () => uncounted + Math.ceil(streamedChars / 4)
       let lastAnswer: Message.AssistantMessage | undefined
       const update = (what: string) => {
-        status = `${
-          statusLine({ model: modelName, turn, usage: Message.addUsage(total, usage), context: contextOf() })
-        } · ${what}`
+        const sofar = withEstimate(Message.addUsage(total, usage), estimate())
+        status = `${statusLine({ model: modelName, turn, usage: sofar, context: contextOf() })} · ${what}`
         setPrompt()
       }
-      const flushLine = (line: string) => {
-        const rendered = markdownLine(line, inCode, color)
-        inCode = rendered.inCode
-        print(rendered.text)
+      const show = (piece: string, end: boolean) => {
+        const next = streamText(streaming, piece, { width: width(), color, end })
+        streaming = next.state
+        for (const line of next.lines) print(line)
       }
       const render = (event: Event.AgentEvent): void => {
         switch (event._tag) {
@@ -564,19 +686,23 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             return update("thinking")
           case "MessageUpdate": {
             const delta = event.event
-            if (delta._tag === "ThinkingDelta") return update(`thinking: ${clip(delta.delta.trim(), 40)}`)
-            if (delta._tag !== "TextDelta") return
-            partial += delta.delta
-            const lines = partial.split("\n")
-            partial = lines.pop()!
-            for (const line of lines) flushLine(line)
+            if (delta._tag === "TextDelta" || delta._tag === "ThinkingDelta" || delta._tag === "ToolCallDelta") {
+              streamedChars += delta.delta.length
+            }
+            if (delta._tag === "ThinkingDelta") {
+              return update(`thinking: ${clip(Sanitize.text(delta.delta).trim(), 40)}`)
+            }
+            if (delta._tag !== "TextDelta") return update("answering")
+            show(sanitizer.piece(delta.delta), false)
             return update("answering")
           }
           case "MessageEnd": {
-            if (partial !== "") flushLine(partial)
-            partial = ""
+            show(sanitizer.end(), true)
             if (event.message.role !== "assistant") return
             lastAnswer = event.message
+            // the provider's count replaces the estimate; without one (an aborted answer) the estimate stays
+            if ((event.message.usage?.output ?? 0) === 0) uncounted += Math.ceil(streamedChars / 4)
+            streamedChars = 0
             if (event.message.usage !== undefined) {
               usage = Message.addUsage(usage, event.message.usage)
               const { cacheRead, cacheWrite, input } = event.message.usage
@@ -597,7 +723,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             const progress = (event.update as { readonly output?: unknown }).output
             if (typeof progress !== "string") return
             const last = progress.split("\n").filter((line) => line.trim() !== "").pop()
-            if (last !== undefined) update(`${event.toolName}: ${clip(last, 40)}`)
+            if (last !== undefined) update(Sanitize.text(`${event.toolName}: ${clip(last, 40)}`))
             return
           }
           case "ToolEnd": {
@@ -613,7 +739,9 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             return print(style.dim(`(context compacted: ${event.compaction.tokensBefore} tokens summarized)`))
           case "RunEnd": {
             total = Message.addUsage(total, event.usage)
-            const line = Report.endLine(event, lastAnswer)
+            show(sanitizer.end(), true)
+            const line = Report.endLine(event, lastAnswer, estimate())
+            total = withEstimate(total, estimate())
             print(
               event.outcome._tag === "Completed"
                 ? style.dim(line)
@@ -763,7 +891,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             continue
           case "sessions":
             listed = Sessions.list(options.sessionsDir)
-            print(Sessions.format(listed, width()))
+            print(Sanitize.text(Sessions.format(listed, width())))
             if (listed.length > 0) print(style.dim("continue one with /resume <n>"))
             continue
           case "resume": {
@@ -780,7 +908,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
           case "model":
             if (typed.argument === "") print(`model: ${modelName} (switch with /model <name>)`)
             else {
-              modelName = typed.argument
+              modelName = Sanitize.text(typed.argument)
               print(`model: ${modelName}`)
             }
             continue

@@ -31,19 +31,34 @@ export const isCutOff = (lastAnswer: Message.AssistantMessage | undefined): bool
 
 /**
  * The line that ends a run: `[completed: 2 turns, 812 tokens]`, `[cut off: output limit reached
- * after 1 turns, 4096 tokens]`, `[aborted: …]` or `[failed: …]`.
+ * after 1 turn, 4096 tokens]`, `[aborted: …]` or `[failed: …]`. `estimated` counts the output tokens
+ * streamed that no provider's usage counted (an answer cut by an abort): the tokens then read
+ * `about 750 tokens`.
  *
  * @since 0.1.0
  * @category Combinators
  */
-export const endLine = (event: Event.RunEnd, lastAnswer: Message.AssistantMessage | undefined): string => {
+export const endLine = (
+  event: Event.RunEnd,
+  lastAnswer: Message.AssistantMessage | undefined,
+  estimated = 0
+): string => {
   const cost = event.usage.cost === undefined ? "" : `, $${event.usage.cost.total.toFixed(4)}`
-  const counts = `${event.turns} turns, ${event.usage.totalTokens} tokens${cost}`
+  const tokens = event.usage.totalTokens + estimated
+  const counts = `${plural(event.turns, "turn")}, ${estimated > 0 ? "about " : ""}${plural(tokens, "token")}${cost}`
   if (event.outcome._tag === "Completed" && isCutOff(lastAnswer)) {
     return `[cut off: output limit reached after ${counts}]`
   }
   return `[${event.outcome._tag.toLowerCase()}: ${counts}]`
 }
+
+/**
+ * `1 turn`, `2 turns`, `0 tokens`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`
 
 /**
  * What the command knows when it explains a failure: the provider's base URL and environment.

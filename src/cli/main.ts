@@ -40,10 +40,12 @@ import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
 import * as Export from "./Export.js"
+import * as Help from "./Help.js"
 import * as Interactive from "./Interactive.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
+import * as Sanitize from "./Sanitize.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 
@@ -52,6 +54,7 @@ type ProviderName = typeof providerNames[number]
 const providers = ["demo", ...providerNames] as const
 
 const provider = Options.text("provider").pipe(
+  Options.withPseudoName("name"),
   Options.mapEffect((name) =>
     (providers as ReadonlyArray<string>).includes(name)
       ? Effect.succeed(name as ProviderName | "demo")
@@ -61,29 +64,37 @@ const provider = Options.text("provider").pipe(
   ),
   Options.withDefault("demo" as ProviderName | "demo"),
   Options.withDescription(
-    "demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
+    "which API to talk to (default demo). demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL); " +
       "google: the Gemini API (GEMINI_API_KEY or GOOGLE_API_KEY, GEMINI_BASE_URL)"
   )
 )
 const fallback = Options.text("fallback").pipe(
+  Options.withPseudoName("provider:model"),
   Options.repeated,
   Options.withDescription(
-    "<provider:model>: a model that answers when the ones before it are down or rate limited (repeatable; " +
-      "reads that provider's environment variables)"
+    "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
+      "limited (it reads that provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5"
   )
 )
-const model = Options.text("model").pipe(Options.optional, Options.withDescription("the model name"))
+const model = Options.text("model").pipe(
+  Options.withPseudoName("name"),
+  Options.optional,
+  Options.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
+)
 const baseUrl = Options.text("base-url").pipe(
+  Options.withPseudoName("url"),
   Options.optional,
   Options.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
 )
 const workspace = Options.text("workspace").pipe(
+  Options.withPseudoName("dir"),
   Options.withDefault("."),
-  Options.withDescription("the directory the tools work in")
+  Options.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
 )
 const sessionFile = Options.text("session").pipe(
+  Options.withPseudoName("file.jsonl"),
   Options.optional,
   Options.withDescription(
     "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
@@ -98,6 +109,7 @@ const interactive = Options.boolean("interactive").pipe(
   Options.withDescription("open the chat (the default without a prompt on a terminal)")
 )
 const maxTurns = Options.text("max-turns").pipe(
+  Options.withPseudoName("n"),
   Options.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) > 0
       ? Effect.succeed(Number(text))
@@ -109,6 +121,7 @@ const maxTurns = Options.text("max-turns").pipe(
   Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
 )
 const contextWindow = Options.text("context-window").pipe(
+  Options.withPseudoName("tokens"),
   Options.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) > 0
       ? Effect.succeed(Number(text))
@@ -126,6 +139,7 @@ const yes = Options.boolean("yes").pipe(
   Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
 )
 const permissions = Options.text("permissions").pipe(
+  Options.withPseudoName("file.json"),
   Options.optional,
   Options.withDescription(
     "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
@@ -133,12 +147,17 @@ const permissions = Options.text("permissions").pipe(
   )
 )
 const verbose = Options.boolean("verbose").pipe(
-  Options.withDescription("report more on stderr: retries, and where a failure happened (also DEBUG=1)")
+  Options.withDescription(
+    "report more on stderr: debug logs, and where a failure happened (also DEBUG=1); retries are " +
+      "reported in one line each without it"
+  )
 )
 const mcp = Options.text("mcp").pipe(
+  Options.withPseudoName("file.json"),
   Options.optional,
   Options.withDescription(
-    "an MCP servers file ({ \"mcpServers\": { … } }): their tools join the built-in ones, read again at every turn"
+    "an MCP servers file ({ \"mcpServers\": { \"name\": { \"command\": …, \"args\": […] } or { \"url\": … } } }): " +
+      "the servers start with the command and their tools join the built-in ones, read again at every turn"
   )
 )
 
@@ -185,13 +204,12 @@ const demoModel = Model.layerScripted([
  * so a provider without the hook ignores it and one with the hook type-checks it.
  */
 const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: number; readonly error: unknown }) =>
-  Effect.sync(() =>
-    writeErr(
-      `retrying in ${(retry.delayMillis / 1000).toFixed(1)} s (retry ${retry.attempt}): ${
-        Report.explain(Cause.fail(retry.error), report.context).lines[0]?.replace(/^effect-agent: /, "") ?? ""
-      }\n`
-    )
-  )
+  Effect.sync(() => {
+    const why = Report.explain(Cause.fail(retry.error), report.context).lines[0]?.replace(/^effect-agent: /, "") ?? ""
+    // one line each; --verbose gives the whole error
+    const line = report.verbose ? why : why.replace(/\s+/g, " ").slice(0, 200)
+    writeErr(`retrying in ${(retry.delayMillis / 1000).toFixed(1)} s (retry ${retry.attempt}): ${line}\n`)
+  })
 const retryOptions = { jitter: true, onRetry: reportRetry }
 
 const defaultModels: Record<ProviderName | "demo", string> = {
@@ -271,7 +289,10 @@ const askOnTerminal = (request: Permissions.Request) =>
     const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
     // in raw mode the terminal's Ctrl-C reaches readline, not the process: pass it on
     rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
-    rl.question(`\nallow ${request.toolName} ${JSON.stringify(request.input)}? [y/N] `, (answer) => {
+    // the whole call, its control characters shown (stderr is sanitized as a whole)
+    const call = `${request.toolName} ${JSON.stringify(request.input)}`
+    const note = Sanitize.isClean(call) ? "" : `\n${Sanitize.changedNote}`
+    rl.question(Sanitize.text(`\nallow ${call}?${note} [y/N] `), (answer) => {
       rl.close()
       resume(
         Effect.succeed(/^y(es)?$/i.test(answer.trim()) ? Permissions.allow : Permissions.deny("the user said no"))
@@ -317,7 +338,12 @@ const preview = (text: string) => {
   return line.length > 160 ? `${line.slice(0, 160)}…` : line
 }
 
-const writeErr = (text: string) => void process.stderr.write(text)
+/**
+ * Everything the command writes to stderr is for a person, and much of it comes from the model, a tool
+ * or a server: its control characters are always shown, never sent (see `Sanitize`), also when stderr
+ * goes to a file, which is read in a terminal later.
+ */
+const writeErr = (text: string) => void process.stderr.write(Sanitize.text(text))
 
 /** What the command shares with the process around it (the signal handlers and the final report). */
 const report: {
@@ -400,6 +426,11 @@ const agent = Command.make(
       // whether the current line of stdout holds streamed text
       let midLine = false
       let lastAnswer: Message.AssistantMessage | undefined
+      // the answer goes to a pipe as it came; a terminal gets its control characters shown, not obeyed
+      const sanitizer = process.stdout.isTTY ? Sanitize.stream() : { piece: (text: string) => text, end: () => "" }
+      // output tokens streamed that no provider's usage counted (an aborted answer), about 4 characters each
+      let streamedChars = 0
+      let uncounted = 0
       const endLine = () => {
         if (midLine) process.stdout.write("\n")
         midLine = false
@@ -416,16 +447,23 @@ const agent = Command.make(
           switch (event._tag) {
             case "MessageUpdate": {
               const delta = event.event
+              if (delta._tag === "TextDelta" || delta._tag === "ThinkingDelta" || delta._tag === "ToolCallDelta") {
+                streamedChars += delta.delta.length
+              }
               if (delta._tag !== "TextDelta") return Effect.void
               return Effect.sync(() => {
                 midLine = !delta.delta.endsWith("\n")
-                process.stdout.write(delta.delta)
+                process.stdout.write(sanitizer.piece(delta.delta))
               })
             }
             case "MessageEnd":
               return Effect.sync(() => {
+                process.stdout.write(sanitizer.end())
                 endLine()
-                if (event.message.role === "assistant") lastAnswer = event.message
+                if (event.message.role !== "assistant") return
+                lastAnswer = event.message
+                if ((event.message.usage?.output ?? 0) === 0) uncounted += Math.ceil(streamedChars / 4)
+                streamedChars = 0
               })
             case "ToolStart":
               return Effect.sync(() => writeErr(`→ ${event.toolName} ${preview(JSON.stringify(event.input))}\n`))
@@ -439,7 +477,7 @@ const agent = Command.make(
               return Effect.sync(() => {
                 endLine()
                 if (event.outcome._tag === "Aborted") report.aborted = true
-                writeErr(`${Report.endLine(event, lastAnswer)}\n`)
+                writeErr(`${Report.endLine(event, lastAnswer, uncounted + Math.ceil(streamedChars / 4))}\n`)
               })
             default:
               return Effect.void
@@ -471,6 +509,7 @@ const exportCommand = Command.make(
   {
     file: Args.text({ name: "session.jsonl" }).pipe(Args.withDescription("the session file to export")),
     output: Options.text("output").pipe(
+      Options.withPseudoName("file.html"),
       Options.withAlias("o"),
       Options.optional,
       Options.withDescription("the HTML file to write (default: the session file's name with .html)")
@@ -498,9 +537,44 @@ const exportCommand = Command.make(
       )
       yield* Effect.sync(() => process.stdout.write(`${target}\n`))
     })
-).pipe(Command.withDescription("write a session as one self-contained HTML page"))
+).pipe(Command.withDescription("write a session file as one self-contained HTML page, and print its path"))
 
-const cli = process.argv[2] === "export"
+/** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
+const subcommands = [exportCommand] as const
+const help = Help.requested(process.argv.slice(2), subcommands.flatMap((command) => [...Command.getNames(command)]))
+const showHelp = (what: { readonly subcommand: string | undefined }) =>
+  Effect.sync(() => {
+    const color = Help.colorFor(process.stdout, process.env)
+    const sub = subcommands.find((command) => [...Command.getNames(command)].includes(what.subcommand ?? ""))
+    process.stdout.write(
+      sub === undefined
+        ? Help.render(
+          agent.pipe(
+            Command.withDescription(
+              "Runs a coding agent on a workspace: one prompt (the answer on stdout, the rest on stderr), " +
+                "or the chat on a terminal."
+            ),
+            Command.withSubcommands(subcommands)
+          ),
+          {
+            usage: ["effect-agent [options] [<prompt>...]", "effect-agent <command> [options] ..."],
+            color
+          }
+        )
+        : Help.render(sub, {
+          usage: [
+            what.subcommand === "export"
+              ? "effect-agent export <session.jsonl> [-o <file.html>]"
+              : `effect-agent ${what.subcommand} [options]`
+          ],
+          color
+        })
+    )
+  })
+
+const cli = help !== undefined
+  ? () => showHelp(help)
+  : process.argv[2] === "export"
   ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
     name: "effect-agent",
     version: "0.1.0"
@@ -518,6 +592,9 @@ const stderrLogger = Logger.make(({ logLevel, message }) => {
 })
 
 const program = cli(process.argv).pipe(
+  // a failure of the command is explained once, by the observer below: no "Fiber terminated with an
+  // unhandled error" log about it (it reads as a crash)
+  Effect.withUnhandledErrorLogLevel(Option.none()),
   Logger.withMinimumLogLevel(LogLevel.Debug),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
   Effect.provide(NodeContext.layer)

@@ -9,11 +9,13 @@ import type { AddressInfo } from "node:net"
 
 /**
  * What to answer: the chunks' JSON payloads streamed one every `delayMillis`, then `[DONE]`; or, with
- * `status`, that HTTP status and `body`.
+ * `status`, that HTTP status and `body`. A gate holds the stream before the chunk at `at` until `open`
+ * resolves (the test releases it once it has seen what came before).
  */
 export interface Reply {
   readonly chunks: ReadonlyArray<unknown>
   readonly delayMillis?: number | undefined
+  readonly gates?: ReadonlyArray<{ readonly at: number; readonly open: Promise<void> }> | undefined
   readonly status?: number | undefined
   readonly body?: string | undefined
 }
@@ -50,7 +52,19 @@ export const make = (answer: (body: any) => Reply) =>
           res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
           res.flushHeaders()
           let index = 0
+          const passed = new Set<number>()
+          let waiting = false
           const timer = setInterval(() => {
+            if (waiting) return
+            const gate = reply.gates?.find((each) => each.at === index && !passed.has(each.at))
+            if (gate !== undefined) {
+              waiting = true
+              void gate.open.then(() => {
+                passed.add(gate.at)
+                waiting = false
+              })
+              return
+            }
             if (index < reply.chunks.length) {
               res.write(`data: ${JSON.stringify(reply.chunks[index++])}\n\n`)
             } else {

@@ -1,0 +1,29 @@
+/**
+ * Runs the bundled command with its stdin, stdout and stderr on a pseudo-terminal (util-linux
+ * `script`), for tests of what the command writes when it talks to a terminal; returns every byte it
+ * wrote, as text (the pty turns `\n` into `\r\n`).
+ */
+import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
+
+const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
+
+/** Runs `node main args` on a pty in `cwd`, its environment `PATH`, `TERM` and `env` only. */
+export const run = (
+  main: string,
+  args: ReadonlyArray<string>,
+  options: { readonly env?: Readonly<Record<string, string>> | undefined; readonly cwd?: string | undefined } = {}
+) =>
+  Effect.async<string>((resume) => {
+    const line = [process.execPath, main, ...args].map(shellQuote).join(" ")
+    const child = ChildProcess.spawn("script", ["-q", "-e", "-c", line, "/dev/null"], {
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm-256color", ...options.env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout!.setEncoding("utf8")
+    child.stdout!.on("data", (chunk) => (output += chunk))
+    child.on("close", () => resume(Effect.succeed(output)))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
