@@ -1,11 +1,11 @@
 /**
- * A fake OpenAI-compatible chat server for the command's tests: a real node:http server on 127.0.0.1
- * whose answer to each request is chosen from the request (so concurrent runs of the command can share
- * it), streamed as server-sent events with a delay between chunks.
+ * A fake OpenAI-compatible chat server for the command's tests: `Testing.fakeHttpServer` (a real
+ * node:http server on 127.0.0.1) whose answer to each request is chosen from the request (so
+ * concurrent runs of the command can share it), streamed as server-sent events with a delay between
+ * chunks.
  */
 import * as Effect from "effect/Effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
+import * as Testing from "../../src/Testing.js"
 
 /**
  * What to answer: the chunks' JSON payloads streamed one every `delayMillis`, then `[DONE]`; or, with
@@ -18,60 +18,38 @@ export interface Reply {
   readonly body?: string | undefined
 }
 
-/** A running server. */
+/** A running server: its URL and the JSON bodies of the requests received so far. */
 export interface ChatServer {
   readonly url: string
-  readonly requests: Array<any>
+  readonly requests: ReadonlyArray<any>
 }
 
-/** Starts the server for the scope; `answer` picks the reply from the request body. */
+/** Starts the server for the scope (`Testing.fakeHttpServer`); `answer` picks the reply from the request body. */
 export const make = (answer: (body: any) => Reply) =>
-  Effect.acquireRelease(
-    Effect.async<{ server: http.Server; handle: ChatServer }>((resume) => {
-      const requests: Array<any> = []
-      const server = http.createServer((req, res) => {
-        let text = ""
-        req.on("data", (chunk) => (text += chunk))
-        req.on("end", () => {
-          const body = JSON.parse(text)
-          requests.push(body)
-          const reply = req.url === "/v1/chat/completions"
-            ? answer(body)
-            : {
-              chunks: [],
-              status: 404,
-              body: JSON.stringify({ error: { message: "File Not Found", type: "not_found_error" } })
-            }
-          if (reply.status !== undefined) {
-            res.writeHead(reply.status, { "content-type": "application/json" })
-            res.end(reply.body ?? "")
-            return
-          }
-          res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
-          res.flushHeaders()
-          let index = 0
-          const timer = setInterval(() => {
-            if (index < reply.chunks.length) {
-              res.write(`data: ${JSON.stringify(reply.chunks[index++])}\n\n`)
-            } else {
-              clearInterval(timer)
-              res.end("data: [DONE]\n\n")
-            }
-          }, reply.delayMillis ?? 1)
-          res.on("close", () => clearInterval(timer))
-        })
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as AddressInfo
-        resume(Effect.succeed({ server, handle: { url: `http://127.0.0.1:${port}`, requests } }))
-      })
+  Effect.map(
+    Testing.fakeHttpServer((request): Testing.Reply => {
+      if (request.url !== "/v1/chat/completions") {
+        return {
+          _tag: "Status",
+          status: 404,
+          body: JSON.stringify({ error: { message: "File Not Found", type: "not_found_error" } })
+        }
+      }
+      const reply = answer(request.body)
+      if (reply.status !== undefined) return { _tag: "Status", status: reply.status, body: reply.body ?? "" }
+      return {
+        _tag: "Sse",
+        frames: [...reply.chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`), "data: [DONE]\n\n"],
+        delayMillis: reply.delayMillis ?? 1
+      }
     }),
-    ({ server }) =>
-      Effect.async<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  ).pipe(Effect.map(({ handle }) => handle))
+    (server): ChatServer => ({
+      url: server.url,
+      get requests() {
+        return server.requests.map((request) => request.body)
+      }
+    })
+  )
 
 const chunk = (delta: unknown, finishReason: string | null = null, usage?: unknown) => ({
   id: "chatcmpl-test",
