@@ -210,6 +210,26 @@ describe("Testing cassettes", () => {
       assert.include(mismatch.message, `+ requested: "You are verbose."`)
     }).pipe(Effect.scoped))
 
+  it.effect("tool call ids and timestamps do not change what a request matches", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const file = path.join(dir, "run.jsonl")
+      const history = (id: string, at: number): Array<Message.Message> => [
+        { role: "user", content: "go", timestamp: at },
+        { ...Message.assistant([Message.toolCall(id, "echo", { x: 1 })]), timestamp: at },
+        { ...Message.toolResult({ toolCallId: id, toolName: "echo", content: "ok" }), timestamp: at }
+      ]
+      const ask = (messages: Array<Message.Message>) =>
+        Effect.flatMap(Model.Model, (model) => model.complete({ messages, tools: [] }))
+      yield* ask(history("call_a", 1)).pipe(
+        Effect.provide(Testing.record(file).pipe(Layer.provide(Testing.layerModel(() => "recorded"))))
+      )
+      const replayed = yield* ask(history("toolu_b", 2)).pipe(Effect.provide(Testing.replay(file)))
+      assert.strictEqual(Message.textOf(replayed), "recorded")
+      // the file keeps the renumbered id, not the recorded one
+      assert.notInclude(fs.readFileSync(file, "utf8"), "call_a")
+    }).pipe(Effect.scoped))
+
   it.effect("a request of an empty cassette dies with CassetteMismatch, not a hang", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
@@ -418,6 +438,39 @@ describe("Testing.model", () => {
       )
       const error = yield* Effect.flip(failing.complete({ messages: [Message.user("hi")], tools: [] }))
       assert.strictEqual(error._tag, "ModelRateLimited")
+    }))
+})
+
+describe("Testing.scripted", () => {
+  it.effect("plays a script's turns and failures, and aborts the run after the script's delta", () =>
+    Effect.gen(function*() {
+      const play = (script: Testing.Script) =>
+        Effect.gen(function*() {
+          const { model, signal } = Testing.scripted(script)
+          const session = Session.makeMemory()
+          const events: Array<any> = []
+          const exit = yield* Loop.stream({ input: "go", tools: [anyTool("echo")], signal }).pipe(
+            Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+            Effect.provide(Layer.merge(Layer.succeed(Model.Model, model), Layer.succeed(Session.Session, session))),
+            Effect.exit
+          )
+          const history = yield* session.messages
+          Testing.assertLaws(events, history)
+          return { exit, history, end: events[events.length - 1] }
+        })
+      const turns = [{ text: "one two three", toolCalls: [{ name: "echo", input: { x: 1 } }] }, { text: "done now" }]
+      const whole = yield* play({ turns })
+      assert.deepStrictEqual(whole.end.outcome, { _tag: "Completed", stopReason: "stop", output: "done now" })
+      // 3 words and the call's start, pieces and end: the abort comes within the first answer's text
+      const aborted = yield* play({ turns, abortAfter: 2 })
+      assert.strictEqual(aborted.end.outcome._tag, "Aborted")
+      const answer = aborted.history[1] as Message.AssistantMessage
+      assert.strictEqual(answer.stopReason, "aborted")
+      assert.isFalse(Message.textOf(answer).includes("done"))
+      const failed = yield* play({
+        turns: [{ failure: new Errors.ModelUnavailable({ provider: "t", description: "down" }) }]
+      })
+      assert.strictEqual(failed.end.outcome.error._tag, "ModelUnavailable")
     }))
 })
 
