@@ -297,13 +297,21 @@ const replayExchange = (
 // -----------------------------------------------------------------------------
 
 /**
- * One answer of a test model: text (a string), or thinking, text and tool calls (a tool call without
- * an id gets `call_<turn>_<position>`); `stopReason` defaults to `toolUse` with calls, else `stop`.
+ * One turn of a test model: thinking, text and tool calls (a tool call without an id gets
+ * `call_<turn>_<position>`); `stopReason` defaults to `toolUse` with calls, else `stop`.
  *
  * @since 0.1.0
  * @category Models
  */
-export type Answer = string | Turns.Turn
+export type Turn = Turns.Turn
+
+/**
+ * One answer of a test model: text (a string), or a `Turn`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Answer = string | Turn
 
 /**
  * A Model that is a function of the request: `answer` gets the request (messages, tools) and the
@@ -447,7 +455,7 @@ export const arbitraries: {
     tools: ReadonlyArray<Tool.Any>,
     invalidInputs?: boolean
   ) => FastCheck.Arbitrary<{ readonly name: string; readonly input: unknown }>
-  readonly turn: (options?: ArbitraryOptions) => FastCheck.Arbitrary<Turns.Turn>
+  readonly turn: (options?: ArbitraryOptions) => FastCheck.Arbitrary<Turn>
   readonly script: (options?: ArbitraryOptions) => FastCheck.Arbitrary<Script>
 } = {
   text: Arbitraries.text,
