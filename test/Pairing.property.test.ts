@@ -4,12 +4,12 @@
  * after the run always pairs every tool call with exactly one result. Driven through `Loop.run`
  * (interrupted) and through `Loop.stream` (aborted by its signal), where every start event must also have
  * its end. Some calls go to a sub-agent (`Agent.asTool`) whose child run makes calls of its own: the
- * child's history, kept under the call id, is paired too, and its nested events as well.
+ * child's history, kept under the call id, is paired too, and its nested events as well. The checks
+ * are the public `Testing.assertPaired` and `Testing.assertLaws`.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -23,6 +23,7 @@ import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Inbox from "../src/services/Inbox.js"
+import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
 import { scriptedRun } from "./utils/layers.js"
 
@@ -140,48 +141,6 @@ const response = (
   )
 }
 
-/**
- * Every start event has exactly one end, and the run's end comes last; the same for each sub-agent's
- * run, whose events are told apart by their path.
- */
-const assertPairedEvents = (events: ReadonlyArray<Event.AgentEvent<unknown>>) => {
-  const runs = new Map<string, Array<Event.AgentEvent<unknown>>>([["", []]])
-  for (const event of events) {
-    const path = event._tag === "Subagent" ? event.path.map((step) => step.toolCallId).join("/") : ""
-    const inner = event._tag === "Subagent" ? event.event : event
-    const list = runs.get(path) ?? []
-    list.push(inner)
-    runs.set(path, list)
-  }
-  for (const [path, list] of runs) {
-    const tools = new Map<string, number>()
-    let turns = 0
-    for (const event of list) {
-      if (event._tag === "ToolStart") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) + 1)
-      if (event._tag === "ToolEnd") tools.set(event.toolCallId, (tools.get(event.toolCallId) ?? 0) - 1)
-      if (event._tag === "TurnStart") turns++
-      if (event._tag === "TurnEnd") turns--
-    }
-    for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id} (run ${path})`)
-    assert.strictEqual(turns, 0, `TurnStart/TurnEnd (run ${path})`)
-    assert.strictEqual(list[0]?._tag, "RunStart", `run ${path}`)
-    assert.strictEqual(list[list.length - 1]?._tag, "RunEnd", `run ${path}`)
-  }
-}
-
-/** A history pairs every tool call with exactly one result. */
-const assertPairedHistory = (history: ReadonlyArray<Message.Message>, which: string) => {
-  const checked = Message.validateHistory(history)
-  if (Either.isLeft(checked)) {
-    assert.fail(
-      `${which}: ${checked.left.message}\n${JSON.stringify(history.map((m) => [m.role, Message.textOf(m)]))}`
-    )
-  }
-  const calls = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : [])
-  const results = history.filter((m) => m.role === "toolResult")
-  assert.strictEqual(results.length, calls.length, which)
-}
-
 describe("the pairing law", () => {
   for (const via of ["Loop.run", "Loop.stream"] as const) {
     it.effect.prop(
@@ -222,10 +181,10 @@ describe("the pairing law", () => {
             yield* TestClock.adjust(scenario.interruptAt)
             controller.abort()
             yield* Fiber.join(fiber)
-            assertPairedEvents(events)
           }
           const history = yield* session.messages
-          assertPairedHistory(history, "parent")
+          if (via === "Loop.stream") Testing.assertLaws(events, history)
+          else Testing.assertPaired(history)
           // each child run's history, found from its call id
           const sessions = Context.get(children, Agent.ChildSessions)
           for (const message of history) {
@@ -233,7 +192,7 @@ describe("the pairing law", () => {
             for (const call of Message.toolCalls(message)) {
               if (call.name !== "child") continue
               const child = yield* Effect.scoped(sessions.open(call.id))
-              assertPairedHistory(yield* child.messages, `child ${call.id}`)
+              Testing.assertPaired(yield* child.messages)
             }
           }
         }).pipe(Effect.scoped),

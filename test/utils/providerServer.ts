@@ -1,8 +1,8 @@
 /**
- * A fake provider for the provider tests: a real node:http server on 127.0.0.1 that answers each
- * request with the next scripted reply (a recorded stream from test/fixtures/providers framed as
- * server-sent events, an error status, a cut connection, a stream left hanging) and records every
- * request: its body, headers, and whether the client closed the connection before the reply ended.
+ * A fake provider for the provider tests: `Testing.fakeHttpServer` (a real node:http server on
+ * 127.0.0.1) answering each request with the next scripted reply (a recorded stream from
+ * test/fixtures/providers framed as server-sent events, an error status, a cut connection, a stream
+ * left hanging), recording every request; plus the framings and assertions the provider tests share.
  */
 import { assert } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -20,6 +20,7 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
+import * as Testing from "../../src/Testing.js"
 
 /** The recorded provider streams (see test/fixtures/providers/README.md for their origin and license). */
 export const fixturesDir = path.resolve(__dirname, "../fixtures/providers")
@@ -39,47 +40,13 @@ export const anthropicFrames = (lines: ReadonlyArray<string>): Array<string> =>
   lines.map((line) => `event: ${JSON.parse(line).type}\ndata: ${line}\n\n`)
 
 /** What the server answers to one request. */
-export type Reply =
-  | {
-    readonly _tag: "Sse"
-    readonly frames: ReadonlyArray<string>
-    /** `end` (default) ends the response; `cut` destroys the socket after the frames; `hang` keeps it open. */
-    readonly after?: "end" | "cut" | "hang"
-    /** Write the bytes in pieces of this size, one per timer tick (splitting events and characters). */
-    readonly chunkSize?: number
-  }
-  | {
-    /** Accepts the request and never answers, not even the headers. */
-    readonly _tag: "Stall"
-  }
-  | {
-    /** Answers 200 with an event stream whose first line never ends: `data: xxx…`, until `bytes` or a close. */
-    readonly _tag: "Flood"
-    readonly bytes: number
-  }
-  | {
-    readonly _tag: "Status"
-    readonly status: number
-    readonly body: string
-    readonly headers?: Readonly<Record<string, string>>
-  }
+export type Reply = Testing.Reply
 
 /** One recorded request. */
-export interface Recorded {
-  readonly url: string
-  readonly headers: http.IncomingHttpHeaders
-  readonly body: any
-  /** Resolves when the client closed the connection before the reply was complete. */
-  readonly closedEarly: Promise<void>
-  /** The bytes of the reply's body written so far. */
-  readonly sent: () => number
-}
+export type Recorded = Testing.ReceivedRequest
 
 /** A running fake provider. */
-export interface ProviderServer {
-  readonly url: string
-  readonly requests: Array<Recorded>
-}
+export type ProviderServer = Testing.FakeServer
 
 /** A URL on 127.0.0.1 where nothing listens (a port just freed). */
 export const refusingUrl = Effect.async<string>((resume) => {
@@ -90,87 +57,15 @@ export const refusingUrl = Effect.async<string>((resume) => {
   })
 })
 
-/** Starts the server for the scope; past the end of the replies it answers 500. */
+/** Starts the server for the scope (`Testing.fakeHttpServer`); past the end of the replies it answers 500. */
 export const make = (replies: ReadonlyArray<Reply>) =>
-  Effect.acquireRelease(
-    Effect.async<{ server: http.Server; handle: ProviderServer }>((resume) => {
-      const requests: Array<Recorded> = []
-      let next = 0
-      const server = http.createServer((req, res) => {
-        const chunks: Array<Buffer> = []
-        req.on("data", (chunk: Buffer) => chunks.push(chunk))
-        req.on("end", () => {
-          let notifyClosed!: () => void
-          const closedEarly = new Promise<void>((resolve) => (notifyClosed = resolve))
-          res.on("close", () => {
-            if (!res.writableFinished) notifyClosed()
-          })
-          const text = Buffer.concat(chunks).toString("utf8")
-          let sent = 0
-          requests.push({
-            url: req.url ?? "",
-            headers: req.headers,
-            body: text === "" ? undefined : JSON.parse(text),
-            closedEarly,
-            sent: () => sent
-          })
-          const reply = replies[next++]
-          if (reply === undefined) {
-            res.writeHead(500, { "content-type": "application/json" })
-            res.end(JSON.stringify({ error: { message: "no reply scripted" } }))
-            return
-          }
-          if (reply._tag === "Stall") return
-          if (reply._tag === "Flood") {
-            res.writeHead(200, { "content-type": "text/event-stream" })
-            const piece = Buffer.alloc(64 * 1024, "x")
-            const flood = () => {
-              while (sent < reply.bytes && !res.destroyed) {
-                sent += piece.length
-                if (!res.write(piece)) return res.once("drain", flood)
-              }
-              if (!res.destroyed) res.end()
-            }
-            res.write("data: ")
-            flood()
-            return
-          }
-          if (reply._tag === "Status") {
-            res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
-            res.end(reply.body)
-            return
-          }
-          res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
-          res.flushHeaders()
-          const after = reply.after ?? "end"
-          const bytes = Buffer.from(reply.frames.join(""), "utf8")
-          const size = reply.chunkSize ?? bytes.length
-          const finish = () => {
-            if (after === "end") res.end()
-            else if (after === "cut") setTimeout(() => req.socket.destroy(), 20)
-          }
-          const writeFrom = (offset: number) => {
-            if (offset >= bytes.length) return finish()
-            sent += Math.min(size, bytes.length - offset)
-            res.write(bytes.subarray(offset, offset + size), () => {
-              if (size >= bytes.length) writeFrom(offset + size)
-              else setTimeout(() => writeFrom(offset + size), 1)
-            })
-          }
-          writeFrom(0)
-        })
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as AddressInfo
-        resume(Effect.succeed({ server, handle: { url: `http://127.0.0.1:${port}`, requests } }))
-      })
-    }),
-    ({ server }) =>
-      Effect.async<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  ).pipe(Effect.map(({ handle }) => handle))
+  Testing.fakeHttpServer((_request, index) =>
+    replies[index] ?? {
+      _tag: "Status",
+      status: 500,
+      body: JSON.stringify({ error: { message: "no reply scripted" } })
+    }
+  )
 
 /**
  * Runs an effect under the TestClock, advancing the clock to each sleep it starts (retry backoff)

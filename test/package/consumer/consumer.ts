@@ -51,3 +51,12 @@ export const main: Effect.Effect<
     Layer.succeed(Clock, { now: Effect.succeed(0) })
   ))
 )
+
+// the effect-agent/Testing entry point: a model that is a function of the request, a cassette, the laws
+import * as Testing from "effect-agent/Testing"
+
+export const testModel: Model.Service = Testing.model((request) =>
+  request.tools.length > 0 ? { toolCalls: [{ name: "echo", input: { text: "hi" } }] } : "hi"
+)
+export const replayed: Layer.Layer<Model.Model> = Testing.replay("test/cassettes/run.jsonl")
+export const checkHistory = (history: ReadonlyArray<Message.Message>): void => Testing.assertPaired(history)
