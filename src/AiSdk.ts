@@ -169,7 +169,8 @@ const append = (
  * The prompt a model was last sent for each conversation, keyed by the conversation's first message: a
  * request whose history extends the one before converts only the new messages and copies the rest of
  * the prompt. Walking the whole history instead cost about 200 µs a turn at 1,000 turns (bench a,
- * `ours.aiSdk.stream`); another history (a fork, a compaction, another system prompt) starts afresh.
+ * `ours.aiSdk.stream`, profiled on a loaded machine); another history (a fork, a compaction, another
+ * system prompt) starts afresh.
  */
 class Prompts {
   private readonly slots = new WeakMap<Message.Message, {
@@ -400,8 +401,8 @@ const make = (model: LanguageModel, version: "v4" | "v3", options: Options): Mod
         let emitted = false
         const once = attempt(request, onEvent, () => (emitted = true))
         // the first attempt runs bare, and the retry schedule starts at its failure, replayed as the
-        // schedule's first input: building the schedule's driver and context on every call cost about
-        // a fifth of the adapter's time per turn (bench a, `ours.aiSdk.stream`)
+        // schedule's first input (so the retries are the same): `Effect.retry` builds a schedule driver
+        // and provides a context on every call, which showed in the profile of a turn
         return Effect.catchAll(once, (error) => {
           if (emitted || !retryable(error)) return Effect.fail(error)
           let replay: Errors.ModelError | undefined = error
@@ -419,8 +420,8 @@ const make = (model: LanguageModel, version: "v4" | "v3", options: Options): Mod
 
 /**
  * The idle timeout as a timer's delay; none when it is longer than a timer can wait. The waits below
- * run their own timer rather than `Effect.timeout`, which forks two fibers per wait: that cost about
- * half of the adapter's time per turn (bench a, `ours.aiSdk.stream`).
+ * run their own timer rather than `Effect.timeout`, which forks two fibers and patches fiber refs per
+ * wait: the largest part of the adapter's own time in the profile of a turn (bench a, `ours.aiSdk.stream`).
  */
 const timerMillis = (idle: Duration.Duration): number | undefined => {
   const millis = Duration.toMillis(idle)
