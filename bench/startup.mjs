@@ -2,14 +2,23 @@
  * Cold start of the effect-agent command: each command runs `--runs` times (default 10) one after
  * another as a fresh process, and the median, min and max wall time are printed, in milliseconds, with
  * the median CPU time (user + system, from GNU time when /usr/bin/time exists), which a busy machine
- * inflates much less than wall time.
- * Run `npm run build` first: it measures the built command (`dist/cli/main.js`) against the sources
- * run with tsx (`npm run agent`), and what importing the command's dependencies costs.
+ * inflates much less than wall time. `node -e ""` (Node itself) is measured the same way, beside them.
  *
- *   node bench/startup.mjs [--runs 10]
+ * - `--help` of the bundled command (`dist/bin/effect-agent.js`, the package's `bin`);
+ * - a demo run (`--provider demo "hi"`);
+ * - the first request: `--provider openai` against a server on 127.0.0.1 started here; the figure is the
+ *   time from the process's start until its request arrives (the server then answers, and the command
+ *   ends);
+ * - `--help` of the unbundled build (`dist/cli/main.js`, what tsc writes), for comparison;
+ * - with `--all`, also the sources through tsx and the import cost of the command's dependencies.
+ *
+ * Run `npm run build` first (`npm run bench:startup` does). Sessions go to a temporary data directory.
+ *
+ *   node bench/startup.mjs [--runs 10] [--all]
  */
-import { spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -17,13 +26,18 @@ import { fileURLToPath } from "node:url"
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const runsAt = process.argv.indexOf("--runs")
 const runs = runsAt === -1 ? 10 : Number(process.argv[runsAt + 1])
-if (!fs.existsSync(path.join(repo, "dist/cli/main.js"))) {
-  console.error("dist/cli/main.js is missing: run `npm run build` first")
-  process.exit(1)
+const all = process.argv.includes("--all")
+const bin = "dist/bin/effect-agent.js"
+for (const file of [bin, "dist/cli/main.js"]) {
+  if (!fs.existsSync(path.join(repo, file))) {
+    console.error(`${file} is missing: run \`npm run build\` first`)
+    process.exit(1)
+  }
 }
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 const tsx = path.join(repo, "node_modules/.bin/tsx")
 const node = process.execPath
+const data = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-startup-"))
 const importing = (specifiers) => [
   "--input-type=module",
   "-e",
@@ -37,40 +51,94 @@ const medianOf = (values) => {
   return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
 }
 
+// an OpenAI-compatible server: notes when each request arrives, answers "ok"
+let requested
+const chunk = (delta, finish) =>
+  `data: ${
+    JSON.stringify({
+      id: "bench",
+      object: "chat.completion.chunk",
+      created: 0,
+      model: "bench",
+      choices: [{ index: 0, delta, finish_reason: finish }]
+    })
+  }\n\n`
+const server = http.createServer((request, response) => {
+  requested ??= process.hrtime.bigint()
+  request.resume()
+  request.on("end", () => {
+    response.writeHead(200, { "content-type": "text/event-stream" })
+    response.end(chunk({ role: "assistant", content: "ok" }, null) + chunk({}, "stop") + "data: [DONE]\n\n")
+  })
+})
+await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve))
+const baseUrl = `http://127.0.0.1:${server.address().port}/v1`
+
+/** Runs a command once: its wall time (or the time until the server saw its request) and its CPU time. */
+const once = (command, args, untilRequest) =>
+  new Promise((resolve, reject) => {
+    requested = undefined
+    const started = process.hrtime.bigint()
+    const child = gnuTime === undefined
+      ? spawn(command, args, { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env })
+      : spawn(gnuTime, ["-f", "cpu %U %S", command, ...args], { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env })
+    let stderr = ""
+    child.stdout.resume()
+    child.stderr.on("data", (data) => (stderr += data))
+    child.on("error", reject)
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`${[command, ...args].join(" ")} exited with ${code}:\n${stderr}`))
+      const end = untilRequest ? requested : process.hrtime.bigint()
+      if (end === undefined) return reject(new Error(`${args.join(" ")} sent no request`))
+      const usage = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr)
+      resolve({
+        millis: Number(end - started) / 1e6,
+        cpu: usage === null ? undefined : (Number(usage[1]) + Number(usage[2])) * 1000
+      })
+    })
+  })
+const env = { ...process.env, XDG_DATA_HOME: data, OPENAI_API_KEY: "bench", NO_COLOR: "1" }
+
 const cases = [
-  ["node dist/cli/main.js --help", node, ["dist/cli/main.js", "--help"]],
-  ["node dist/cli/main.js --provider demo \"hi\"", node, ["dist/cli/main.js", "--provider", "demo", "hi"]],
-  ["npm run agent -- --help (tsx)", npm, ["run", "--silent", "agent", "--", "--help"]],
-  ["npm run agent -- --provider demo \"hi\" (tsx)", npm, [
-    "run",
-    "--silent",
-    "agent",
-    "--",
-    "--provider",
-    "demo",
-    "hi"
-  ]],
-  ["tsx src/cli/main.ts --help", tsx, ["src/cli/main.ts", "--help"]],
   ["node (empty script)", node, ["-e", ""]],
-  ["node: import effect-agent (dist/index.js)", node, importing(["./dist/index.js"])],
-  [
-    "node: import @effect/cli (Args, Command, Options)",
-    node,
-    importing([
-      "@effect/cli/Args",
-      "@effect/cli/Command",
-      "@effect/cli/Options"
-    ])
-  ],
-  [
-    "node: import @effect/platform-node (NodeContext, NodeHttpClient, NodeRuntime)",
-    node,
-    importing([
-      "@effect/platform-node/NodeContext",
-      "@effect/platform-node/NodeHttpClient",
-      "@effect/platform-node/NodeRuntime"
-    ])
-  ]
+  [`node ${bin} --help`, node, [bin, "--help"]],
+  [`node ${bin} --provider demo "hi"`, node, [bin, "--provider", "demo", "hi"]],
+  [`node ${bin} --provider openai "hi": first request`, node, [
+    bin,
+    "--provider",
+    "openai",
+    "--model",
+    "bench",
+    "--base-url",
+    baseUrl,
+    "hi"
+  ], true],
+  ["node dist/cli/main.js --help (unbundled)", node, ["dist/cli/main.js", "--help"]],
+  ...(all
+    ? [
+      ["npm run agent -- --help (tsx)", npm, ["run", "--silent", "agent", "--", "--help"]],
+      ["tsx src/cli/main.ts --help", tsx, ["src/cli/main.ts", "--help"]],
+      ["node: import effect-agent (dist/index.js)", node, importing(["./dist/index.js"])],
+      [
+        "node: import @effect/cli (Args, Command, Options)",
+        node,
+        importing([
+          "@effect/cli/Args",
+          "@effect/cli/Command",
+          "@effect/cli/Options"
+        ])
+      ],
+      [
+        "node: import @effect/platform-node (NodeContext, NodeHttpClient, NodeRuntime)",
+        node,
+        importing([
+          "@effect/platform-node/NodeContext",
+          "@effect/platform-node/NodeHttpClient",
+          "@effect/platform-node/NodeRuntime"
+        ])
+      ]
+    ]
+    : [])
 ]
 
 console.log(
@@ -78,27 +146,26 @@ console.log(
     os.loadavg().map((load) => load.toFixed(1)).join(" ")
   }`
 )
-for (const [title, command, args] of cases) {
-  const times = []
-  const cpu = []
+try {
+  // the cases take turns (one run of each in a round), so a change in the machine's load spreads evenly
+  const samples = cases.map(() => ({ times: [], cpu: [] }))
   for (let i = 0; i < runs; i++) {
-    const started = process.hrtime.bigint()
-    const result = gnuTime === undefined
-      ? spawnSync(command, args, { cwd: repo, stdio: ["ignore", "pipe", "pipe"] })
-      : spawnSync(gnuTime, ["-f", "cpu %U %S", command, ...args], { cwd: repo, stdio: ["ignore", "pipe", "pipe"] })
-    const millis = Number(process.hrtime.bigint() - started) / 1e6
-    if (result.status !== 0) {
-      console.error(`${title} exited with ${result.status}:\n${result.stderr}`)
-      process.exit(1)
+    for (const [index, [, command, args, untilRequest]] of cases.entries()) {
+      const { millis, cpu } = await once(command, args, untilRequest === true)
+      samples[index].times.push(millis)
+      if (cpu !== undefined) samples[index].cpu.push(cpu)
     }
-    times.push(millis)
-    const usage = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(result.stderr.toString())
-    if (usage !== null) cpu.push((Number(usage[1]) + Number(usage[2])) * 1000)
   }
-  times.sort((a, b) => a - b)
-  console.log(
-    `${title.padEnd(78)} median ${medianOf(times).toFixed(0).padStart(5)} ms  (min ${times[0].toFixed(0)}, max ${
-      times[runs - 1].toFixed(0)
-    })${cpu.length === runs ? `  cpu ${medianOf(cpu).toFixed(0)} ms` : ""}`
-  )
+  for (const [index, [title]] of cases.entries()) {
+    const { times, cpu } = samples[index]
+    times.sort((a, b) => a - b)
+    console.log(
+      `${title.padEnd(78)} median ${medianOf(times).toFixed(0).padStart(5)} ms  (min ${times[0].toFixed(0)}, max ${
+        times[runs - 1].toFixed(0)
+      })${cpu.length === runs ? `  cpu ${medianOf(cpu).toFixed(0)} ms` : ""}`
+    )
+  }
+} finally {
+  server.close()
+  fs.rmSync(data, { recursive: true, force: true })
 }

@@ -238,6 +238,43 @@ describe("AiSdk.fromLanguageModel", () => {
       ])
     }))
 
+  it.effect("each message is converted once: later prompts carry the same parts; another history is sent as it is", () =>
+    Effect.gen(function*() {
+      const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      const send = (messages: ReadonlyArray<Message.Message>, systemPrompt?: string) =>
+        Effect.map(model.complete({ messages, tools: [], systemPrompt }), () => mock.doStreamCalls.at(-1)!.prompt)
+      const result = (id: string) => Message.toolResult({ toolCallId: id, toolName: "lookup", content: `${id} done` })
+      const first = [
+        Message.user("What is x?"),
+        Message.assistant([Message.toolCall("c1", "lookup", { q: "x" })]),
+        result("c1")
+      ]
+      const second = [...first, Message.assistant([Message.toolCall("c2", "lookup"), Message.toolCall("c3", "lookup")])]
+      const third = [...second, result("c2")]
+      const fourth = [...third, result("c3")]
+
+      const sent1 = yield* send(first, "Be brief.")
+      const sent3 = yield* send(third, "Be brief.")
+      assert.deepStrictEqual(sent3, AiSdk.toPrompt(third, "Be brief."))
+      // the user and assistant messages of the first request went as the same parts: converted once
+      assert.strictEqual(sent3[1], sent1[1])
+      assert.strictEqual(sent3[2], sent1[2])
+      // a tool result after the results before it joins their tool message, and what was sent stays as sent
+      const sent4 = yield* send(fourth, "Be brief.")
+      assert.deepStrictEqual(sent4, AiSdk.toPrompt(fourth, "Be brief."))
+      assert.deepStrictEqual(sent4.at(-1), {
+        role: "tool",
+        content: [AiSdk.toPrompt([result("c2")])[0]!.content[0]!, AiSdk.toPrompt([result("c3")])[0]!.content[0]!]
+      } as any)
+      assert.deepStrictEqual(sent3, AiSdk.toPrompt(third, "Be brief."))
+      // another system prompt, a shorter history, a history with a message replaced: each as it is
+      assert.deepStrictEqual(yield* send(fourth), AiSdk.toPrompt(fourth))
+      assert.deepStrictEqual(yield* send(first), AiSdk.toPrompt(first))
+      const compacted = [first[0]!, Message.assistant([Message.text("summary")]), ...fourth.slice(2)]
+      assert.deepStrictEqual(yield* send(compacted), AiSdk.toPrompt(compacted))
+    }))
+
   it.effect("a model of an unsupported specification, or no model at all, fails at construction", () =>
     Effect.gen(function*() {
       const v2 = { specificationVersion: "v2", provider: "old.chat", modelId: "m", doStream: () => Promise.reject() }

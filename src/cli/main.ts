@@ -14,7 +14,6 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
@@ -31,17 +30,11 @@ import * as readline from "node:readline"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
-import * as Anthropic from "../providers/Anthropic.js"
-import * as Google from "../providers/Google.js"
-import * as OpenAiCompat from "../providers/OpenAiCompat.js"
-import * as OpenAiResponses from "../providers/OpenAiResponses.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
-import * as Export from "./Export.js"
 import * as Help from "./Help.js"
-import * as Interactive from "./Interactive.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
@@ -220,21 +213,18 @@ const defaultModels: Record<ProviderName | "demo", string> = {
   google: "gemini-3-pro-preview"
 }
 
+// loaded when used (a separate chunk of the bundled command): the providers and undici, the chat, export
+const loadProviders = Effect.promise(() => import("./Providers.js"))
+const loadInteractive = Effect.promise(() => import("./Interactive.js"))
+const loadExport = Effect.promise(() => import("./Export.js"))
+
 /** A provider's Model layer for a model name, after its settings (base URL, API key) were checked. */
 const providerLayer = (name: ProviderName, baseUrl: Option.Option<string>) =>
   Effect.gen(function*() {
     const env = Preflight.providerEnv[name]
     const settings = yield* Preflight.provider(env, { baseUrl, environment: process.env })
-    const layer = (model: string) => {
-      const options = { ...settings, model, retry: retryOptions }
-      return name === "openai"
-        ? OpenAiCompat.layer(options)
-        : name === "openai-responses"
-        ? OpenAiResponses.layer(options)
-        : name === "anthropic"
-        ? Anthropic.layer(options)
-        : Google.layer(options)
-    }
+    const Providers = yield* loadProviders
+    const layer = (model: string) => Providers.layer(name, { ...settings, model, retry: retryOptions })
     return { layer, settings, env }
   })
 
@@ -267,9 +257,10 @@ const modelLayer = (
     const { env, settings } = primary
     report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
     const others = yield* Effect.forEach(options.fallback, fallbackLayer)
+    const { httpClient } = yield* loadProviders
     return (model: string) =>
       (others.length === 0 ? primary.layer(model) : Model.layerFallback(primary.layer(model), ...others)).pipe(
-        Layer.provide(NodeHttpClient.layerUndici)
+        Layer.provide(httpClient)
       )
   })
 
@@ -395,6 +386,7 @@ const agent = Command.make(
       const chat = options.interactive || words.length === 0
       if (chat && process.stdin.isTTY && process.stdout.isTTY) {
         yield* Effect.sync(() => (report.runStarted = true))
+        const Interactive = yield* loadInteractive
         yield* Effect.scoped(Interactive.run({
           model: modelName,
           modelLayer: models,
@@ -525,6 +517,7 @@ const exportCommand = Command.make(
         })
       }
       const target = Option.getOrElse(output, () => file.replace(/\.jsonl$/, "") + ".html")
+      const Export = yield* loadExport
       const html = Export.toHtml(contents.messages, {
         title: `effect-agent session ${NodePath.basename(file)}`,
         id: contents.header.id,

@@ -5,7 +5,7 @@
  *
  * - runs a plain `.mjs` file that imports the package and runs `Loop.runAgent` with a tool;
  * - type-checks a strict NodeNext TypeScript consumer against the shipped `.d.ts` (`consumer/`);
- * - runs `npx effect-agent --provider demo …`;
+ * - runs the bundled command's `npx effect-agent --help` and `npx effect-agent --provider demo …`;
  * - checks with `npm ls effect` that the application has exactly one copy of `effect`.
  *
  * Peers are installed with `--prefer-offline`, so the npm cache filled by `npm ci` serves them.
@@ -64,7 +64,7 @@ const versionOf = (name) =>
 
 try {
   step("npm pack (prepack builds dist/)")
-  // the lifecycle scripts (prepare, prepack) print before npm's JSON report
+  // the lifecycle script (prepack) prints before npm's JSON report
   const report = run(npm, ["pack", "--json", "--pack-destination", tmp], { cwd: repo, quiet: true })
   const [packed] = JSON.parse(report.slice(report.search(/^\[\s*$/m)))
   const tarball = path.join(tmp, packed.filename)
@@ -114,6 +114,15 @@ try {
   step("strict NodeNext TypeScript consumer type-checks against the shipped .d.ts")
   run(process.execPath, [path.join(app, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: app })
   console.log("tsc: no errors")
+
+  step("npx effect-agent --help (the bundled command)")
+  const linked = fs.realpathSync(path.join(app, "node_modules/.bin/effect-agent"))
+  if (!linked.endsWith(path.join("dist", "bin", "effect-agent.js"))) fail(`the bin links to ${linked}, not the bundle`)
+  const help = run(npx, ["--no-install", "effect-agent", "--help"], { cwd: app, quiet: true })
+  for (const expected of ["--provider", "--model"]) {
+    if (!help.includes(expected)) fail(`--help does not mention ${expected}:\n${help}`)
+  }
+  console.log(`--help: ${help.split("\n").length} lines, from ${path.relative(app, linked)}`)
 
   step("npx effect-agent --provider demo")
   const data = path.join(tmp, "data")

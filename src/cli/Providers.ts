@@ -1,0 +1,42 @@
+/**
+ * The command's real providers and their HTTP client, in a module of their own: `main.ts` imports it
+ * only when `--provider` or `--fallback` names one, so `--help`, the demo model and `export` start
+ * without loading undici (about half of the bundled command).
+ *
+ * @since 0.1.0
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as Layer from "effect/Layer"
+import type * as Errors from "../Errors.js"
+import type * as Model from "../Model.js"
+import * as Anthropic from "../providers/Anthropic.js"
+import * as Google from "../providers/Google.js"
+import * as OpenAiCompat from "../providers/OpenAiCompat.js"
+import * as OpenAiResponses from "../providers/OpenAiResponses.js"
+
+/**
+ * A provider's Model layer for its options (the settings the command checked, the model, the retries).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (
+  name: "openai" | "openai-responses" | "anthropic" | "google",
+  options: OpenAiCompat.Options & Anthropic.Options & Google.Options & OpenAiResponses.Options
+): Layer.Layer<Model.Model, Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+  name === "openai"
+    ? OpenAiCompat.layer(options)
+    : name === "openai-responses"
+    ? OpenAiResponses.layer(options)
+    : name === "anthropic"
+    ? Anthropic.layer(options)
+    : Google.layer(options)
+
+/**
+ * The HTTP client the providers use (undici).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const httpClient = NodeHttpClient.layerUndici
