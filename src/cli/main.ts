@@ -281,6 +281,23 @@ const askOnTerminal = (request: Permissions.Request) =>
     return Effect.sync(() => rl.close())
   })
 
+/** Asks once, before the chat, whether to trust the workspace's permission file as it is now. */
+const askTrust = (untrusted: PermissionFiles.Untrusted) =>
+  Effect.async<boolean>((resume) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
+    rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
+    rl.question(
+      `\nThe workspace's permission file ${untrusted.file} would let the agent do more:\n` +
+        untrusted.ignored.map((part) => `  ${part}\n`).join("") +
+        `Trust this file as it is now (asked again when it changes)? [y/N] `,
+      (answer) => {
+        rl.close()
+        resume(Effect.succeed(/^y(es)?$/i.test(answer.trim())))
+      }
+    )
+    return Effect.sync(() => rl.close())
+  })
+
 /**
  * The process groups of the commands the tools started (each runs as the leader of its own group),
  * so that hurrying the cleanup can kill them at once instead of after their grace period.
@@ -357,7 +374,7 @@ const agent = Command.make(
       if (options.verbose) report.verbose = true
       const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
       const root = yield* Preflight.workspace(options.workspace)
-      const rules = yield* PermissionFiles.load({ root, file: options.permissions })
+      const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
       const models = yield* modelLayer(options.provider, options)
       const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
       const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
@@ -367,7 +384,25 @@ const agent = Command.make(
         () => (options.continueLatest ? Sessions.latest(sessionsDir) : undefined) ?? Sessions.create(sessionsDir)
       )
       const chat = options.interactive || words.length === 0
-      if (chat && process.stdin.isTTY && process.stdout.isTTY) {
+      const onTerminal = chat && process.stdin.isTTY && process.stdout.isTTY
+      for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
+      let rules = loaded.rules
+      if (loaded.untrusted !== undefined) {
+        const untrusted = loaded.untrusted
+        if (onTerminal && (yield* askTrust(untrusted))) {
+          yield* PermissionFiles.trust(untrusted.file, untrusted.digest)
+          rules = untrusted.trusted
+        } else {
+          yield* Effect.logWarning(PermissionFiles.untrustedWarning(untrusted, root))
+        }
+      }
+      const protect = PermissionFiles.protectedPaths({
+        permissions: options.permissions,
+        mcp: options.mcp,
+        session: sessionPath,
+        sessionsDir
+      })
+      if (onTerminal) {
         yield* Effect.sync(() => (report.runStarted = true))
         yield* Effect.scoped(Interactive.run({
           model: modelName,
@@ -378,6 +413,7 @@ const agent = Command.make(
           root,
           yes: options.yes,
           permissions: rules,
+          protect,
           contextWindow: Option.getOrUndefined(options.contextWindow),
           sessionPath,
           sessionsDir,
@@ -452,7 +488,7 @@ const agent = Command.make(
         Effect.provide(Layer.mergeAll(
           model,
           session,
-          Workspace.layer(root),
+          Workspace.layer(root, { protect }),
           Permissions.layerRules(PermissionFiles.rules(rules, { yes: options.yes, root, confirm: askOnTerminal }))
         )),
         Effect.provide(trackedCommands)
@@ -500,8 +536,27 @@ const exportCommand = Command.make(
     })
 ).pipe(Command.withDescription("write a session as one self-contained HTML page"))
 
-const cli = process.argv[2] === "export"
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+/** `effect-agent trust [--workspace dir]`: trusts the workspace's permission file as it is now. */
+const trustCommand = Command.make("trust", { workspace }, (options) =>
+  Effect.gen(function*() {
+    const root = yield* Preflight.workspace(options.workspace)
+    const trusted = yield* PermissionFiles.trustWorkspace(root)
+    yield* Effect.sync(() =>
+      process.stdout.write(
+        `trusted ${trusted.file} (sha256 ${trusted.digest.slice(0, 16)}…)${
+          trusted.widening.length === 0 ? "" : `: ${trusted.widening.join(", ")}`
+        }\n`
+      )
+    )
+  })).pipe(
+    Command.withDescription(
+      "trust the workspace's .effect-agent/permissions.json as it is now: its allow rules and " +
+        "\"otherwise\": \"allow\" apply until it changes"
+    )
+  )
+
+const cli = process.argv[2] === "export" || process.argv[2] === "trust"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand, trustCommand])), {
     name: "effect-agent",
     version: "0.1.0"
   })
