@@ -509,23 +509,33 @@ const exportCommand = Command.make(
     output: Options.text("output").pipe(
       Options.withAlias("o"),
       Options.optional,
-      Options.withDescription("the HTML file to write (default: the session file's name with .html)")
+      Options.withDescription(
+        "the HTML file to write (default: the session file's name with .html, in the current directory)"
+      )
     )
   },
   ({ file, output }) =>
     Effect.gen(function*() {
-      const contents = yield* Session.readJsonl(file)
-      if (contents.header === undefined) {
-        return yield* new Preflight.UsageError({
-          description: `${file} is not a session file (it is missing, empty, or has no header line)`,
-          hint: "give a .jsonl file written by effect-agent (see /sessions in the chat)"
+      const notSession = (why: string) =>
+        new Preflight.UsageError({
+          description: `${file} is not a session file (${why}); give a .jsonl file written by effect-agent`
         })
-      }
-      const target = Option.getOrElse(output, () => file.replace(/\.jsonl$/, "") + ".html")
+      const contents = yield* Session.readJsonl(file).pipe(
+        Effect.catchTags({
+          SessionCorrupt: (error) => Effect.fail(notSession(`line ${error.line}: ${error.description}`)),
+          SessionStoreFailed: (error) => Effect.fail(notSession(error.description))
+        })
+      )
+      if (contents.header === undefined) return yield* notSession("it is missing, empty, or has no header line")
+      const target = Option.getOrElse(
+        output,
+        () => NodePath.resolve(NodePath.basename(file).replace(/\.jsonl$/, "") + ".html")
+      )
       const html = Export.toHtml(contents.messages, {
         title: `effect-agent session ${NodePath.basename(file)}`,
         id: contents.header.id,
-        createdAt: contents.header.createdAt
+        createdAt: contents.header.createdAt,
+        branches: contents.branches
       })
       const fs = yield* FileSystem.FileSystem
       yield* Effect.mapError(
