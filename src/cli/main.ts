@@ -379,10 +379,11 @@ const agent = Command.make(
       const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
       const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
       const sessionsDir = Sessions.directory(root)
-      const sessionPath = Option.getOrElse(
-        options.sessionFile,
-        () => (options.continueLatest ? Sessions.latest(sessionsDir) : undefined) ?? Sessions.create(sessionsDir)
-      )
+      const sessionPath = yield* Sessions.choose({
+        file: Option.getOrUndefined(options.sessionFile),
+        continueLatest: options.continueLatest,
+        dir: sessionsDir
+      })
       const chat = options.interactive || words.length === 0
       const onTerminal = chat && process.stdin.isTTY && process.stdout.isTTY
       for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
