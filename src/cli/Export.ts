@@ -72,7 +72,8 @@ export interface PageInfo {
  */
 export interface Branch {
   readonly current: boolean
-  readonly forkedFrom: string | undefined
+  /** The entry it forked from (`null`: from the start; `undefined`: the first branch). */
+  readonly forkedFrom: string | null | undefined
   readonly messages: number
   readonly sinceFork: number
   /** The first prompt after the fork: where the branch starts to differ. */
@@ -222,7 +223,9 @@ const branchList = (branches: ReadonlyArray<Branch>): string => {
     const time = branch.lastTimestamp === undefined ? undefined : dateOf(branch.lastTimestamp)
     const start = branch.forkedFrom === undefined
       ? "the first branch"
-      : `forked from entry ${escape(branch.forkedFrom)}, ${branch.sinceFork} messages since`
+      : `forked from ${
+        branch.forkedFrom === null ? "the start" : `entry ${escape(branch.forkedFrom)}`
+      }, ${branch.sinceFork} messages since`
     const prompt = branch.firstPrompt === ""
       ? ""
       : `: <q class="prompt">${
