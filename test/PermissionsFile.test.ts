@@ -13,8 +13,10 @@ import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as PermissionFiles from "../src/cli/PermissionFiles.js"
 import * as Permissions from "../src/services/Permissions.js"
+import * as Chat from "./utils/chat.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import * as Tmux from "./utils/tmux.js"
 
 const request = (toolName: string, input: unknown): Permissions.Request => ({ toolCallId: "c", toolName, input })
 
@@ -442,5 +444,48 @@ describe("the command and the files that configure it", () => {
         assert.isFalse(exists)
       }),
     60_000
+  )
+})
+
+describe("the chat asks once to trust the workspace's permission file", () => {
+  it.scopedLive(
+    "the question lists what the file would allow; yes records it outside the workspace, and the next chat does not ask",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* Chat.chatSetup(() => ChatServer.text(["ok"]), {
+          files: { ".effect-agent/permissions.json": JSON.stringify({ allow: ["bash(npm test)"], deny: ["bash(rm)"] }) }
+        })
+        const start = Tmux.start({
+          main: chat.main,
+          dir: chat.dir,
+          cwd: chat.workspace,
+          args: [...chat.providerArgs, "--model", "test-model"],
+          env: chat.env
+        })
+        const terminal = yield* start
+        const asked = yield* terminal.waitFor(
+          /Trust this file as it is now \(asked again when it changes\)\? \[y\/N\] *$/
+        )
+        assert.include(
+          asked,
+          `permission file ${PermissionFiles.projectFile(chat.workspace)} would let the agent do more`
+        )
+        assert.match(asked, /\n {2}allow: bash\(npm test\)\n/)
+        const after = yield* terminal.type("y")
+        yield* Chat.waitForIdle(terminal, after, /\/help\s+for\s+the\s+commands/)
+        const trusted = JSON.parse(
+          yield* Effect.promise(() => Fs.readFile(PermissionFiles.trustFile(chat.env), "utf8"))
+        )
+        assert.deepStrictEqual(Object.keys(trusted), [PermissionFiles.projectFile(chat.workspace)])
+        yield* terminal.keys("C-d")
+        yield* terminal.waitFor(/\[exit 0\]/)
+        // trusted: the next chat starts without asking
+        const again = yield* start
+        const screen = yield* Chat.waitForIdle(again, 0, /\/help\s+for\s+the\s+commands/)
+        assert.notInclude(screen, "Trust this file")
+        yield* again.keys("C-d")
+        yield* again.waitFor(/\[exit 0\]/)
+      }),
+    { timeout: 90_000 }
   )
 })
