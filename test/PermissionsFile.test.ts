@@ -207,6 +207,9 @@ describe("the workspace's permission file is trusted once accepted", () => {
       // a change (by the agent's bash, say) needs trusting again
       yield* write(file, { otherwise: "allow", allow: ["bash(npm test)", "bash"], deny: ["bash(git push)"] })
       assert.isDefined((yield* load).untrusted)
+      // what it would allow is shown with its control characters visible, never raw
+      yield* write(file, { allow: ["bash(ls \u001b[2K\u001b[1Gnpm test)"] })
+      assert.deepStrictEqual((yield* load).untrusted?.ignored, ["allow: bash(ls \\x1b[2K\\x1b[1Gnpm test)"])
       // a file that only narrows needs no trust
       yield* write(file, { deny: ["bash"], otherwise: "ask" })
       const narrowing = yield* load

@@ -316,9 +316,13 @@ const narrowing = (rules: Permissions.Rules): Permissions.Rules => ({
   otherwise: rules.otherwise === "allow" ? undefined : rules.otherwise
 })
 
+/** A rule as the file writes it, its control characters shown as `\xNN` (the file is untrusted text for a terminal). */
 const formatRule = (rule: Permissions.Rule): string => {
   const encoded = Schema.encodeSync(Permissions.FileRule)(rule as Schema.Schema.Type<typeof Permissions.FileRule>)
-  return typeof encoded === "string" ? encoded : JSON.stringify(encoded)
+  return (typeof encoded === "string" ? encoded : JSON.stringify(encoded)).replace(
+    /[\u0000-\u001f\u007f-\u009f]/g,
+    (char) => `\\x${char.charCodeAt(0).toString(16).padStart(2, "0")}`
+  )
 }
 
 /** The warnings for rules in force that match every call. */
