@@ -257,6 +257,55 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assertFailure(notDir, 2, [new RegExp(`^effect-agent: workspace ${file} is not a directory$`), /--workspace/])
     }))
 
+  it.scopedLive("--session into a missing directory: exit 2 naming the directory", () =>
+    Effect.gen(function*() {
+      const dir = yield* Cli.tempDir
+      const missing = NodePath.join(dir, "no", "such")
+      const outcome = yield* Cli.run(main, [
+        "--workspace",
+        dir,
+        "--session",
+        NodePath.join(missing, "s.jsonl"),
+        "hi"
+      ])
+      assertFailure(outcome, 2, [
+        new RegExp(`^effect-agent: --session .*s\\.jsonl: the directory ${missing} does not exist$`),
+        /create it first/
+      ])
+    }))
+
+  it.scopedLive("-c says which session it continued, and that it starts a new one when there is none", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatServer.make(() => ChatServer.text(["ok"]))
+      const dir = yield* Cli.tempDir
+      const data = NodePath.join(dir, "data")
+      const args = (prompt: string) => [
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-test",
+        "--base-url",
+        `${server.url}/v1`,
+        "--workspace",
+        dir,
+        "-c",
+        prompt
+      ]
+      const env = { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
+      const first = yield* Cli.run(main, args("one"), env)
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.match(first.stderr, /^effect-agent: no session to continue in this workspace \(.*\): starting a new one$/m)
+      const sessions = (yield* Effect.promise(() =>
+        Fs.readdir(NodePath.join(data, "effect-agent", "sessions"), { recursive: true })
+      ))
+        .filter((name) => name.endsWith(".jsonl"))
+      assert.strictEqual(sessions.length, 1)
+      const second = yield* Cli.run(main, args("two"), env)
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.match(second.stderr, new RegExp(`^effect-agent: continuing .*${NodePath.basename(sessions[0]!)}$`, "m"))
+      assert.strictEqual(server.requests.at(-1)!.messages.filter((m: any) => m.role === "user").length, 2)
+    }))
+
   it.scopedLive("nothing listening on the base URL: the cause, the URL and what to do, exit 1", () =>
     Effect.gen(function*() {
       const port = yield* closedPort

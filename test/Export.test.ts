@@ -98,9 +98,13 @@ describe("the export page", () => {
         const exported = yield* Cli.run(main, ["export", file, "-o", out])
         assert.strictEqual(exported.code, 0, exported.stderr)
         assert.strictEqual(exported.stdout.trim(), out)
-        // the default name is the session's, with .html
-        const byDefault = yield* Cli.run(main, ["export", file])
-        assert.strictEqual(byDefault.stdout.trim(), NodePath.join(dir, "chat.html"))
+        // by default the page goes to the current directory, named as the session, and its path is printed
+        const here = NodePath.join(dir, "here")
+        yield* Effect.promise(() => Fs.mkdir(here))
+        const byDefault = yield* Cli.run(main, ["export", file], {}, undefined, here)
+        assert.strictEqual(byDefault.code, 0, byDefault.stderr)
+        assert.strictEqual(byDefault.stdout, `${NodePath.join(here, "chat.html")}\n`)
+        assert.isTrue(yield* Effect.promise(() => Fs.stat(NodePath.join(here, "chat.html")).then(() => true)))
 
         const browser = yield* Effect.acquireRelease(
           Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
@@ -145,7 +149,60 @@ describe("the export page", () => {
       const outcome = yield* Cli.run(main, ["export", NodePath.join(dir, "missing.jsonl")])
       assert.strictEqual(outcome.code, 2)
       assert.match(outcome.stderr, /missing\.jsonl is not a session file/)
+      // a file of something else, as /etc/hostname is
+      const other = NodePath.join(dir, "hostname")
+      yield* Effect.promise(() => Fs.writeFile(other, "build-host\n"))
+      const notSession = yield* Cli.run(main, ["export", other])
+      assert.strictEqual(notSession.code, 2, notSession.stderr)
+      assert.strictEqual(notSession.stdout, "")
+      const lines = notSession.stderr.trim().split("\n")
+      assert.strictEqual(lines.length, 1, notSession.stderr)
+      assert.match(lines[0]!, /^effect-agent: .*hostname is not a session file \(line 1: /)
+      assert.notInclude(notSession.stderr, "corrupt")
     }), { timeout: 30_000 })
+
+  it("a time that is no time (1e400) shows as unknown instead of failing", () => {
+    const broken = history.map((message, index) =>
+      index === 1 ? { ...message, timestamp: JSON.parse("1e400") } : message
+    )
+    const html = Export.toHtml(broken, { title: "t", createdAt: 1e20 })
+    assert.include(html, "<td>unknown</td>")
+    assert.include(html, "unknown time")
+    assert.notInclude(html, "NaN")
+    assert.notInclude(html, "Infinity")
+  })
+
+  it.scopedLive(
+    "a session with branches: the page lists them with the first prompt after each fork",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* Cli.tempDir
+        const file = NodePath.join(dir, "forked.jsonl")
+        yield* Effect.scoped(Effect.gen(function*() {
+          const { service } = yield* Session.openJsonl(file)
+          yield* service.append(Message.user("Write a haiku"), Message.assistant("An old silent pond"))
+          const first = (yield* service.entries!)[0]!.id
+          yield* service.append(Message.user("Now in French"), Message.assistant("Un vieil étang"))
+          yield* service.fork!(first)
+          yield* service.append(Message.assistant("A frog jumps <in>"), Message.user("Now a limerick"))
+          yield* service.sync
+        })).pipe(Effect.provide(NodeFileSystem.layer))
+        const out = NodePath.join(dir, "forked.html")
+        const exported = yield* Cli.run(main, ["export", file, "-o", out])
+        assert.strictEqual(exported.code, 0, exported.stderr)
+        const html = yield* Effect.promise(() => Fs.readFile(out, "utf8"))
+        const branches = [...html.matchAll(/<li class="branch[^"]*">([\s\S]*?)<\/li>/g)].map((match) => match[1]!)
+        assert.strictEqual(branches.length, 2)
+        assert.match(branches[0]!, /^branch 1 · the first branch · 4 messages/)
+        assert.include(branches[0]!, "Write a haiku")
+        assert.match(
+          branches[1]!,
+          /^branch 2 \(current, shown below\) · forked from entry [0-9a-f]{8}, 2 messages since · 3 messages/
+        )
+        assert.include(branches[1]!, "Now a limerick")
+      }),
+    { timeout: 30_000 }
+  )
 })
 
 /** Debian's chromium binary (the /usr/bin/chromium wrapper script only adds flags). */

@@ -530,6 +530,69 @@ describe("Session.layerJsonl: one writer", () => {
   )
 })
 
+describe("Session.messages", () => {
+  it.effect("reads the current branch, as Session.entries does with ids", () =>
+    Effect.gen(function*() {
+      yield* Effect.flatMap(
+        Session.Session,
+        (session) => session.append(Message.user("hi"), Message.assistant("hello"))
+      )
+      const messages = yield* Session.messages
+      assert.deepStrictEqual(messages.map((message) => message.role), ["user", "assistant"])
+      assert.deepStrictEqual((yield* Session.entries).map((entry) => entry.message), messages)
+    }).pipe(Effect.provide(Session.layerMemory())))
+})
+
+describe("Session.layerJsonl: no lock left behind", () => {
+  const lockDirs = (dir: string) => NodeFs.readdirSync(dir).filter((name) => name.startsWith(".session-"))
+
+  it.scoped("closing removes the lock directory; one left by a crash or an earlier version goes at the next close", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const path = NodePath.join(dir, "s.jsonl")
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* open(path)
+        assert.strictEqual(lockDirs(dir).length, 1, "held: the directory is there")
+      }))
+      assert.deepStrictEqual(lockDirs(dir), [])
+      // a dead writer's lock, and an earlier version's released one
+      plantLock(path, 1)
+      yield* reopen(path)
+      assert.deepStrictEqual(lockDirs(dir), [])
+      const legacy = NodePath.join(lockDirOf(path))
+      NodeFs.mkdirSync(legacy)
+      NodeFs.writeFileSync(NodePath.join(legacy, "3"), "released\n")
+      yield* reopen(path)
+      assert.deepStrictEqual(lockDirs(dir), [])
+    }))
+
+  it.live(
+    "processes opening and closing one session over and over: never two holders, and nothing left",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = yield* tempDir
+        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const path = NodePath.join(dir, "busy.jsonl")
+        const outcomes = yield* Effect.promise(() =>
+          Promise.all(Array.from({ length: 3 }, () =>
+            new Promise<{ code: number | null; out: string }>((resolve) => {
+              const child = ChildProcess.spawn(process.execPath, [agent, "cycle", path, "40"], { stdio: "pipe" })
+              let out = ""
+              child.stdout.on("data", (data: Buffer) => (out += data.toString()))
+              child.stderr.on("data", (data: Buffer) => (out += data.toString()))
+              child.once("exit", (code) => resolve({ code, out }))
+            })))
+        )
+        for (const outcome of outcomes) {
+          assert.strictEqual(outcome.code, 0, outcome.out)
+          assert.include(outcome.out, "cycled")
+        }
+        assert.deepStrictEqual(lockDirs(dir), [])
+      })),
+    120_000
+  )
+})
+
 describe("Session.layerJsonl: resume", () => {
   it.scoped("Loop.run on a loaded session continues where it stopped", () =>
     Effect.gen(function*() {

@@ -1,12 +1,16 @@
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as NodeFs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Workspace from "../src/services/Workspace.js"
-import { tempDir, toolsLayer } from "./utils/workspace.js"
+import type * as Tool from "../src/Tool.js"
+import * as Tools from "../src/tools/index.js"
+import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
 
 const withWorkspace = <A, E>(
   files: Record<string, string>,
@@ -142,5 +146,79 @@ describe("Workspace", () => {
         Effect.provide(Workspace.Workspace, toolsLayer("/nonexistent/effect-agent-root"))
       )
       assert.strictEqual(error._tag, "SystemError")
+    }))
+})
+
+describe("protected files", () => {
+  const permissions = JSON.stringify({ deny: ["bash(git push)"] })
+  const granting = JSON.stringify({ otherwise: "allow" })
+
+  it.scoped(
+    "write_file and edit_file never write a permission file, an MCP config or a session, by any spelling; reading stays allowed",
+    () =>
+      Effect.gen(function*() {
+        const outside = yield* tempDir()
+        const root = yield* tempDir({
+          ".effect-agent/permissions.json": permissions,
+          "mcp.json": "{}",
+          "chat.jsonl": "{}\n",
+          "src/a.ts": "a",
+          "sub/x.txt": ""
+        })
+        NodeFs.symlinkSync(NodePath.join(root, ".effect-agent"), NodePath.join(root, "cfg"))
+        NodeFs.symlinkSync(NodePath.join(root, ".effect-agent/permissions.json"), NodePath.join(root, "p.json"))
+        NodeFs.linkSync(NodePath.join(root, ".effect-agent/permissions.json"), NodePath.join(root, "hard.json"))
+        NodeFs.mkdirSync(NodePath.join(root, ".session-1-2.lock"))
+        const layer = Layer.provideMerge(
+          Workspace.layer(root, { protect: [NodePath.join(root, "mcp.json"), NodePath.join(root, "chat.jsonl")] }),
+          NodeContext.layer
+        )
+        const attempts: ReadonlyArray<readonly [Tool.Any, Record<string, string>]> = [
+          ...[
+            ".effect-agent/permissions.json",
+            ".effect-agent/new.json",
+            ".effect-agent",
+            ".EFFECT-AGENT/Permissions.json",
+            "sub/../.effect-agent/permissions.json",
+            "./.effect-agent//permissions.json",
+            NodePath.join(root, ".effect-agent/permissions.json"),
+            "cfg/permissions.json",
+            "p.json",
+            "hard.json",
+            "mcp.json",
+            "chat.jsonl",
+            ".session-1-2.lock/1"
+          ].map((path) => [Tools.writeFile, { path, content: granting }] as const),
+          [Tools.editFile, { path: "p.json", oldText: "git push", newText: "nothing" }],
+          [Tools.editFile, { path: ".effect-agent/permissions.json", oldText: "git push", newText: "nothing" }]
+        ]
+        for (const [tool, input] of attempts) {
+          const result = yield* call(tool, input).pipe(Effect.provide(layer))
+          assert.isTrue(result.isError, `${tool.name} ${input.path}`)
+          assert.strictEqual((result.error as { _tag: string })._tag, "ToolPermissionDenied", input.path)
+          assert.match(result.text, /is protected: the agent's own tools never write permission files/, input.path)
+        }
+        assert.strictEqual(readText(root, ".effect-agent/permissions.json"), permissions)
+        assert.strictEqual(readText(root, "mcp.json"), "{}")
+        assert.isFalse(NodeFs.existsSync(NodePath.join(root, ".effect-agent/new.json")))
+        // reading them is fine, and so is writing anything else
+        const read = yield* call(Tools.readFile, { path: ".effect-agent/permissions.json" }).pipe(Effect.provide(layer))
+        assert.isFalse(read.isError, read.text)
+        const written = yield* call(Tools.writeFile, { path: "src/b.ts", content: "b" }).pipe(Effect.provide(layer))
+        assert.isFalse(written.isError, written.text)
+        // outside the workspace it is still an escape, not a protection
+        const escape = yield* call(Tools.writeFile, { path: NodePath.join(outside, "x"), content: "" }).pipe(
+          Effect.provide(layer)
+        )
+        assert.match(escape.text, /outside the workspace/)
+      })
+  )
+
+  it.scoped("list_files hides the sessions' locks", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir({ "a.txt": "", ".session-64768-1234.lock/1": "released\n" })
+      const listed = yield* call(Tools.listFiles, {}).pipe(Effect.provide(toolsLayer(root)))
+      assert.notInclude(listed.text, ".session-")
+      assert.include(listed.text, "a.txt")
     }))
 })

@@ -36,10 +36,12 @@ export const timeline = (messages: ReadonlyArray<Message.Message>): Array<Turn> 
     const message = messages[i]!
     if (message.role !== "assistant") continue
     const before = messages[i - 1]
+    const millis = before === undefined ? 0 : message.timestamp - before.timestamp
     turns.push({
       turn: turns.length + 1,
       timestamp: message.timestamp,
-      millis: before === undefined ? 0 : Math.max(0, message.timestamp - before.timestamp),
+      // a time that is no time (`1e400` reads as Infinity) counts as none
+      millis: Number.isFinite(millis) ? Math.max(0, millis) : 0,
       tokens: message.usage?.totalTokens ?? 0,
       cost: message.usage?.cost?.total,
       toolCalls: message.content.filter((block) => block.type === "toolCall").length
@@ -58,6 +60,25 @@ export interface PageInfo {
   readonly title: string
   readonly id?: string | undefined
   readonly createdAt?: number | undefined
+  /** The session's branches (`Session.JsonlContents.branches`): listed when there is more than one. */
+  readonly branches?: ReadonlyArray<Branch> | undefined
+}
+
+/**
+ * A branch of the session as the page lists it.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Branch {
+  readonly current: boolean
+  /** The entry it forked from (`null`: from the start; `undefined`: the first branch). */
+  readonly forkedFrom: string | null | undefined
+  readonly messages: number
+  readonly sinceFork: number
+  /** The first prompt after the fork: where the branch starts to differ. */
+  readonly firstPrompt: string
+  readonly lastTimestamp: number | undefined
 }
 
 /**
@@ -122,7 +143,7 @@ export const toHtml = (messages: ReadonlyArray<Message.Message>, info: PageInfo)
         break
     }
   }
-  const created = info.createdAt === undefined ? "" : ` · ${new Date(info.createdAt).toISOString()}`
+  const created = info.createdAt === undefined ? "" : ` · ${dateOf(info.createdAt) ?? "unknown time"}`
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -150,7 +171,7 @@ ${chart(turns)}
 ${
     turns.map((t) =>
       `<tr><td><a href="#turn-${t.turn}">${t.turn}</a></td><td>${
-        new Date(t.timestamp).toISOString().slice(11, 19)
+        dateOf(t.timestamp)?.slice(11, 19) ?? "unknown"
       }</td><td>${(t.millis / 1000).toFixed(1)}</td><td>${t.tokens}</td><td>${
         t.cost === undefined ? "–" : `$${t.cost.toFixed(4)}`
       }</td><td>${t.toolCalls}</td></tr>`
@@ -159,8 +180,8 @@ ${
 </tbody>
 </table>
 </section>
-<section class="conversation">
-<h2>Conversation</h2>
+${branchList(info.branches ?? [])}<section class="conversation">
+<h2>Conversation${(info.branches?.length ?? 0) > 1 ? " (the current branch)" : ""}</h2>
 ${body.join("\n")}
 </section>
 </main>
@@ -187,6 +208,43 @@ const chart = (turns: ReadonlyArray<Turn>): string => {
   ).join(" ")
   return `<svg class="chart" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="tokens (bars) and seconds (line) per turn">${bars}<polyline class="time" points="${points}"/></svg>
 <p class="legend"><span class="key bar"></span> tokens per turn · <span class="key time"></span> seconds per turn</p>`
+}
+
+/** The ISO form of a time, or `undefined` for a time that is none (a timestamp of `1e400`, say). */
+const dateOf = (millis: number): string | undefined => {
+  const date = new Date(millis)
+  return Number.isNaN(date.getTime()) ? undefined : date.toISOString()
+}
+
+/** The other branches of the session, each with where it starts to differ (nothing for one branch). */
+const branchList = (branches: ReadonlyArray<Branch>): string => {
+  if (branches.length < 2) return ""
+  const items = branches.map((branch, index) => {
+    const time = branch.lastTimestamp === undefined ? undefined : dateOf(branch.lastTimestamp)
+    const start = branch.forkedFrom === undefined
+      ? "the first branch"
+      : `forked from ${
+        branch.forkedFrom === null ? "the start" : `entry ${escape(branch.forkedFrom)}`
+      }, ${branch.sinceFork} messages since`
+    const prompt = branch.firstPrompt === ""
+      ? ""
+      : `: <q class="prompt">${
+        escape(branch.firstPrompt.length > 200 ? `${branch.firstPrompt.slice(0, 199)}…` : branch.firstPrompt)
+      }</q>`
+    return `<li class="branch${branch.current ? " current" : ""}">branch ${index + 1}${
+      branch.current ? " (current, shown below)" : ""
+    } · ${start} · ${branch.messages} messages${
+      time === undefined ? "" : ` · ${time.slice(0, 16).replace("T", " ")}`
+    }${prompt}</li>`
+  })
+  return `<section class="branches">
+<h2>Branches</h2>
+<p class="legend">This session has ${branches.length} branches; the page shows the current one. Each is listed with its first prompt after the fork.</p>
+<ul>
+${items.join("\n")}
+</ul>
+</section>
+`
 }
 
 const textOf = (content: string | ReadonlyArray<{ readonly type: string; readonly text?: string }>): string =>
@@ -226,4 +284,5 @@ td,th{border:1px solid #e3e6ea;padding:3px 10px;text-align:right}
 .chart .time{fill:none;stroke:#f59e0b;stroke-width:2}
 .key{display:inline-block;width:12px;height:12px;vertical-align:middle}.key.time{background:#f59e0b}
 .legend{color:#667085;font-size:13px}
+.branch.current{font-weight:600}
 `

@@ -421,6 +421,8 @@ export interface Options {
   readonly yes: boolean
   /** The rules of the permissions files (`PermissionFiles.load`). */
   readonly permissions?: Permissions.Rules | undefined
+  /** Files the agent's tools may not write, besides the workspace's own (`PermissionFiles.protectedPaths`). */
+  readonly protect?: ReadonlyArray<string> | undefined
   /** The model's context window in tokens (else looked up by name, `ContextWindow.of`). */
   readonly contextWindow?: number | undefined
   /** The session file to open first. */
@@ -775,7 +777,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
           options.modelLayer(modelName),
           Layer.succeed(Session.Session, session),
           Layer.succeed(Inbox.Inbox, inbox),
-          Workspace.layer(options.root),
+          Workspace.layer(options.root, { protect: options.protect }),
           permissions
         )),
         Effect.exit

@@ -6,9 +6,11 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
+import * as Preflight from "./Preflight.js"
 
 /**
  * The directory for the sessions of a workspace.
@@ -55,6 +57,48 @@ export const create = (dir: string): string => {
   Fs.mkdirSync(dir, { recursive: true })
   return newPath(dir)
 }
+
+/**
+ * The session file the command opens: `--session <file>` (its directory must exist: a usage error
+ * naming it otherwise), else with `--continue` the workspace's latest session in `dir` (said on
+ * stderr, and that there is none when a new one starts instead), else a new one in `dir`. Sessions
+ * started with `--session` elsewhere are not in `dir`, so `--continue` never picks them.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const choose = (options: {
+  readonly file: string | undefined
+  readonly continueLatest: boolean
+  readonly dir: string
+}): Effect.Effect<string, Preflight.UsageError> =>
+  Effect.gen(function*() {
+    if (options.file !== undefined) {
+      const parent = NodePath.dirname(NodePath.resolve(options.file))
+      const isDirectory = yield* Effect.sync(() => {
+        try {
+          return Fs.statSync(parent).isDirectory()
+        } catch {
+          return false
+        }
+      })
+      if (!isDirectory) {
+        return yield* new Preflight.UsageError({
+          description: `--session ${options.file}: the directory ${parent} does not exist`,
+          hint: "create it first, or give a session file in an existing directory"
+        })
+      }
+      return options.file
+    }
+    if (!options.continueLatest) return create(options.dir)
+    const found = latest(options.dir)
+    if (found === undefined) {
+      yield* note(`no session to continue in this workspace (${options.dir}): starting a new one`)
+      return create(options.dir)
+    }
+    yield* note(`continuing ${found}`)
+    return found
+  })
 
 /**
  * A stored session, as `/sessions` lists it.
@@ -114,6 +158,8 @@ export const format = (entries: ReadonlyArray<Entry>, width: number): string =>
       }`
       return line.length > width ? `${line.slice(0, width - 1)}…` : line
     }).join("\n")
+
+const note = (line: string) => Effect.sync(() => void process.stderr.write(`effect-agent: ${line}\n`))
 
 const size = (bytes: number) => bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} kB`
 

@@ -293,6 +293,23 @@ const askOnTerminal = (request: Permissions.Request) =>
     return Effect.sync(() => rl.close())
   })
 
+/** Asks once, before the chat, whether to trust the workspace's permission file as it is now. */
+const askTrust = (untrusted: PermissionFiles.Untrusted) =>
+  Effect.async<boolean>((resume) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
+    rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))
+    rl.question(
+      `\nThe workspace's permission file ${untrusted.file} would let the agent do more:\n` +
+        untrusted.ignored.map((part) => `  ${part}\n`).join("") +
+        `Trust this file as it is now (asked again when it changes)? [y/N] `,
+      (answer) => {
+        rl.close()
+        resume(Effect.succeed(/^y(es)?$/i.test(answer.trim())))
+      }
+    )
+    return Effect.sync(() => rl.close())
+  })
+
 /**
  * The process groups of the commands the tools started (each runs as the leader of its own group),
  * so that hurrying the cleanup can kill them at once instead of after their grace period.
@@ -374,17 +391,36 @@ const agent = Command.make(
       if (options.verbose) report.verbose = true
       const words = yield* Preflight.promptWords(options.prompt, process.argv.slice(2))
       const root = yield* Preflight.workspace(options.workspace)
-      const rules = yield* PermissionFiles.load({ root, file: options.permissions })
+      const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
       const models = yield* modelLayer(options.provider, options)
       const modelName = Option.getOrElse(options.model, () => defaultModels[options.provider])
       const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
       const sessionsDir = Sessions.directory(root)
-      const sessionPath = Option.getOrElse(
-        options.sessionFile,
-        () => (options.continueLatest ? Sessions.latest(sessionsDir) : undefined) ?? Sessions.create(sessionsDir)
-      )
+      const sessionPath = yield* Sessions.choose({
+        file: Option.getOrUndefined(options.sessionFile),
+        continueLatest: options.continueLatest,
+        dir: sessionsDir
+      })
       const chat = options.interactive || words.length === 0
-      if (chat && process.stdin.isTTY && process.stdout.isTTY) {
+      const onTerminal = chat && process.stdin.isTTY && process.stdout.isTTY
+      for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
+      let rules = loaded.rules
+      if (loaded.untrusted !== undefined) {
+        const untrusted = loaded.untrusted
+        if (onTerminal && (yield* askTrust(untrusted))) {
+          yield* PermissionFiles.trust(untrusted.file, untrusted.digest)
+          rules = untrusted.trusted
+        } else {
+          yield* Effect.logWarning(PermissionFiles.untrustedWarning(untrusted, root))
+        }
+      }
+      const protect = PermissionFiles.protectedPaths({
+        permissions: options.permissions,
+        mcp: options.mcp,
+        session: sessionPath,
+        sessionsDir
+      })
+      if (onTerminal) {
         yield* Effect.sync(() => (report.runStarted = true))
         const Interactive = yield* loadInteractive
         yield* Effect.scoped(Interactive.run({
@@ -396,6 +432,7 @@ const agent = Command.make(
           root,
           yes: options.yes,
           permissions: rules,
+          protect,
           contextWindow: Option.getOrUndefined(options.contextWindow),
           sessionPath,
           sessionsDir,
@@ -482,7 +519,7 @@ const agent = Command.make(
         Effect.provide(Layer.mergeAll(
           model,
           session,
-          Workspace.layer(root),
+          Workspace.layer(root, { protect }),
           Permissions.layerRules(PermissionFiles.rules(rules, { yes: options.yes, root, confirm: askOnTerminal }))
         )),
         Effect.provide(trackedCommands)
@@ -504,24 +541,34 @@ const exportCommand = Command.make(
       Options.withPseudoName("file.html"),
       Options.withAlias("o"),
       Options.optional,
-      Options.withDescription("the HTML file to write (default: the session file's name with .html)")
+      Options.withDescription(
+        "the HTML file to write (default: the session file's name with .html, in the current directory)"
+      )
     )
   },
   ({ file, output }) =>
     Effect.gen(function*() {
-      const contents = yield* Session.readJsonl(file)
-      if (contents.header === undefined) {
-        return yield* new Preflight.UsageError({
-          description: `${file} is not a session file (it is missing, empty, or has no header line)`,
-          hint: "give a .jsonl file written by effect-agent (see /sessions in the chat)"
+      const notSession = (why: string) =>
+        new Preflight.UsageError({
+          description: `${file} is not a session file (${why}); give a .jsonl file written by effect-agent`
         })
-      }
-      const target = Option.getOrElse(output, () => file.replace(/\.jsonl$/, "") + ".html")
+      const contents = yield* Session.readJsonl(file).pipe(
+        Effect.catchTags({
+          SessionCorrupt: (error) => Effect.fail(notSession(`line ${error.line}: ${error.description}`)),
+          SessionStoreFailed: (error) => Effect.fail(notSession(error.description))
+        })
+      )
+      if (contents.header === undefined) return yield* notSession("it is missing, empty, or has no header line")
+      const target = Option.getOrElse(
+        output,
+        () => NodePath.resolve(NodePath.basename(file).replace(/\.jsonl$/, "") + ".html")
+      )
       const Export = yield* loadExport
       const html = Export.toHtml(contents.messages, {
         title: `effect-agent session ${NodePath.basename(file)}`,
         id: contents.header.id,
-        createdAt: contents.header.createdAt
+        createdAt: contents.header.createdAt,
+        branches: contents.branches
       })
       const fs = yield* FileSystem.FileSystem
       yield* Effect.mapError(
@@ -532,13 +579,35 @@ const exportCommand = Command.make(
     })
 ).pipe(Command.withDescription("write a session file as one self-contained HTML page, and print its path"))
 
+/** `effect-agent trust [--workspace dir]`: trusts the workspace's permission file as it is now. */
+const trustCommand = Command.make("trust", { workspace }, (options) =>
+  Effect.gen(function*() {
+    const root = yield* Preflight.workspace(options.workspace)
+    const trusted = yield* PermissionFiles.trustWorkspace(root)
+    yield* Effect.sync(() =>
+      process.stdout.write(
+        `trusted ${trusted.file} (sha256 ${trusted.digest.slice(0, 16)}…)${
+          trusted.widening.length === 0 ? "" : `: ${trusted.widening.join(", ")}`
+        }\n`
+      )
+    )
+  })).pipe(
+    Command.withDescription(
+      "trust the workspace's .effect-agent/permissions.json as it is now: its allow rules and " +
+        "\"otherwise\": \"allow\" apply until it changes"
+    )
+  )
+
 /** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
-const subcommands = [exportCommand] as const
-const help = Help.requested(process.argv.slice(2), subcommands.flatMap((command) => [...Command.getNames(command)]))
+const subcommands = [exportCommand, trustCommand] as const
+const namesOf = (command: Command.Command<any, any, any, any>) => [...Command.getNames(command)]
+const help = Help.requested(process.argv.slice(2), subcommands.flatMap(namesOf))
 const showHelp = (what: { readonly subcommand: string | undefined }) =>
   Effect.sync(() => {
     const color = Help.colorFor(process.stdout, process.env)
-    const sub = subcommands.find((command) => [...Command.getNames(command)].includes(what.subcommand ?? ""))
+    const sub: Command.Command<any, any, any, any> | undefined = subcommands.find((command) =>
+      namesOf(command).includes(what.subcommand ?? "")
+    )
     process.stdout.write(
       sub === undefined
         ? Help.render(
@@ -567,8 +636,8 @@ const showHelp = (what: { readonly subcommand: string | undefined }) =>
 
 const cli = help !== undefined
   ? () => showHelp(help)
-  : process.argv[2] === "export"
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+  : process.argv[2] === "export" || process.argv[2] === "trust"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand, trustCommand])), {
     name: "effect-agent",
     version: "0.1.0"
   })

@@ -13,6 +13,8 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as NodeFs from "node:fs"
+import * as NodeFsPromises from "node:fs/promises"
 import * as Glob from "../internal/glob.js"
 import * as Shell from "./internal/shell.js"
 import * as Workspace from "./Workspace.js"
@@ -260,11 +262,16 @@ const RuleObject = Schema.Struct({
   reason: Schema.optionalWith(Schema.String, { exact: true })
 })
 
+/** The message for a rule object that sets no criterion: it would match every call, silently. */
+const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match every call); write "*" for a rule ` +
+  `that matches every call`
+
 /**
  * One rule of a permissions file: a `Rule` object (`{ "tools": […], "paths": […], "commands": […],
- * "reason": "…" }`), or a string: a tool name (`"read_file"`, every call of it) or a tool name with
- * a pattern in parentheses. For `bash` the pattern is a command's word prefix (`"bash(npm test)"`; a
- * trailing `*` or `:*` says the same: `"bash(npm test*)"`); for any other tool it is a glob over the
+ * "reason": "…" }`, setting at least one of the three lists), or a string: a tool name (`"read_file"`,
+ * every call of it), a tool name with a pattern in parentheses, or `"*"`, every call of every tool
+ * (the only way to write that). For `bash` the pattern is a command's word prefix (`"bash(npm test)"`;
+ * a trailing `*` or `:*` says the same: `"bash(npm test*)"`); for any other tool it is a glob over the
  * call's `path` (`"write_file(src/**)"`).
  *
  * @since 0.1.0
@@ -287,8 +294,14 @@ export const FileRule = Schema.transformOrFail(
           // a pattern's rule sets no field to undefined
           onRight: (rule) => ParseResult.succeed(rule as typeof RuleObject.Type)
         })
-        : ParseResult.decodeUnknown(RuleObject)(input, options),
-    encode: (rule) => ParseResult.succeed<string | object>(formatPattern(rule) ?? rule)
+        : ParseResult.flatMap(
+          ParseResult.decodeUnknown(RuleObject)(input, options),
+          (rule) =>
+            rule.tools === undefined && rule.paths === undefined && rule.commands === undefined
+              ? ParseResult.fail(new ParseResult.Type(ast, input, emptyRule))
+              : ParseResult.succeed(rule)
+        ),
+    encode: (rule) => ParseResult.succeed<string | object>(formatPattern(rule) ?? (isEveryCall(rule) ? "*" : rule))
   }
 )
 
@@ -331,8 +344,18 @@ export const parseFile = (json: unknown, file: string): Either.Either<Rules, Per
   )
 
 /**
+ * The largest permissions file read, in bytes (1 MiB): a larger one is refused, so that no decision
+ * walks an unbounded list of rules.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const maxFileBytes = 1024 * 1024
+
+/**
  * Reads the rules of a permissions file (see `File`). A file that does not exist has no rules (`{}`);
- * one that cannot be read, is not JSON or does not decode fails with `PermissionsFileInvalid`.
+ * one that cannot be read, is not a regular file (a FIFO, a device: never opened in a way that could
+ * block), is over `maxFileBytes`, is not JSON or does not decode fails with `PermissionsFileInvalid`.
  *
  * @example
  * ```ts
@@ -358,28 +381,52 @@ export const parseFile = (json: unknown, file: string): Either.Either<Rules, Per
  */
 export const fromFile: (path: string) => Effect.Effect<Rules, PermissionsFileInvalid, FileSystem.FileSystem> = Effect
   .fn("Permissions.fromFile")(function*(path: string) {
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* fs.readFileString(path).pipe(
-      Effect.map((text): string | undefined => text),
-      Effect.catchTag(
-        "SystemError",
-        (error) => error.reason === "NotFound" ? Effect.succeed(undefined) : Effect.fail(error)
-      ),
-      Effect.mapError((error) =>
-        new PermissionsFileInvalid({ file: path, issues: [`cannot read it: ${error.message}`] })
-      )
-    )
-    if (text === undefined) return {}
-    const json = yield* Effect.try({
-      try: () => JSON.parse(text) as unknown,
-      catch: (error) =>
-        new PermissionsFileInvalid({
-          file: path,
-          issues: [`not JSON: ${error instanceof Error ? error.message : String(error)}`]
-        })
-    })
-    return yield* parseFile(json, path)
+    const read = yield* readFile(path)
+    return read === undefined ? {} : read.rules
   })
+
+/**
+ * Reads a permissions file as `fromFile` does, with the text its rules were decoded from (to record
+ * what a person accepted); `undefined` when the file does not exist.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const readFile: (
+  path: string
+) => Effect.Effect<
+  { readonly rules: Rules; readonly text: string } | undefined,
+  PermissionsFileInvalid,
+  FileSystem.FileSystem
+> = Effect.fn("Permissions.readFile")(function*(path: string) {
+  const text = yield* Effect.tryPromise({
+    try: () => readRegularFile(path, maxFileBytes),
+    catch: (error) =>
+      new PermissionsFileInvalid({
+        file: path,
+        issues: [error instanceof Error ? error.message : String(error)]
+      })
+  })
+  if (text === undefined) return undefined
+  const json = yield* Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (error) =>
+      new PermissionsFileInvalid({
+        file: path,
+        issues: [`not JSON: ${error instanceof Error ? error.message : String(error)}`]
+      })
+  })
+  return { rules: yield* parseFile(json, path), text }
+})
+
+/**
+ * Whether a rule sets no criterion, so that it matches every call (`"*"` in a file).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const isEveryCall = (rule: Rule): boolean =>
+  rule.tools === undefined && rule.paths === undefined && rule.commands === undefined
 
 /**
  * Combines rule sets given highest precedence first: their `allow`, `ask` and `deny` lists are
@@ -539,8 +586,48 @@ const describeRule = (rule: Rule): string =>
     rule.commands === undefined ? undefined : `commands: ${rule.commands.join(", ")}`
   ].filter((part) => part !== undefined).join("; ") || "every call"
 
-/** `tool` or `tool(pattern)` as a rule: a command prefix for `bash`, a path glob for any other tool. */
+/**
+ * The text of a regular file of at most `limit` bytes, or `undefined` when it does not exist. It is
+ * opened without blocking and checked by its open descriptor, so a FIFO put in its place is refused
+ * rather than waited on.
+ */
+const readRegularFile = async (path: string, limit: number): Promise<string | undefined> => {
+  let handle: NodeFsPromises.FileHandle
+  try {
+    handle = await NodeFsPromises.open(path, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined
+    throw new globalThis.Error(`cannot read it: ${(error as Error).message}`)
+  }
+  try {
+    const info = await handle.stat()
+    if (!info.isFile()) {
+      throw new globalThis.Error(
+        `it is not a regular file (it is ${
+          info.isFIFO() ? "a FIFO" : info.isDirectory() ? "a directory" : "a device or socket"
+        }); a permissions file must be a plain JSON file`
+      )
+    }
+    if (info.size > limit) {
+      throw new globalThis.Error(`it is ${info.size} bytes, over the limit of ${limit} bytes (1 MiB)`)
+    }
+    const buffer = Buffer.alloc(limit + 1)
+    let length = 0
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length)
+      if (bytesRead === 0) break
+      length += bytesRead
+      if (length > limit) throw new globalThis.Error(`it grew over the limit of ${limit} bytes (1 MiB) while read`)
+    }
+    return buffer.subarray(0, length).toString("utf8")
+  } finally {
+    await handle.close()
+  }
+}
+
+/** `tool`, `tool(pattern)` or `*` as a rule: a command prefix for `bash`, a path glob for any other tool. */
 const parsePattern = (text: string): Either.Either<Rule, string> => {
+  if (text.trim() === "*") return Either.right({})
   const match = /^([^\s()]+)(?:\(([\s\S]*)\))?$/.exec(text.trim())
   if (match === null) {
     return Either.left(

@@ -144,6 +144,27 @@ export const layerMemory = (initial?: ReadonlyArray<Message.Message>): Layer.Lay
   Layer.sync(Session, () => makeMemory(initial))
 
 /**
+ * The messages of the session's current branch, in order: what the next run continues from.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Message, Session } from "effect-agent"
+ *
+ * const program = Effect.gen(function*() {
+ *   yield* Effect.flatMap(Session.Session, (session) => session.append(Message.user("Hello")))
+ *   const messages = yield* Session.messages
+ *   return messages.length // 1
+ * }).pipe(Effect.provide(Session.layerMemory()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const messages: Effect.Effect<ReadonlyArray<Message.Message>, Errors.SessionStoreFailed, Session> = Effect
+  .flatMap(Session, (session) => session.messages)
+
+/**
  * The messages of the session's current branch with their entry ids (for a store that keeps a single
  * branch, ids are the positions: `"0"`, `"1"`, …, and cannot be forked from).
  *
@@ -923,6 +944,14 @@ const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter
  * found the lock free race for the same epoch and exactly one wins. A holder is alive when its pid
  * runs with the start time recorded (a reused pid, or pid 1 after a container restart, is not the
  * holder); a lock naming this process is held only while this process holds it.
+ *
+ * A release removes the directory, so none is left beside the file: the holder, still holding (its
+ * epoch the highest, and alive), renames the directory to a unique name and deletes it there. Whoever
+ * looked at it meanwhile saw a live holder (and was refused), or finds no directory and starts again
+ * in a new one: an opener's link(2) succeeds only in the directory its temporary file was written in,
+ * and a renamed directory never comes back, so the epochs it compared were that directory's. A
+ * directory left by a crash, or by an earlier version (epochs saying "released"), goes the same way
+ * the next time the file is opened and closed.
  */
 
 /** The tokens of the locks this process holds. */
@@ -977,13 +1006,31 @@ const lockSync = (
   const real = NodeFs.realpathSync(path)
   const info = NodeFs.statSync(real)
   const lockPath = NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
-  NodeFs.mkdirSync(lockPath, { recursive: true })
   const token = crypto.randomUUID()
   const temp = NodePath.join(lockPath, `tmp-${token}`)
-  NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
+  const gone = (error: unknown) => (error as NodeJS.ErrnoException).code === "ENOENT"
+  // (again) when a release removed the directory under us, which it can do between the two steps
+  const prepare = () => {
+    for (let attempt = 0;; attempt++) {
+      NodeFs.mkdirSync(lockPath, { recursive: true })
+      try {
+        return NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
+      } catch (error) {
+        if (!gone(error) || attempt >= 100) throw error
+      }
+    }
+  }
+  prepare()
   try {
     for (let attempt = 0; attempt < 100; attempt++) {
-      const epochs = epochsIn(lockPath)
+      let epochs: Array<number>
+      try {
+        epochs = epochsIn(lockPath)
+      } catch (error) {
+        if (!gone(error)) throw error
+        prepare()
+        continue
+      }
       const highest = epochs.length === 0 ? -1 : epochs[epochs.length - 1]!
       if (highest >= 0) {
         let content: string
@@ -1000,7 +1047,10 @@ const lockSync = (
         NodeFs.linkSync(temp, mine)
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === "EEXIST") continue
-        throw error
+        if (!gone(error)) throw error
+        // the directory was removed, or replaced by a new one that lacks our temporary file
+        prepare()
+        continue
       }
       const after = epochsIn(lockPath)
       if (after[after.length - 1]! > highest + 1) {
@@ -1013,15 +1063,25 @@ const lockSync = (
         if (epoch < highest + 1) NodeFs.rmSync(NodePath.join(lockPath, String(epoch)), { force: true })
       }
       const release = () => {
-        heldHere.delete(token)
         try {
           const current = NodeFs.readFileSync(mine, "utf8")
           if (!current.includes(token)) return
-          const releasing = NodePath.join(lockPath, `tmp-${token}-released`)
-          NodeFs.writeFileSync(releasing, released)
-          NodeFs.renameSync(releasing, mine)
+          const removed = `${lockPath}.released-${token}`
+          try {
+            // still held here: nobody can take it until the directory is gone
+            NodeFs.renameSync(lockPath, removed)
+          } catch {
+            // the directory cannot be moved: release it in place
+            const releasing = NodePath.join(lockPath, `tmp-${token}-released`)
+            NodeFs.writeFileSync(releasing, released)
+            NodeFs.renameSync(releasing, mine)
+            return
+          }
+          NodeFs.rmSync(removed, { recursive: true, force: true })
         } catch {
           // the lock directory is gone: nothing to release
+        } finally {
+          heldHere.delete(token)
         }
       }
       return { lockPath, release }

@@ -2,6 +2,7 @@
  * Workspace: the directory the built-in tools work in. It resolves a workspace-relative path to an
  * absolute one with symlinks resolved, and refuses any path that ends up outside the root (by `..`,
  * by an absolute path, or through a symlink): the tools turn that refusal into a permission denial.
+ * Some paths inside it are protected: the agent's own tools never write them (`protection`).
  *
  * @since 0.1.0
  */
@@ -93,7 +94,43 @@ export interface Service {
   readonly resolve: (path: string) => Effect.Effect<string, PathOutsideWorkspace | PathInvalid>
   /** The workspace-relative, `/`-separated form of an absolute path inside the root (`.` for the root). */
   readonly relative: (absolute: string) => string
+  /**
+   * Why the agent's own tools may not write a resolved path (it is a protected file, under a protected
+   * directory, a session's lock, or a hard link to a protected file), or `undefined` when they may.
+   */
+  readonly protection: (absolute: string) => string | undefined
 }
+
+/**
+ * The options of `make` and `layer`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options {
+  /**
+   * More files and directories the agent's tools may not write (absolute, or relative to the
+   * current directory), besides `<root>/.effect-agent/` and session locks, which are always protected.
+   */
+  readonly protect?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * The directory of the workspace's own configuration (its permission file): protected.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const configDirectory = ".effect-agent"
+
+/**
+ * Whether a file name is a session's lock (`.session-<device>-<inode>.lock`) or what is left of one:
+ * protected, and hidden from `list_files`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const isSessionLock = (name: string): boolean => /^\.session-\d+-\d+\.lock(?:$|\.)/.test(name)
 
 /**
  * The Workspace service tag.
@@ -113,7 +150,7 @@ export class Workspace extends Context.Tag("effect-agent/Workspace")<Workspace, 
  * @since 0.1.0
  * @category Constructors
  */
-export const make = Effect.fn("Workspace.make")(function*(root: string) {
+export const make = Effect.fn("Workspace.make")(function*(root: string, options: Options = {}) {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
   const realRoot = yield* fs.realPath(path.resolve(root))
@@ -127,6 +164,7 @@ export const make = Effect.fn("Workspace.make")(function*(root: string) {
   }
 
   const relative = (absolute: string) => relativeTo(realRoot, absolute)
+  const protection = protector(realRoot, options.protect ?? [])
 
   // one probe per segment (readlink, then stat): linear in the length of the path, interruptible
   // between the steps
@@ -149,7 +187,7 @@ export const make = Effect.fn("Workspace.make")(function*(root: string) {
       return drive(steps.next())
     })
 
-  return { root: realRoot, resolve, relative } satisfies Service
+  return { root: realRoot, resolve, relative, protection } satisfies Service
 })
 
 /**
@@ -159,8 +197,10 @@ export const make = Effect.fn("Workspace.make")(function*(root: string) {
  * @category Layers
  */
 export const layer = (
-  root: string
-): Layer.Layer<Workspace, Error.PlatformError, FileSystem.FileSystem | Path.Path> => Layer.effect(Workspace, make(root))
+  root: string,
+  options?: Options
+): Layer.Layer<Workspace, Error.PlatformError, FileSystem.FileSystem | Path.Path> =>
+  Layer.effect(Workspace, make(root, options))
 
 /**
  * Resolves a path inside a root synchronously, exactly as the Workspace service does (for callers
@@ -293,3 +333,69 @@ function* resolution(realRoot: string, input: string): Generator<string, Result,
 }
 
 const splitReversed = (path: string): Array<string> => path.split(/[\\/]+/).reverse()
+
+/** A path as protection compares it: one Unicode form, one case (so a case-insensitive disk is no way around it). */
+const fold = (path: string) => path.normalize("NFC").toLowerCase()
+
+/**
+ * The protection check: a path equal to or under a protected one (by its own spelling and by its real
+ * path, symlinks resolved, compared without case), a session lock, or the same file (device and inode)
+ * as a protected file that existed when the workspace was made.
+ */
+const protector = (realRoot: string, extra: ReadonlyArray<string>) => {
+  const spellings = new Set<string>()
+  const inodes = new Set<string>()
+  const noteInode = (path: string) => {
+    try {
+      const info = NodeFs.statSync(path)
+      if (info.isFile()) inodes.add(`${info.dev}:${info.ino}`)
+    } catch {
+      // missing: nothing to link to
+    }
+  }
+  for (const path of [NodePath.join(realRoot, configDirectory), ...extra]) {
+    const absolute = NodePath.resolve(path)
+    spellings.add(fold(absolute))
+    const real = realPathOf(absolute)
+    spellings.add(fold(real))
+    noteInode(real)
+    try {
+      if (NodeFs.statSync(real).isDirectory()) {
+        for (const name of NodeFs.readdirSync(real)) noteInode(NodePath.join(real, name))
+      }
+    } catch {
+      // not a directory, or missing
+    }
+  }
+  const covered = [...spellings]
+  return (absolute: string): string | undefined => {
+    const shown = relativeTo(realRoot, absolute)
+    const folded = fold(absolute)
+    const hit = covered.find((path) =>
+      folded === path || folded.startsWith(path.endsWith(NodePath.sep) ? path : path + NodePath.sep)
+    )
+    const lock = absolute.split(NodePath.sep).some(isSessionLock)
+    let linked = false
+    if (hit === undefined && !lock) {
+      try {
+        const info = NodeFs.statSync(absolute)
+        linked = inodes.has(`${info.dev}:${info.ino}`)
+      } catch {
+        // a new file links to nothing
+      }
+    }
+    if (hit === undefined && !lock && !linked) return undefined
+    return `${shown} is protected: the agent's own tools never write permission files, MCP configurations, ` +
+      `sessions or their locks${linked ? ` (it is a hard link to one)` : ""}`
+  }
+}
+
+/** The real path of a path whose last segments may not exist yet (their spelling is kept). */
+const realPathOf = (absolute: string): string => {
+  try {
+    return NodeFs.realpathSync(absolute)
+  } catch {
+    const parent = NodePath.dirname(absolute)
+    return parent === absolute ? absolute : NodePath.join(realPathOf(parent), NodePath.basename(absolute))
+  }
+}

@@ -42,7 +42,7 @@ export const editFile = Tool.make({
   key: Files.pathKey,
   execute: Effect.fn("EditFile.execute")(function*({ newText, oldText, path }, context) {
     const fs = yield* FileSystem.FileSystem
-    const { absolute, shown } = yield* Files.existingFile(context, path, "")
+    const { absolute, shown } = yield* Files.existingFile(context, path, "", true)
     if (oldText === "") {
       return yield* new Errors.ToolExecutionFailed({
         description: "oldText is empty; give the exact text to replace (use write_file to write a whole file)."

@@ -42,7 +42,7 @@ export const writeFile = Tool.make({
     const fs = yield* FileSystem.FileSystem
     const paths = yield* Path.Path
     const workspace = yield* Workspace.Workspace
-    const absolute = yield* Files.resolve(context, path)
+    const absolute = yield* Files.resolveWritable(context, path)
     const shown = workspace.relative(absolute)
     const existing = yield* Effect.option(fs.stat(absolute))
     if (existing._tag === "Some" && existing.value.type === "Directory") {

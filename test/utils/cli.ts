@@ -46,13 +46,15 @@ export interface Outcome {
 /**
  * Runs the bundled command with `args`; `env` replaces the variables it names (undefined removes one).
  * Its data directory (`XDG_DATA_HOME`, where sessions go by default) is next to the bundle, unless
- * `env` names one. `stdin` is written to its standard input (none: no input).
+ * `env` names one. `stdin` is written to its standard input (none: no input). It runs in `cwd` (default:
+ * the repository root).
  */
 export const run = (
   main: string,
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string | undefined>> = {},
-  stdin?: string
+  stdin?: string,
+  cwd: string = root
 ) =>
   Effect.async<Outcome>((resume) => {
     const environment: Record<string, string | undefined> = {
@@ -62,7 +64,7 @@ export const run = (
     }
     for (const key of Object.keys(environment)) if (environment[key] === undefined) delete environment[key]
     const child = ChildProcess.spawn(process.execPath, [main, ...args], {
-      cwd: root,
+      cwd,
       env: environment,
       stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })

@@ -12,7 +12,7 @@ import * as Glob from "../../internal/glob.js"
 import * as Workspace from "../../services/Workspace.js"
 import type * as Tool from "../../Tool.js"
 
-/** Names never listed or searched (`.git` is a file in a git worktree). */
+/** Names never listed or searched (`.git` is a file in a git worktree); session locks are skipped too. */
 const skippedDirectories: ReadonlySet<string> = new Set([".git", "node_modules"])
 
 /**
@@ -34,14 +34,32 @@ export const resolve = (context: Tool.Context, input: string) =>
   )
 
 /**
+ * Resolves the path argument of a tool that writes: as `resolve`, and a protected path (a permission
+ * file, an MCP configuration, a session or its lock) is a permission denial too, whatever the rules
+ * say: terminal, as an escape from the workspace is, because a model that tries it is not doing the
+ * user's task.
+ */
+export const resolveWritable = (context: Tool.Context, input: string) =>
+  Effect.flatMap(resolve(context, input), (absolute) =>
+    Effect.flatMap(Workspace.Workspace, (workspace) => {
+      const reason = workspace.protection(absolute)
+      return reason === undefined
+        ? Effect.succeed(absolute)
+        : Effect.fail(
+          new Errors.ToolPermissionDenied({ toolName: context.toolName, toolCallId: context.toolCallId, reason })
+        )
+    }))
+
+/**
  * Resolves a path argument that must name an existing file: its absolute path, the path as the model is
  * shown it, and its stat. A missing file gets the "did you mean" failure, a directory `directoryHint`.
+ * With `write`, a protected path is denied (`resolveWritable`).
  */
-export const existingFile = (context: Tool.Context, input: string, directoryHint: string) =>
+export const existingFile = (context: Tool.Context, input: string, directoryHint: string, write = false) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const workspace = yield* Workspace.Workspace
-    const absolute = yield* resolve(context, input)
+    const absolute = yield* (write ? resolveWritable : resolve)(context, input)
     const shown = workspace.relative(absolute)
     const info = yield* Effect.option(fs.stat(absolute))
     if (info._tag === "None") return yield* Effect.flip(notFound(input))
@@ -84,7 +102,7 @@ export interface Walk {
 
 /**
  * Lists the files under a directory (absolute, inside the workspace), recursively, skipping `.git` and
- * `node_modules` and honouring the `.gitignore` files of the workspace from its root down. Symlinked
+ * `node_modules` (and session locks) and honouring the `.gitignore` files of the workspace from its root down. Symlinked
  * directories are not followed. Stops after `max` files.
  */
 export const walk = (directory: string, max: number) =>
@@ -136,7 +154,7 @@ export const walk = (directory: string, max: number) =>
             complete = false
             return
           }
-          if (skippedDirectories.has(name)) continue
+          if (skippedDirectories.has(name) || Workspace.isSessionLock(name)) continue
           const absolute = path.join(dir, name)
           const info = yield* Effect.option(fs.stat(absolute))
           if (info._tag === "None") continue
