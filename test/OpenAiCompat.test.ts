@@ -552,6 +552,28 @@ describe("OpenAiCompat hostile servers", () => {
       assert.strictEqual(server.requests.length, 2)
     }).pipe(Effect.scoped))
 
+  it.live("comments alone are not progress: a stream of keep-alive comments fails after the idle timeout", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Comments", frames: ProviderServer.openAiFrames(lines.slice(0, 6), false), everyMillis: 20 }
+      ])
+      const seen: Array<Model.Delta> = []
+      const error = yield* Effect.flatMap(Model.Model, (model) =>
+        model.respond(
+          { messages: [Message.user("hi")], tools: [] },
+          (event) => Effect.sync(() => seen.push(event))
+        )).pipe(
+          Effect.provide(provider(server, { idleTimeout: "200 millis", retry: { maxRetries: 0 } })),
+          Effect.flip
+        )
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.include(error.message, "no data for 200ms")
+      assert.isAbove(seen.length, 0)
+      // comments kept coming until the client gave up
+      assert.isAbove(server.requests[0]!.sent(), 2)
+    }).pipe(Effect.scoped))
+
   it.live("a server that never sends its headers times out the same way", () =>
     Effect.gen(function*() {
       const server = yield* ProviderServer.make([{ _tag: "Stall" }])

@@ -12,6 +12,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -211,11 +212,8 @@ export const streamEvents = (options: {
         Effect.mapError((error) => transportError(provider, url, error)),
         withIdleTimeout(idle, silent)
       )
-      const bytes = idleStream(
-        Stream.mapError(response.stream, (error) => transportError(provider, url, error)),
-        idle,
-        silent
-      )
+      const raw = Stream.mapError(response.stream, (error) => transportError(provider, url, error))
+      const bytes = idleStream(raw, idle, silent)
       if (response.status < 200 || response.status >= 300) {
         const body = yield* Effect.orElseSucceed(readText(bytes, 64 * 1024), () => "")
         const now = yield* Clock.currentTimeMillis
@@ -247,9 +245,14 @@ export const streamEvents = (options: {
         }
         return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
       }
+      // only events count as progress: `:` comments (keep-alives) alone never hold a request open
+      const events = idleStream(
+        sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, raw),
+        idle,
+        silent
+      )
       // the response ends with `Finish`, even from a server that keeps the connection open after it
-      return options.parse(sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, bytes))
-        .pipe(Stream.takeUntil((event) => event._tag === "Finish"))
+      return options.parse(events).pipe(Stream.takeUntil((event) => event._tag === "Finish"))
     }))
     return retryBeforeOutput(attempt, options.options.retry)
   })
@@ -497,7 +500,10 @@ export const withIdleTimeout =
   <A, R>(effect: Effect.Effect<A, Errors.ModelError, R>): Effect.Effect<A, Errors.ModelError, R> =>
     Effect.timeoutFail(effect, { duration: idle, onTimeout }).pipe(Effect.withClock(liveClock))
 
-/** Fails a stream that produces nothing for `idle` (between any two chunks, and before the first). */
+/**
+ * Fails a stream that produces nothing for `idle` (between any two elements, and before the first);
+ * empty chunks are not progress.
+ */
 export const idleStream = <A>(
   bytes: Stream.Stream<A, Errors.ModelError>,
   idle: Duration.Duration,
@@ -505,9 +511,10 @@ export const idleStream = <A>(
 ): Stream.Stream<A, Errors.ModelError> =>
   Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
-      Effect.timeoutFail(pull, { duration: idle, onTimeout: () => Option.some(onTimeout()) }).pipe(
-        Effect.withClock(liveClock)
-      )
+      Effect.timeoutFail(Effect.repeat(pull, { while: Chunk.isEmpty }), {
+        duration: idle,
+        onTimeout: () => Option.some(onTimeout())
+      }).pipe(Effect.withClock(liveClock))
     )))
 
 /** Reads at most `limit` bytes of a body as text. */

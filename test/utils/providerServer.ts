@@ -58,6 +58,12 @@ export type Reply =
     readonly bytes: number
   }
   | {
+    /** Answers 200 with an event stream: `frames`, then a `:` comment line every `everyMillis`, until a close. */
+    readonly _tag: "Comments"
+    readonly frames: ReadonlyArray<string>
+    readonly everyMillis: number
+  }
+  | {
     readonly _tag: "Status"
     readonly status: number
     readonly body: string
@@ -133,6 +139,16 @@ export const make = (replies: ReadonlyArray<Reply>) =>
             }
             res.write("data: ")
             flood()
+            return
+          }
+          if (reply._tag === "Comments") {
+            res.writeHead(200, { "content-type": "text/event-stream" })
+            res.write(reply.frames.join(""))
+            const timer = setInterval(() => {
+              sent += 2
+              res.write(":\n")
+            }, reply.everyMillis)
+            res.on("close", () => clearInterval(timer))
             return
           }
           if (reply._tag === "Status") {
