@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import type * as Errors from "../src/Errors.js"
 import * as Provider from "../src/internal/provider.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -343,6 +344,37 @@ describe("failure classification", () => {
       "ModelUnavailable"
     )
   })
+  it("retries only the transient statuses: 408, 409, 425, 429, 500, 502, 503, 504; never 501 nor another 4xx", () => {
+    const retried = (status: number) =>
+      Provider.isRetryable(Provider.classify({ provider: "p", url: "http://x", status, body: "" }))
+    for (const status of [408, 409, 425, 429, 500, 502, 503, 504]) assert.isTrue(retried(status), `${status}`)
+    for (const status of [400, 404, 405, 410, 413, 418, 422, 501, 505]) assert.isFalse(retried(status), `${status}`)
+  })
+
+  it("sums an error body up in one line: an HTML page's title, a JSON error's message, cut at 200", () => {
+    const describe = (body: string) => {
+      const error = Provider.classify({
+        provider: "p",
+        url: "http://x",
+        status: 501,
+        body
+      }) as Errors.ModelRequestFailed
+      return { description: error.description, body: error.body }
+    }
+    const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<title>Error response</title>\n</head>\n" +
+      "<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n<p>Message: Unsupported method (&#x27;POST&#x27;).</p>\n" +
+      "</body>\n</html>\n"
+    assert.deepStrictEqual(describe(page), { description: "Error response", body: page })
+    const json = JSON.stringify({ error: { message: "line one\nline two " + "x".repeat(300) } })
+    const summed = describe(json).description
+    assert.notInclude(summed, "\n")
+    assert.isTrue(summed.startsWith("line one line two x"))
+    assert.isAtMost(summed.length, 201)
+    assert.strictEqual(describe(json).body, json)
+    const text = "  Not Implemented  "
+    assert.deepStrictEqual(describe(text), { description: "Not Implemented", body: undefined })
+  })
+
   it("parses retry-after as seconds, an HTTP date, or retry-after-ms", () => {
     const now = Date.parse("2026-01-01T00:00:00Z")
     assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "2" }, now), 2000)

@@ -403,6 +403,8 @@ export const classify = (options: {
 }): Errors.ModelError => {
   const { code, description: text, type } = describeBody(options.body)
   const { provider, url } = options
+  // the whole body, when the description only sums it up (an HTML page, a long or multi-line text)
+  const body = options.body.trim() !== text && options.body.trim() !== "" ? options.body : undefined
   const status = options.status ?? (code !== undefined && code >= 400 && code < 600 ? code : undefined)
   if (
     status === 401 || status === 403 || type === "authentication_error" || type === "permission_error" ||
@@ -423,16 +425,20 @@ export const classify = (options: {
   if (type === "context_length_exceeded" || contextOverflowPattern.test(text)) {
     return new Errors.ModelContextOverflow({ provider, url, description: text })
   }
-  if (
-    type === "overloaded_error" || type === "api_error" || status === 408 ||
-    (status !== undefined && status >= 500)
-  ) {
-    return new Errors.ModelUnavailable({ provider, url, status, description: text })
+  if (type === "overloaded_error" || type === "api_error" || (status !== undefined && transientStatuses.has(status))) {
+    return new Errors.ModelUnavailable({ provider, url, status, description: text, body })
   }
   const hint = status === 404 || status === 405 ? " (check the base URL and the model name)" : ""
-  const failure = new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}` })
+  const failure = new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}`, body })
   return options.status === undefined ? statedFailure(failure) : failure
 }
+
+/**
+ * The statuses worth another attempt: a timeout, a conflict, too early, and the 5xx that mean a
+ * server is overloaded or restarting (Anthropic's 529 is "overloaded"); never 501, nor another 4xx
+ * (429 is a rate limit, retried as such).
+ */
+const transientStatuses: ReadonlySet<number> = new Set([408, 409, 425, 500, 502, 503, 504, 529])
 
 /** The delay of a `google.rpc.RetryInfo` in an error body (`"retryDelay": "34.4s"`), in millis. */
 const retryInfoMillis = (body: string): number | undefined => {
@@ -674,19 +680,32 @@ const describeBody = (body: string): {
         : typeof error.status === "string"
         ? error.status
         : undefined
-      const description = typeof error.message === "string" ? error.message : JSON.stringify(error)
+      const description = oneLine(typeof error.message === "string" ? error.message : JSON.stringify(error))
       // OpenRouter and others put the upstream HTTP status in a numeric `code` of a mid-stream error
       const code = typeof error.code === "number" ? error.code : undefined
       return { description: type === undefined ? description : `${type}: ${description}`, type, code }
     }
-    if (typeof error === "string") return { description: error, type: undefined }
-    if (typeof json?.message === "string") return { description: json.message, type: undefined }
+    if (typeof error === "string") return { description: oneLine(error), type: undefined }
+    if (typeof json?.message === "string") return { description: oneLine(json.message), type: undefined }
   } catch {
-    // not JSON: keep the text
+    // not JSON: an HTML page's title, or the text
   }
-  const text = body.trim()
-  return { description: text === "" ? "no details" : preview(text, 500), type: undefined }
+  const title = /<title[^>]*>([^<]*)<\/title>/i.exec(body)?.[1]
+  const text = oneLine(title !== undefined && title.trim() !== "" ? decodeEntities(title) : body)
+  return { description: text === "" ? "no details" : text, type: undefined }
 }
+
+/** The longest summary of an error body: one line, so a retry notice or a failure reads as one. */
+const summaryLength = 200
+
+/** A text on one line (its whitespace runs as one space), cut at `summaryLength` characters. */
+const oneLine = (text: string): string => preview(text.replace(/\s+/g, " ").trim(), summaryLength)
+
+/** The few entities an HTML title has in practice. */
+const decodeEntities = (text: string): string =>
+  text.replace(/&(lt|gt|amp|quot|#39);/g, (_, name: string) => entities[name] ?? "")
+
+const entities: Record<string, string> = { lt: "<", gt: ">", amp: "&", quot: "\"", "#39": "'" }
 
 const hasError = (body: string): boolean => {
   try {
