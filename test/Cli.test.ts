@@ -325,6 +325,39 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.include(verbose.stderr, "Message: Unsupported method ('POST').")
     }))
 
+  it.scopedLive("--provider anthropic with a base URL ending in /v1: corrected with a note; a 404's hint fits Anthropic", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        {
+          _tag: "Sse",
+          frames: ProviderServer.anthropicFrames(ProviderServer.fixtureLines("anthropic/anthropic-text.jsonl"))
+        },
+        { _tag: "Status", status: 404, body: JSON.stringify({ type: "error", error: { message: "Not Found" } }) }
+      ])
+      const dir = yield* Cli.tempDir
+      const run = (baseUrl: string) =>
+        Cli.run(main, [
+          "--provider",
+          "anthropic",
+          "--base-url",
+          baseUrl,
+          "--workspace",
+          dir,
+          "--session",
+          NodePath.join(dir, "s.jsonl"),
+          "hi"
+        ], { ANTHROPIC_API_KEY: "sk-ant-test" })
+      const corrected = yield* run(`${server.url}/v1`)
+      assert.strictEqual(corrected.code, 0, corrected.stderr)
+      assert.strictEqual(server.requests[0]!.url, "/v1/messages")
+      assert.include(corrected.stderr, `the base URL ${server.url}/v1 ends in /v1, which anthropic adds itself`)
+      const wrong = yield* run(`${server.url}/api`)
+      assertFailure(wrong, 1, [
+        /^effect-agent: anthropic: request failed.*HTTP 404/,
+        /^  check --base-url or ANTHROPIC_BASE_URL \(Anthropic's base URL has no \/v1: effect-agent adds \/v1\/messages\) and --model$/
+      ])
+    }))
+
   it.scopedLive("a session file open by another process: who holds it and what to do, exit 1", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir

@@ -247,7 +247,7 @@ const modelLayer = (
     if (name === "demo") return (_model: string) => demoModel
     const primary = yield* providerLayer(name, options.baseUrl)
     const { env, settings } = primary
-    report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
+    report.context = { provider: name, baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
     const others = yield* Effect.forEach(options.fallback, fallbackLayer)
     return (model: string) =>
       (others.length === 0 ? primary.layer(model) : Model.layerFallback(primary.layer(model), ...others)).pipe(

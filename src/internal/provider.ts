@@ -107,6 +107,11 @@ export interface Definition<O extends Options> {
   /** The provider name in errors and messages, from the options. */
   readonly provider: (options: O) => string
   readonly defaultBaseUrl: string
+  /**
+   * The paths the provider adds to the base URL itself, longest first (Anthropic: `/v1/messages`,
+   * `/v1`): a base URL ending in one is corrected, with a warning, rather than requesting `/v1/v1/…`.
+   */
+  readonly adds?: ReadonlyArray<string> | undefined
   /** The environment variables `layerConfig` reads (the first key variable set wins). */
   readonly env: { readonly apiKey: string | ReadonlyArray<string>; readonly baseUrl: string }
   /** Builds the model once the base URL (without its trailing slash) is known valid. */
@@ -130,7 +135,14 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
   const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
     const client = yield* HttpClient.HttpClient
     const provider = definition.provider(options)
-    const baseUrl = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    const given = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    const added = definition.adds?.find((path) => given.toLowerCase().endsWith(path))
+    const baseUrl = added === undefined ? given : given.slice(0, -added.length)
+    if (added !== undefined) {
+      yield* Effect.logWarning(
+        `${provider}: the base URL ${given} ends in ${added}, which ${provider} adds itself: using ${baseUrl}`
+      )
+    }
     if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
       return yield* new Errors.ModelConfigInvalid({
         provider,

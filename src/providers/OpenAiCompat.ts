@@ -93,6 +93,7 @@ const constructors = Provider.constructors<Options>({
   module: "OpenAiCompat",
   provider: (options) => options.provider ?? "openai-compatible",
   defaultBaseUrl,
+  adds: ["/chat/completions"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
     const url = `${baseUrl}/chat/completions`

@@ -99,6 +99,7 @@ const constructors = Provider.constructors<Options>({
   module: "OpenAiResponses",
   provider: (options) => options.provider ?? providerName,
   defaultBaseUrl,
+  adds: ["/responses"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
     const url = `${baseUrl}/responses`
