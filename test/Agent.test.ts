@@ -433,7 +433,7 @@ describe("an agent that calls itself", () => {
             : Message.assistant(last.role === "toolResult" ? `done after: ${Message.textOf(last)}` : "done")
         })
     })
-    const tools: Array<Tool.Any> = []
+    const tools: Array<Tool.Tool<any, any, never>> = []
     const agent = Agent.make({ name: "self", description: "d", instructions: "i", tools, model })
     tools.push(Agent.asTool(agent, { maxDepth: options.maxDepth }))
     return { agent, requests }

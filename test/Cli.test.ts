@@ -311,7 +311,10 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
           })
           server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
         }),
-        (server) => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+        (server) =>
+          Effect.async<void>((resume) => {
+            server.close(() => resume(Effect.void))
+          })
       )
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
       const dir = yield* Cli.tempDir
