@@ -170,8 +170,11 @@ export type FromOptions<O extends MakeOptions> = Agent<
  * @since 0.1.0
  * @category Constructors
  */
-export const make = <const O extends MakeOptions>(options: O): FromOptions<O> =>
-  ({
+export const make = <const O extends MakeOptions>(options: O): FromOptions<O> => {
+  if (options.toolTimeout !== undefined) {
+    Tool.checkTimeout(options.toolTimeout, `the toolTimeout of agent ${options.name}`)
+  }
+  return {
     [TypeId]: variance,
     name: options.name,
     description: options.description,
@@ -185,7 +188,8 @@ export const make = <const O extends MakeOptions>(options: O): FromOptions<O> =>
       concurrency: options.concurrency,
       toolTimeout: options.toolTimeout
     }
-  }) as unknown as FromOptions<O>
+  } as unknown as FromOptions<O>
+}
 
 const variance = { _A: (a: never) => a, _E: (e: never) => e, _R: (r: never) => r }
 

@@ -33,7 +33,7 @@ import * as ToolBatch from "./internal/toolBatch.js"
 import * as Message from "./Message.js"
 import * as Model from "./Model.js"
 import * as Session from "./services/Session.js"
-import type * as Tool from "./Tool.js"
+import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -484,6 +484,7 @@ const loop = <E, R>(
   signal?: AbortSignal | undefined
 ): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
   Effect.gen(function*() {
+    if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
     const output = options.output === undefined
       ? undefined
       : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
