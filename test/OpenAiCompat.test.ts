@@ -568,6 +568,64 @@ describe("OpenAiCompat failures", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("OpenAI's parallel tool-call wrapper", () => {
+  /** A constructed Chat Completions stream: the wrapper (arguments in two pieces), then a plain call. */
+  const wrapped = () => {
+    const args = JSON.stringify({
+      tool_uses: [
+        { recipient_name: "functions.weather", parameters: { location: "San Francisco" } },
+        { recipient_name: "functions.cityAttractions", parameters: { city: "Rome" } }
+      ]
+    })
+    const chunk = (delta: unknown, finish: string | null = null) =>
+      JSON.stringify({
+        id: "chatcmpl-parallel",
+        object: "chat.completion.chunk",
+        model: "gpt-test",
+        choices: [{ index: 0, delta, finish_reason: finish }]
+      })
+    const call = (index: number, id: string | undefined, name: string | undefined, args: string) => ({
+      tool_calls: [{
+        index,
+        ...(id === undefined ? {} : { id, type: "function" }),
+        function: { name, arguments: args }
+      }]
+    })
+    return {
+      _tag: "Sse" as const,
+      frames: ProviderServer.openAiFrames([
+        chunk({ role: "assistant", content: "Checking both. " }),
+        chunk(call(0, "call_wrap", "multi_tool_use.parallel", args.slice(0, 40))),
+        chunk(call(0, undefined, undefined, args.slice(40))),
+        chunk(call(1, "call_echo", "echo", "{\"text\":\"hi\"}")),
+        chunk({}, "tool_calls")
+      ])
+    }
+  }
+
+  it.live("multi_tool_use.parallel becomes one call per entry, ids derived from the wrapper's, later calls after them", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([wrapped()])
+      const { events, message } = yield* respond(server)
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => [call.id, call.name, call.input]), [
+        ["call_wrap_1", "weather", { location: "San Francisco" }],
+        ["call_wrap_2", "cityAttractions", { city: "Rome" }],
+        ["call_echo", "echo", { text: "hi" }]
+      ])
+      assert.strictEqual(Message.textOf(message), "Checking both. ")
+      assert.isFalse(events.some((event) => event._tag === "ToolCallStart" && event.name.includes("parallel")))
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
+  it.live("a request with a tool of that name keeps the call as it came", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([wrapped()])
+      const tool = { name: "multi_tool_use.parallel", description: "d", parameters: { type: "object" } }
+      const { message } = yield* respond(server, { tools: [tool] })
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => call.name), ["multi_tool_use.parallel", "echo"])
+    }).pipe(Effect.scoped))
+})
+
 describe("OpenAiCompat hostile servers", () => {
   const quick = { maxRetries: 1, initialDelay: "10 millis", jitter: false } as const
 
