@@ -81,6 +81,32 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
+      "a prompt longer than maxPromptBytes fails with PromptTooLarge and stores nothing; one within it runs",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([Message.assistant("done")])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("s1")
+            // 334 characters of 3 bytes: 1002 bytes, though only 334 UTF-16 units
+            const error = yield* Effect.flip(client.Prompt({ inputId: "big", text: "€".repeat(334) }))
+            assert.strictEqual(error._tag, "PromptTooLarge")
+            assert.strictEqual(
+              error.message,
+              "The prompt is 1002 bytes, more than the 1000 this runner accepts (maxPromptBytes)"
+            )
+            const steer = yield* Effect.flip(client.Steer({ inputId: "big-steer", text: "x".repeat(1001) }))
+            assert.strictEqual(steer._tag, "PromptTooLarge")
+            const none = yield* Effect.flip(client.History())
+            assert.strictEqual(none._tag, "SessionNotFound")
+            const run = yield* client.Prompt({ inputId: "small", text: "€".repeat(333) })
+            assert.deepStrictEqual(yield* client.Wait({ runId: run.runId }), { _tag: "Completed", turns: 1 })
+          }).pipe(Effect.provide(runner(store, model, { maxPromptBytes: 1000 })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "Steer and a Prompt during a run are queued and taken at the next turn boundary, in order",
       () =>
         Effect.gen(function*() {
