@@ -3,12 +3,15 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as NodeFs from "node:fs"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -79,6 +82,40 @@ for (const [storeName, storeLayer] of stores) {
         }).pipe(Effect.scoped),
       60_000
     )
+
+    // PostgreSQL refuses to drop a database in use; a SQLite file can be deleted from under the runner
+    if (storeName === "SQLite") {
+      it.effect(
+        "the database deleted while a run goes on: the run does not report Completed, its Wait fails typed",
+        () =>
+          Effect.gen(function*() {
+            const store = yield* freshStore
+            const started = yield* Deferred.make<void>()
+            const release = yield* Deferred.make<void>()
+            const model = Model.make({
+              complete: () =>
+                Deferred.succeed(started, undefined).pipe(
+                  Effect.zipRight(Deferred.await(release)),
+                  Effect.as(Message.assistant("done"))
+                )
+            })
+            yield* Effect.gen(function*() {
+              const client = (yield* Durable.client)("s1")
+              const run = yield* client.Prompt({ inputId: "p1", text: "go" })
+              yield* Deferred.await(started)
+              for (const suffix of ["", "-wal", "-shm"]) NodeFs.rmSync(`${store.target}${suffix}`, { force: true })
+              yield* Deferred.succeed(release, undefined)
+              const waited = yield* Effect.either(client.Wait({ runId: run.runId }))
+              assert.isTrue(Either.isLeft(waited), `the run reported ${JSON.stringify(waited)}`)
+              if (Either.isLeft(waited)) {
+                assert.strictEqual(waited.left._tag, "StoreFailed")
+                assert.include(waited.left.description, "was deleted while it was open")
+              }
+            }).pipe(Effect.provide(runner(store, model)))
+          }).pipe(Effect.scoped),
+        60_000
+      )
+    }
 
     it.effect(
       "a prompt longer than maxPromptBytes fails with PromptTooLarge and stores nothing; one within it runs",
