@@ -293,15 +293,18 @@ describe("a signal while a large session opens", () => {
         const dir = yield* tempDir
         yield* Effect.forEach(["SIGTERM", "SIGINT"] as const, (signal) =>
           Effect.gen(function*() {
-            const session = NodePath.join(dir, `large-${signal}.jsonl`)
+            // a directory of its own: the lock the command takes beside the session file is what `ready` sees
+            const own = NodePath.join(dir, signal)
+            NodeFs.mkdirSync(own)
+            const session = NodePath.join(own, "large.jsonl")
             yield* Effect.promise(() => largeSession(session, 20_000))
             const before = yield* Effect.promise(() => Fs.readFile(session, "utf8"))
             const outcome = yield* trial({
               via: "node",
-              args: argsFor(server, dir, session, "one more question"),
+              args: argsFor(server, own, session, "one more question"),
               // the command holds the session's lock: it is opening the session
               ready: () =>
-                NodeFs.readdirSync(dir).some((name) => name.startsWith(".session-") && name.endsWith(".lock")),
+                NodeFs.readdirSync(own).some((name) => name.startsWith(".session-") && name.endsWith(".lock")),
               signals: [signal],
               gapMillis: 0
             })
