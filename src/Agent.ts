@@ -17,6 +17,7 @@ import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -169,8 +170,11 @@ export type FromOptions<O extends MakeOptions> = Agent<
  * @since 0.1.0
  * @category Constructors
  */
-export const make = <const O extends MakeOptions>(options: O): FromOptions<O> =>
-  ({
+export const make = <const O extends MakeOptions>(options: O): FromOptions<O> => {
+  if (options.toolTimeout !== undefined) {
+    Tool.checkTimeout(options.toolTimeout, `the toolTimeout of agent ${options.name}`)
+  }
+  return {
     [TypeId]: variance,
     name: options.name,
     description: options.description,
@@ -184,7 +188,8 @@ export const make = <const O extends MakeOptions>(options: O): FromOptions<O> =>
       concurrency: options.concurrency,
       toolTimeout: options.toolTimeout
     }
-  }) as unknown as FromOptions<O>
+  } as unknown as FromOptions<O>
+}
 
 const variance = { _A: (a: never) => a, _E: (e: never) => e, _R: (r: never) => r }
 
@@ -373,7 +378,20 @@ export interface AsToolOptions<P, D extends OnDenied> {
   readonly timeout?: Duration.DurationInput | undefined
   /** A denial inside the child: terminal for the parent too (`"fail"`, the default) or fed back. */
   readonly onDenied?: D | undefined
+  /**
+   * How deep sub-agents may nest below the top run (default `defaultMaxDepth`, 8): a call that would
+   * start a deeper child fails with a `ToolExecutionFailed` the model reads, and no child runs.
+   */
+  readonly maxDepth?: number | undefined
 }
+
+/**
+ * How deep sub-agents nest by default: an agent that calls itself stops after this many levels.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const defaultMaxDepth = 8
 
 /**
  * The errors of an agent's tool: the child run's, without a denial when it is fed back.
@@ -424,6 +442,7 @@ export const asTool: {
     ? (parameters: { readonly task: string }) => parameters.task
     : (parameters: unknown) => JSON.stringify(parameters))
   const onDenied = options?.onDenied ?? "fail"
+  const maxDepth = options?.maxDepth ?? defaultMaxDepth
   return Tool.make({
     name: options?.name ?? agent.name,
     description: options?.description ?? agent.description,
@@ -431,6 +450,17 @@ export const asTool: {
     timeout: options?.timeout,
     execute: (input, context) =>
       Effect.gen(function*() {
+        const depth = (yield* FiberRef.get(currentDepth)) + 1
+        if (depth > maxDepth) {
+          return yield* new Errors.ToolExecutionFailed({
+            description: `The ${agent.name} agent was not started: sub-agents may nest ${maxDepth} deep, ` +
+              `and this call would start level ${depth}. Do the task here instead of delegating it again.`,
+            details: { reason: "maxDepth", maxDepth, depth }
+          })
+        }
+        // to the event loop before the child starts: a chain of children that never waits on anything
+        // (an agent calling itself) would otherwise starve the timers, so no timeout or abort could fire
+        yield* Effect.withScheduler(Effect.yieldNow(), macrotask)
         const parent = yield* FiberRef.get(ParentRun.current)
         const sessions = yield* Effect.serviceOption(ChildSessions)
         const session = Option.isSome(sessions)
@@ -446,7 +476,7 @@ export const asTool: {
           )
         )
         // a child fiber of the call; interrupting the call interrupts it and waits for its finalizers
-        const fiber = yield* Effect.fork(child)
+        const fiber = yield* Effect.fork(Effect.locally(child, currentDepth, depth))
         const result = yield* Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
         return agent.output === undefined
           ? result.output as string
@@ -504,6 +534,12 @@ const provideStreamLayer =
 
 const provideStreamService = (model: Model.Service) => <A, E>(self: Stream.Stream<A, E, any>) =>
   Stream.provideService(self, Model.Model, model)
+
+/** How deep the current fiber's run is among sub-agents: 0 at the top run, 1 in its children, … */
+const currentDepth = FiberRef.unsafeMake(0)
+
+/** Schedules on the event loop's timers, so a yield through it lets due timers run first. */
+const macrotask = Scheduler.timer(0)
 
 /** A child's events into the parent's sink, wrapped with the path to it; its end into the parent's stats. */
 const forward = (agent: string, toolCallId: string, parent: ParentRun.ParentRun | undefined) => {

@@ -101,6 +101,31 @@ export class StoreFailed extends Schema.TaggedError<StoreFailed>("effect-agent/D
   description: Schema.String
 }) {}
 
+/**
+ * A `Prompt` or `Steer` text longer than the runner's `maxPromptBytes`; nothing was stored.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class PromptTooLarge
+  extends Schema.TaggedError<PromptTooLarge>("effect-agent/PromptTooLarge")("PromptTooLarge", {
+    bytes: Schema.Number,
+    maxBytes: Schema.Number
+  })
+{
+  override get message(): string {
+    return `The prompt is ${this.bytes} bytes, more than the ${this.maxBytes} this runner accepts (maxPromptBytes)`
+  }
+}
+
+/**
+ * The most bytes (UTF-8) a `Prompt` or `Steer` text may have by default: 1 MiB.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const defaultMaxPromptBytes = 1024 * 1024
+
 // -----------------------------------------------------------------------------
 // Models
 // -----------------------------------------------------------------------------
@@ -267,12 +292,12 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   Rpc.make("Prompt", {
     payload: { inputId: Schema.String, text: Schema.String },
     success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
-    error: StoreFailed,
+    error: Schema.Union(StoreFailed, PromptTooLarge),
     primaryKey: ({ inputId }) => inputId
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Steer", {
     payload: { inputId: Schema.String, text: Schema.String },
-    error: StoreFailed,
+    error: Schema.Union(StoreFailed, PromptTooLarge),
     primaryKey: ({ inputId }) => inputId
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Abort", {
@@ -349,6 +374,8 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<T
   readonly approvalTimeout?: Duration.DurationInput | undefined
   /** How often a running step checks for an `Abort` (default 200 millis). */
   readonly abortPollInterval?: Duration.DurationInput | undefined
+  /** The most bytes (UTF-8) a `Prompt` or `Steer` text may have (default 1 MiB); more fails with `PromptTooLarge`. */
+  readonly maxPromptBytes?: number | undefined
 }
 
 /**
@@ -385,7 +412,10 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
   | Tool.Requirements<Tools[number]>
 > =>
   Layer.mergeAll(
-    SessionEntity.toLayer(entityHandlers, { concurrency: "unbounded", maxIdleTime: "30 seconds" }),
+    SessionEntity.toLayer(entityHandlers(options.maxPromptBytes ?? defaultMaxPromptBytes), {
+      concurrency: "unbounded",
+      maxIdleTime: "30 seconds"
+    }),
     RunWorkflow.toLayer((payload, executionId) => runWorkflow(options, payload, executionId))
   ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
 
@@ -542,94 +572,101 @@ const enqueue = (sessionId: string, inputId: string, text: string) =>
 // Entity handlers
 // -----------------------------------------------------------------------------
 
-const entityHandlers = Effect.gen(function*() {
-  const address = yield* Entity.CurrentAddress
-  const sessionId = address.entityId
-  const sql = yield* SqlClient.SqlClient
-  const context = yield* Effect.context<WorkflowEngine.WorkflowEngine | SqlClient.SqlClient>()
-  const withStore = <A, E>(
-    effect: Effect.Effect<A, E, SqlClient.SqlClient | WorkflowEngine.WorkflowEngine>
-  ): Effect.Effect<A, StoreFailed> => effect.pipe(Effect.provide(context), Effect.mapError(storeFailed))
-  const requireSession = Effect.flatMap(
-    Effect.provide(SessionSql.exists(sessionId), context),
-    (exists) => exists ? Effect.void : Effect.fail(new SessionNotFound({ sessionId }))
-  ).pipe(Effect.catchTag("SessionStoreFailed", (error) => Effect.fail(storeFailed(error))))
+const entityHandlers = (maxPromptBytes: number) =>
+  Effect.gen(function*() {
+    const address = yield* Entity.CurrentAddress
+    const sessionId = address.entityId
+    const sql = yield* SqlClient.SqlClient
+    const context = yield* Effect.context<WorkflowEngine.WorkflowEngine | SqlClient.SqlClient>()
+    const withStore = <A, E>(
+      effect: Effect.Effect<A, E, SqlClient.SqlClient | WorkflowEngine.WorkflowEngine>
+    ): Effect.Effect<A, StoreFailed> => effect.pipe(Effect.provide(context), Effect.mapError(storeFailed))
+    const requireSession = Effect.flatMap(
+      Effect.provide(SessionSql.exists(sessionId), context),
+      (exists) => exists ? Effect.void : Effect.fail(new SessionNotFound({ sessionId }))
+    ).pipe(Effect.catchTag("SessionStoreFailed", (error) => Effect.fail(storeFailed(error))))
 
-  const startRun = (runId: string) =>
-    Effect.gen(function*() {
-      yield* sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
-        VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`
-      yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
-    })
-
-  /** Completes the approval of a call; the first decision stands (a later one is deduplicated). */
-  const decide = (runId: string, toolCallId: string, decision: Decision) =>
-    Effect.gen(function*() {
-      const executionId = yield* RunWorkflow.executionId({ sessionId, runId })
-      const deferred = approvalDeferred(toolCallId)
-      yield* retrySend(DurableDeferred.done(deferred, {
-        token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
-        exit: Exit.succeed(decision)
-      }))
-      // a decision that lands while the run is still on its way to suspending finds nothing to resume:
-      // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
-      yield* Effect.forkDaemon(
-        Effect.forEach(
-          [100, 400, 1000, 3000],
-          (millis) => Effect.zipRight(Effect.sleep(millis), RunWorkflow.resume(executionId)),
-          { discard: true }
-        ).pipe(Effect.provide(context))
-      )
-    })
-
-  return SessionEntity.of({
-    Prompt: ({ payload }) =>
-      withStore(Effect.gen(function*() {
-        yield* SessionSql.makeSql(sessionId)
-        yield* enqueue(sessionId, payload.inputId, payload.text)
-        const running = yield* runningRun(sessionId)
-        if (Option.isSome(running)) return { runId: running.value.run_id, queued: true }
-        const runId = `${sessionId}/${payload.inputId}`
-        yield* startRun(runId)
-        return { runId, queued: false }
-      })),
-    Steer: ({ payload }) =>
-      withStore(Effect.gen(function*() {
-        yield* SessionSql.makeSql(sessionId)
-        yield* enqueue(sessionId, payload.inputId, payload.text)
-      })),
-    Abort: () =>
-      withStore(Effect.gen(function*() {
-        const running = yield* runningRun(sessionId)
-        if (Option.isNone(running)) return {}
-        yield* sql`INSERT INTO effect_agent_aborts (run_id, at) VALUES (${running.value.run_id}, ${Date.now()})
-          ON CONFLICT (run_id) DO NOTHING`
-        return { runId: running.value.run_id }
-      })),
-    Approve: ({ payload }) =>
+    const startRun = (runId: string) =>
       Effect.gen(function*() {
-        yield* requireSession
-        return yield* withStore(Effect.gen(function*() {
+        yield* sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
+        VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`
+        yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
+      })
+
+    /** Completes the approval of a call; the first decision stands (a later one is deduplicated). */
+    const decide = (runId: string, toolCallId: string, decision: Decision) =>
+      Effect.gen(function*() {
+        const executionId = yield* RunWorkflow.executionId({ sessionId, runId })
+        const deferred = approvalDeferred(toolCallId)
+        yield* retrySend(DurableDeferred.done(deferred, {
+          token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
+          exit: Exit.succeed(decision)
+        }))
+        // a decision that lands while the run is still on its way to suspending finds nothing to resume:
+        // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
+        yield* Effect.forkDaemon(
+          Effect.forEach(
+            [100, 400, 1000, 3000],
+            (millis) => Effect.zipRight(Effect.sleep(millis), RunWorkflow.resume(executionId)),
+            { discard: true }
+          ).pipe(Effect.provide(context))
+        )
+      })
+
+    return SessionEntity.of({
+      Prompt: ({ payload }) =>
+        Effect.zipRight(
+          checkSize(payload.text, maxPromptBytes),
+          withStore(Effect.gen(function*() {
+            yield* SessionSql.makeSql(sessionId)
+            yield* enqueue(sessionId, payload.inputId, payload.text)
+            const running = yield* runningRun(sessionId)
+            if (Option.isSome(running)) return { runId: running.value.run_id, queued: true }
+            const runId = `${sessionId}/${payload.inputId}`
+            yield* startRun(runId)
+            return { runId, queued: false }
+          }))
+        ),
+      Steer: ({ payload }) =>
+        Effect.zipRight(
+          checkSize(payload.text, maxPromptBytes),
+          withStore(Effect.gen(function*() {
+            yield* SessionSql.makeSql(sessionId)
+            yield* enqueue(sessionId, payload.inputId, payload.text)
+          }))
+        ),
+      Abort: () =>
+        withStore(Effect.gen(function*() {
           const running = yield* runningRun(sessionId)
           if (Option.isNone(running)) return {}
-          yield* decide(running.value.run_id, payload.toolCallId, payload.decision)
+          yield* sql`INSERT INTO effect_agent_aborts (run_id, at) VALUES (${running.value.run_id}, ${Date.now()})
+          ON CONFLICT (run_id) DO NOTHING`
           return { runId: running.value.run_id }
-        }))
-      }),
-    ApprovalTimeout: ({ payload }) =>
-      withStore(decide(payload.runId, payload.toolCallId, {
-        _tag: "Deny",
-        reason: approvalTimedOutText(Duration.millis(payload.after))
-      })),
-    History: () =>
-      Effect.zipRight(
-        requireSession,
-        Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
-      ),
-    Wait: ({ payload }) => withStore(waitForRun(payload.runId)),
-    Events: ({ payload }) => events(sessionId, payload).pipe(Stream.provideContext(context))
+        })),
+      Approve: ({ payload }) =>
+        Effect.gen(function*() {
+          yield* requireSession
+          return yield* withStore(Effect.gen(function*() {
+            const running = yield* runningRun(sessionId)
+            if (Option.isNone(running)) return {}
+            yield* decide(running.value.run_id, payload.toolCallId, payload.decision)
+            return { runId: running.value.run_id }
+          }))
+        }),
+      ApprovalTimeout: ({ payload }) =>
+        withStore(decide(payload.runId, payload.toolCallId, {
+          _tag: "Deny",
+          reason: approvalTimedOutText(Duration.millis(payload.after))
+        })),
+      History: () =>
+        Effect.zipRight(
+          requireSession,
+          Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
+        ),
+      Wait: ({ payload }) => withStore(waitForRun(payload.runId)),
+      Events: ({ payload }) => events(sessionId, payload).pipe(Stream.provideContext(context))
+    })
   })
-})
 
 const waitForRun = (runId: string) =>
   Effect.gen(function*() {
@@ -1234,4 +1271,12 @@ const describe = (error: unknown): string =>
 
 function storeFailed(error: unknown): StoreFailed {
   return error instanceof StoreFailed ? error : new StoreFailed({ description: describe(error) })
+}
+
+/** Fails with `PromptTooLarge` for a text of more than `maxBytes` UTF-8 bytes. */
+const checkSize = (text: string, maxBytes: number): Effect.Effect<void, PromptTooLarge> => {
+  // a UTF-8 character takes at most 3 bytes per UTF-16 unit: only a text near the limit is measured
+  if (text.length * 3 <= maxBytes) return Effect.void
+  const bytes = Buffer.byteLength(text, "utf8")
+  return bytes > maxBytes ? Effect.fail(new PromptTooLarge({ bytes, maxBytes })) : Effect.void
 }

@@ -171,7 +171,10 @@ export class ModelUnavailable
     /** The URL requested, when the failure came from an HTTP exchange. */
     url: Schema.optional(Schema.String),
     status: Schema.optional(Schema.Number),
-    description: Schema.String
+    /** What went wrong, on one line (an error body is summed up: its JSON `message`, its HTML title). */
+    description: Schema.String,
+    /** The whole error body, when `description` sums it up. */
+    body: Schema.optional(Schema.String)
   })
 {
   override get message(): string {
@@ -229,7 +232,10 @@ export class ModelRequestFailed
     /** The URL requested, when the failure came from an HTTP exchange. */
     url: Schema.optional(Schema.String),
     status: Schema.optional(Schema.Number),
-    description: Schema.String
+    /** What went wrong, on one line (an error body is summed up: its JSON `message`, its HTML title). */
+    description: Schema.String,
+    /** The whole error body, when `description` sums it up. */
+    body: Schema.optional(Schema.String)
   })
 {
   override get message(): string {

@@ -33,7 +33,7 @@ import * as ToolBatch from "./internal/toolBatch.js"
 import * as Message from "./Message.js"
 import * as Model from "./Model.js"
 import * as Session from "./services/Session.js"
-import type * as Tool from "./Tool.js"
+import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -305,10 +305,11 @@ export const stream: {
     })
     const sink = EventSink.mailbox(mailbox)
     const onEvent = options.onEvent
-    const fiber = yield* loop(
+    yield* loop(
       options,
       toolsOf(options.tools),
-      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) }
+      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) },
+      options.signal
     ).pipe(
       Effect.withSpan("Loop.stream"),
       Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
@@ -316,7 +317,6 @@ export const stream: {
     )
     // runs before the fiber is interrupted, so a run finalizing after the consumer left never waits on it
     yield* Effect.addFinalizer(() => mailbox.shutdown)
-    yield* abortOn(options.signal, fiber)
     return Mailbox.toStream(mailbox)
   }))
 
@@ -363,16 +363,16 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
   const run = loop(
     { input: [], systemPrompt: options.systemPrompt, maxTurns: options.maxTurns },
     toolsOf(options.tools),
-    sink
+    sink,
+    options.signal
   ).pipe(
     Effect.provideService(Model.Model, options.model),
     Effect.provideService(Session.Session, session)
   )
   return Effect.runPromiseExit(
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(run)
-      yield* abortOn(options.signal, fiber)
-      const exit = yield* Fiber.await(fiber)
+      // in a fiber of its own: an abort interrupts the run, not this
+      const exit = yield* Fiber.await(yield* Effect.fork(run))
       if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
       return (yield* session.messages).slice()
     }).pipe(Effect.scoped)
@@ -480,9 +480,11 @@ interface Ending {
 const loop = <E, R>(
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
-  sink: EventSink.Sink
+  sink: EventSink.Sink,
+  signal?: AbortSignal | undefined
 ): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
   Effect.gen(function*() {
+    if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
     const output = options.output === undefined
       ? undefined
       : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
@@ -491,8 +493,9 @@ const loop = <E, R>(
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
     yield* sink.emit({ _tag: "RunStart" })
     const { endedBy, output: answer } = yield* Effect.onExit(
-      // the run's sub-agents report to it (their events, their statistics)
-      Effect.locally(body(run, options, output), ParentRun.current, { sink, stats: run.stats }),
+      // the run's sub-agents report to it (their events, their statistics); an abort, even one before
+      // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
+      abortOn(signal, Effect.locally(body(run, options, output), ParentRun.current, { sink, stats: run.stats })),
       (exit) => finalize(run, exit)
     )
     return {
@@ -621,16 +624,14 @@ const toolsOf = <Tools extends ReadonlyArray<Tool.Any>>(
 const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
   options.onEvent === undefined ? EventSink.none : { emit: options.onEvent }
 
-const abortOn = <A, E>(signal: AbortSignal | undefined, fiber: Fiber.RuntimeFiber<A, E>) =>
-  signal === undefined ? Effect.void : Effect.acquireRelease(
-    Effect.sync(() => {
-      const onAbort = () => fiber.unsafeInterruptAsFork(fiber.id())
-      if (signal.aborted) onAbort()
-      else signal.addEventListener("abort", onAbort, { once: true })
-      return onAbort
-    }),
-    (onAbort) => Effect.sync(() => signal.removeEventListener("abort", onAbort))
-  )
+/** Runs `self`, interrupted when `signal` aborts (at once when it is aborted already). */
+const abortOn = <A, E, R>(signal: AbortSignal | undefined, self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  signal === undefined ? self : Effect.withFiberRuntime((fiber) => {
+    if (signal.aborted) return Effect.interrupt
+    const onAbort = () => fiber.unsafeInterruptAsFork(fiber.id())
+    signal.addEventListener("abort", onAbort, { once: true })
+    return Effect.ensuring(self, Effect.sync(() => signal.removeEventListener("abort", onAbort)))
+  })
 
 const inputMessages = (input: RunOptions["input"]): ReadonlyArray<Message.Message> =>
   typeof input === "string" ? [Message.user(input)] : isMessageList(input) ? input : [input]

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
@@ -177,6 +177,7 @@ export const make = <Input, E = never, R = never>(options: {
   readonly timeout?: Duration.DurationInput | undefined
   readonly idempotent?: boolean | undefined
 }): Tool<Input, E, R> => {
+  if (options.timeout !== undefined) checkTimeout(options.timeout, `the timeout of tool ${options.name}`)
   const { $schema: _, ...jsonSchema } = JSONSchema.make(options.parameters)
   const key = options.key
   return {
@@ -193,6 +194,26 @@ export const make = <Input, E = never, R = never>(options: {
     timeout: options.timeout,
     idempotent: options.idempotent
   }
+}
+
+/**
+ * Checks a timeout option (a tool's, an agent's, a run's `toolTimeout`): one under 1 ms (`1e-300`, 0,
+ * a negative or NaN number) would time every call out at once, so it is refused with a `RangeError`
+ * naming `what`, as `Duration.decode` refuses an input it cannot read.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const checkTimeout = (timeout: Duration.DurationInput, what: string): Duration.Duration => {
+  const duration = Duration.decode(timeout)
+  const millis = Duration.toMillis(duration)
+  if (!(millis >= 1)) {
+    throw new RangeError(
+      `${what} is ${typeof timeout === "number" ? `${timeout} ms` : String(timeout)}, under 1 ms: ` +
+        `every call would time out at once; give at least "1 millis", or no timeout`
+    )
+  }
+  return duration
 }
 
 // -----------------------------------------------------------------------------

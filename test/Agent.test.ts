@@ -412,6 +412,77 @@ const assertPaired = (events: ReadonlyArray<Event.AgentEvent<unknown>>) => {
   for (const [id, open] of tools) assert.strictEqual(open, 0, `ToolStart/ToolEnd of ${id}`)
 }
 
+describe("an agent that calls itself", () => {
+  /**
+   * An agent given itself as a tool, whose model delegates the task again on the first turn of every
+   * run and answers on the next one; past `guard` requests it stops delegating (a run without a depth
+   * limit still ends). `requests` is every request the model got.
+   */
+  const selfCalling = (
+    options: { readonly guard: number; readonly maxDepth?: number; readonly onRequest?: (count: number) => void }
+  ) => {
+    const requests: Array<Model.Request> = []
+    const model = Model.make({
+      complete: (request) =>
+        Effect.sync(() => {
+          requests.push(request)
+          options.onRequest?.(requests.length)
+          const last = request.messages.at(-1)!
+          return last.role === "user" && requests.length < options.guard
+            ? Message.assistant([Message.toolCall(`d${requests.length}`, "self", { task: "again" })])
+            : Message.assistant(last.role === "toolResult" ? `done after: ${Message.textOf(last)}` : "done")
+        })
+    })
+    const tools: Array<Tool.Tool<any, any, never>> = []
+    const agent = Agent.make({ name: "self", description: "d", instructions: "i", tools, model })
+    tools.push(Agent.asTool(agent, { maxDepth: options.maxDepth }))
+    return { agent, requests }
+  }
+
+  it.effect("stops at the depth limit (default 8) with an error the deepest model reads", () =>
+    Effect.gen(function*() {
+      const { agent, requests } = selfCalling({ guard: 100 })
+      const result = yield* Agent.run(agent, "go").pipe(Effect.provide(Session.layerMemory()))
+      // the top run and 8 children delegate; the 9th call is refused
+      assert.strictEqual(requests.filter((r) => r.messages.at(-1)!.role === "user").length, 9)
+      const refused = requests.map((r) => r.messages.at(-1)!).filter((m) => m.role === "toolResult" && m.isError)
+      assert.strictEqual(refused.length, 1)
+      assert.include(Message.textOf(refused[0]!), "may nest 8 deep")
+      assert.isTrue(result.output.startsWith("done after:"))
+    }))
+
+  it.effect("the depth limit is configurable", () =>
+    Effect.gen(function*() {
+      const { agent, requests } = selfCalling({ guard: 100, maxDepth: 2 })
+      yield* Agent.run(agent, "go").pipe(Effect.provide(Session.layerMemory()))
+      assert.strictEqual(requests.filter((r) => r.messages.at(-1)!.role === "user").length, 3)
+    }))
+
+  it.live("a deep chain of children yields to the event loop, so an abort from a timer reaches it", () =>
+    Effect.gen(function*() {
+      const controller = new AbortController()
+      const { agent, requests } = selfCalling({
+        guard: 200,
+        maxDepth: 1_000,
+        // the abort comes from the event loop (as a timeout's or a signal handler's would)
+        onRequest: (count) => {
+          if (count === 5) setImmediate(() => controller.abort())
+        }
+      })
+      const history = yield* Effect.promise(() =>
+        Loop.runAgent({
+          model: agent.model as Model.Service,
+          messages: [Message.user("go")],
+          tools: [Agent.asTool(agent, { maxDepth: 1_000 })],
+          signal: controller.signal
+        })
+      )
+      assert.isBelow(requests.length, 200, "the abort stopped the chain before its guard")
+      assert.deepStrictEqual(history.map((m) => m.role), ["user", "assistant", "toolResult"])
+      assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
+    }))
+})
+
 describe("a sub-agent after a crash", () => {
   it.live(
     "the parent's history loads, and the child's transcript is found from the call id",

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -286,6 +287,25 @@ describe("Anthropic requests", () => {
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(message.usage?.input, 12)
       assert.strictEqual(server.requests[0]!.url, "/v1/messages")
+    }).pipe(Effect.scoped))
+
+  it.live("a base URL ending in /v1 (or /v1/messages) is corrected, with a warning, instead of requesting /v1/v1/messages", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl"), fixture("anthropic-text.jsonl")])
+      const warnings: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel._tag === "Warning") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+      })
+      for (const suffix of ["/v1", "/v1/messages/"]) {
+        yield* Effect.provide(completeHi, provider(server, { baseUrl: `${server.url}${suffix}` })).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+        )
+      }
+      assert.deepStrictEqual(server.requests.map((r) => r.url), ["/v1/messages", "/v1/messages"])
+      assert.deepStrictEqual(warnings, [
+        `anthropic: the base URL ${server.url}/v1 ends in /v1, which anthropic adds itself: using ${server.url}`,
+        `anthropic: the base URL ${server.url}/v1/messages ends in /v1/messages, which anthropic adds itself: using ${server.url}`
+      ])
     }).pipe(Effect.scoped))
 
   it.live("headers then silence fails with ModelUnavailable after the idle timeout", () =>

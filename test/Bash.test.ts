@@ -196,6 +196,16 @@ describe("bash", () => {
       })
     ))
 
+  it.live("a call's timeout under 1 ms (1e-300) is refused with an error the model reads; the command does not run", () =>
+    inWorkspace(() =>
+      Effect.gen(function*() {
+        const result = yield* call(Tools.bash, { command: "echo ran > ran.txt", timeout: 1e-300 })
+        assert.isTrue(result.isError)
+        assert.include(result.text, "a timeout must be at least 0.001 seconds (1 ms)")
+        assert.notInclude(result.text, "timed out")
+      })
+    ))
+
   it.live("a run aborted during bash records Operation aborted and leaves no process", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()

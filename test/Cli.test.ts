@@ -342,6 +342,74 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.match(verbose.stderr, /^\s+at /m)
     }))
 
+  it.scopedLive("a server that is not the API (HTTP 501, an HTML page): one request, one line; --verbose shows the page", () =>
+    Effect.gen(function*() {
+      // what `python3 -m http.server` answers to a POST
+      const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        <meta charset=\"utf-8\">\n" +
+        "        <title>Error response</title>\n    </head>\n    <body>\n        <h1>Error response</h1>\n" +
+        "        <p>Error code: 501</p>\n        <p>Message: Unsupported method ('POST').</p>\n" +
+        "        <p>Error code explanation: 501 - Server does not support this operation.</p>\n    </body>\n</html>\n"
+      let requests = 0
+      const server = yield* Effect.acquireRelease(
+        Effect.async<Http.Server>((resume) => {
+          const server = Http.createServer((req, res) => {
+            requests++
+            req.resume()
+            res.writeHead(501, { "content-type": "text/html;charset=utf-8" })
+            res.end(page)
+          })
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) =>
+          Effect.async<void>((resume) => {
+            server.close(() => resume(Effect.void))
+          })
+      )
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const dir = yield* Cli.tempDir
+      const args = [...againstServer(url, dir, NodePath.join(dir, "s.jsonl")), "hi"]
+      const outcome = yield* Cli.run(main, args, { OPENAI_API_KEY: "sk-test" })
+      assertFailure(outcome, 1, [/^effect-agent: openai-compatible: request failed.*HTTP 501.*: Error response$/])
+      assert.strictEqual(requests, 1, "a 501 is not retried")
+      assert.notInclude(outcome.stderr, "<html")
+      const verbose = yield* Cli.run(main, ["--verbose", ...args], { OPENAI_API_KEY: "sk-test" })
+      assert.strictEqual(verbose.code, 1)
+      assert.include(verbose.stderr, "Message: Unsupported method ('POST').")
+    }))
+
+  it.scopedLive("--provider anthropic with a base URL ending in /v1: corrected with a note; a 404's hint fits Anthropic", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([
+        {
+          _tag: "Sse",
+          frames: ProviderServer.anthropicFrames(ProviderServer.fixtureLines("anthropic/anthropic-text.jsonl"))
+        },
+        { _tag: "Status", status: 404, body: JSON.stringify({ type: "error", error: { message: "Not Found" } }) }
+      ])
+      const dir = yield* Cli.tempDir
+      const run = (baseUrl: string) =>
+        Cli.run(main, [
+          "--provider",
+          "anthropic",
+          "--base-url",
+          baseUrl,
+          "--workspace",
+          dir,
+          "--session",
+          NodePath.join(dir, "s.jsonl"),
+          "hi"
+        ], { ANTHROPIC_API_KEY: "sk-ant-test" })
+      const corrected = yield* run(`${server.url}/v1`)
+      assert.strictEqual(corrected.code, 0, corrected.stderr)
+      assert.strictEqual(server.requests[0]!.url, "/v1/messages")
+      assert.include(corrected.stderr, `the base URL ${server.url}/v1 ends in /v1, which anthropic adds itself`)
+      const wrong = yield* run(`${server.url}/api`)
+      assertFailure(wrong, 1, [
+        /^effect-agent: anthropic: request failed.*HTTP 404/,
+        /^  check --base-url or ANTHROPIC_BASE_URL \(Anthropic's base URL has no \/v1: effect-agent adds \/v1\/messages\) and --model$/
+      ])
+    }))
+
   it.scopedLive("a session file open by another process: who holds it and what to do, exit 1", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir

@@ -269,6 +269,57 @@ describe("signals to node itself", () => {
   )
 })
 
+describe("a signal while a large session opens", () => {
+  /** A format-2 session of `count` question-and-answer pairs, a few MB: opening it takes a while. */
+  const largeSession = (path: string, count: number) => {
+    const lines = [JSON.stringify({ type: "session", version: 2, id: "large", createdAt: 0 })]
+    let parentId: string | null = null
+    for (let i = 0; i < 2 * count; i++) {
+      const id = `e${i}`
+      const message = i % 2 === 0
+        ? Message.user(`question ${i} ${"x".repeat(200)}`)
+        : Message.assistant(`answer ${i} ${"y".repeat(200)}`)
+      lines.push(JSON.stringify({ type: "message", role: message.role, id, parentId, message }))
+      parentId = id
+    }
+    return Fs.writeFile(path, lines.join("\n") + "\n")
+  }
+
+  it.scopedLive(
+    "one SIGTERM or SIGINT ends the run: 130, no request sent, the session as it was",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* ChatServer.make(answer)
+        const dir = yield* tempDir
+        yield* Effect.forEach(["SIGTERM", "SIGINT"] as const, (signal) =>
+          Effect.gen(function*() {
+            // a directory of its own: the lock the command takes beside the session file is what `ready` sees
+            const own = NodePath.join(dir, signal)
+            NodeFs.mkdirSync(own)
+            const session = NodePath.join(own, "large.jsonl")
+            yield* Effect.promise(() => largeSession(session, 20_000))
+            const before = yield* Effect.promise(() => Fs.readFile(session, "utf8"))
+            const outcome = yield* trial({
+              via: "node",
+              args: argsFor(server, own, session, "one more question"),
+              // the command holds the session's lock: it is opening the session
+              ready: () =>
+                NodeFs.readdirSync(own).some((name) => name.startsWith(".session-") && name.endsWith(".lock")),
+              signals: [signal],
+              gapMillis: 0
+            })
+            const context = `${outcome.stderr}\n(exit ${outcome.code}, signal ${outcome.signal})`
+            assert.strictEqual(outcome.code, 130, context)
+            assert.include(outcome.stderr, "[aborted", context)
+            assert.strictEqual(server.requests.length, 0, "no request reached the model")
+            const after = yield* Effect.promise(() => Fs.readFile(session, "utf8"))
+            assert.isTrue(after === before, "the session is unchanged")
+          }))
+      }),
+    120_000
+  )
+})
+
 describe("Signals.next", () => {
   const run = (signals: ReadonlyArray<"SIGINT" | "SIGTERM">) => {
     let state = Signals.initial

@@ -3,12 +3,15 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as NodeFs from "node:fs"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -76,6 +79,67 @@ for (const [storeName, storeLayer] of stores) {
             const missing = yield* Effect.exit((yield* Durable.client)("nope").History())
             assert.isTrue(Exit.isFailure(missing))
           }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    // PostgreSQL refuses to drop a database in use; a SQLite file can be deleted from under the runner
+    if (storeName === "SQLite") {
+      it.effect(
+        "the database deleted while a run goes on: the run does not report Completed, its Wait fails typed",
+        () =>
+          Effect.gen(function*() {
+            const store = yield* freshStore
+            const started = yield* Deferred.make<void>()
+            const release = yield* Deferred.make<void>()
+            const model = Model.make({
+              complete: () =>
+                Deferred.succeed(started, undefined).pipe(
+                  Effect.zipRight(Deferred.await(release)),
+                  Effect.as(Message.assistant("done"))
+                )
+            })
+            yield* Effect.gen(function*() {
+              const client = (yield* Durable.client)("s1")
+              const run = yield* client.Prompt({ inputId: "p1", text: "go" })
+              yield* Deferred.await(started)
+              for (const suffix of ["", "-wal", "-shm"]) NodeFs.rmSync(`${store.target}${suffix}`, { force: true })
+              yield* Deferred.succeed(release, undefined)
+              const waited = yield* Effect.either(client.Wait({ runId: run.runId }))
+              assert.isTrue(Either.isLeft(waited), `the run reported ${JSON.stringify(waited)}`)
+              if (Either.isLeft(waited)) {
+                const error = waited.left
+                assert.strictEqual(error._tag, "StoreFailed")
+                if (error._tag === "StoreFailed") assert.include(error.description, "was deleted while it was open")
+              }
+            }).pipe(Effect.provide(runner(store, model)))
+          }).pipe(Effect.scoped),
+        60_000
+      )
+    }
+
+    it.effect(
+      "a prompt longer than maxPromptBytes fails with PromptTooLarge and stores nothing; one within it runs",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([Message.assistant("done")])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("s1")
+            // 334 characters of 3 bytes: 1002 bytes, though only 334 UTF-16 units
+            const error = yield* Effect.flip(client.Prompt({ inputId: "big", text: "€".repeat(334) }))
+            assert.strictEqual(error._tag, "PromptTooLarge")
+            assert.strictEqual(
+              error.message,
+              "The prompt is 1002 bytes, more than the 1000 this runner accepts (maxPromptBytes)"
+            )
+            const steer = yield* Effect.flip(client.Steer({ inputId: "big-steer", text: "x".repeat(1001) }))
+            assert.strictEqual(steer._tag, "PromptTooLarge")
+            const none = yield* Effect.flip(client.History())
+            assert.strictEqual(none._tag, "SessionNotFound")
+            const run = yield* client.Prompt({ inputId: "small", text: "€".repeat(333) })
+            assert.deepStrictEqual(yield* client.Wait({ runId: run.runId }), { _tag: "Completed", turns: 1 })
+          }).pipe(Effect.provide(runner(store, model, { maxPromptBytes: 1000 })))
         }).pipe(Effect.scoped),
       60_000
     )

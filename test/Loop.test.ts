@@ -1,13 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -295,6 +298,55 @@ describe("Loop.run", () => {
       const { layer } = scriptedRun([])
       const error = yield* Effect.flip(Loop.run({ input: "hi" }).pipe(Effect.provide(layer)))
       assert.strictEqual(error._tag, "ModelRequestFailed")
+    }))
+})
+
+describe("timeouts under 1 ms", () => {
+  const refused = (f: () => unknown) => {
+    try {
+      f()
+    } catch (error) {
+      return error
+    }
+    return assert.fail("not refused")
+  }
+
+  it("Tool.make, Agent.make and Agent.asTool refuse a timeout of 1e-300, 0 or a negative number", () => {
+    const make = (timeout: number) =>
+      Tool.make({
+        name: "slowpoke",
+        description: "d",
+        parameters: Schema.Struct({}),
+        timeout,
+        execute: () => Effect.succeed("ok")
+      })
+    for (const timeout of [1e-300, 0, -5, Number.NaN]) {
+      const error = refused(() => make(timeout))
+      assert.instanceOf(error, RangeError)
+      assert.include((error as RangeError).message, "the timeout of tool slowpoke")
+      assert.include((error as RangeError).message, "under 1 ms")
+    }
+    make(1)
+    const agent = Agent.make({ name: "a", description: "d", instructions: "i" })
+    assert.include((refused(() => Agent.asTool(agent, { timeout: 1e-300 })) as RangeError).message, "under 1 ms")
+    assert.include(
+      (refused(() =>
+        Agent.make({ name: "b", description: "d", instructions: "i", toolTimeout: "0 millis" })
+      ) as RangeError)
+        .message,
+      "the toolTimeout of agent b is 0 millis, under 1 ms"
+    )
+  })
+
+  it.effect("Loop.run refuses a toolTimeout of 1e-300 before anything runs", () =>
+    Effect.gen(function*() {
+      const { layer, session } = scriptedRun([Message.assistant("never asked")])
+      const exit = yield* Loop.run({ input: "go", toolTimeout: 1e-300 }).pipe(Effect.provide(layer), Effect.exit)
+      assert.isTrue(Exit.isFailure(exit))
+      const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      assert.instanceOf(defect, RangeError)
+      assert.include((defect as RangeError).message, "the run's toolTimeout is 1e-300 ms, under 1 ms")
+      assert.deepStrictEqual(yield* session.messages, [])
     }))
 })
 

@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import type * as Errors from "../src/Errors.js"
 import * as Provider from "../src/internal/provider.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -343,6 +344,37 @@ describe("failure classification", () => {
       "ModelUnavailable"
     )
   })
+  it("retries only the transient statuses: 408, 409, 425, 429, 500, 502, 503, 504; never 501 nor another 4xx", () => {
+    const retried = (status: number) =>
+      Provider.isRetryable(Provider.classify({ provider: "p", url: "http://x", status, body: "" }))
+    for (const status of [408, 409, 425, 429, 500, 502, 503, 504]) assert.isTrue(retried(status), `${status}`)
+    for (const status of [400, 404, 405, 410, 413, 418, 422, 501, 505]) assert.isFalse(retried(status), `${status}`)
+  })
+
+  it("sums an error body up in one line: an HTML page's title, a JSON error's message, cut at 200", () => {
+    const describe = (body: string) => {
+      const error = Provider.classify({
+        provider: "p",
+        url: "http://x",
+        status: 501,
+        body
+      }) as Errors.ModelRequestFailed
+      return { description: error.description, body: error.body }
+    }
+    const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<title>Error response</title>\n</head>\n" +
+      "<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n<p>Message: Unsupported method (&#x27;POST&#x27;).</p>\n" +
+      "</body>\n</html>\n"
+    assert.deepStrictEqual(describe(page), { description: "Error response", body: page })
+    const json = JSON.stringify({ error: { message: "line one\nline two " + "x".repeat(300) } })
+    const summed = describe(json).description
+    assert.notInclude(summed, "\n")
+    assert.isTrue(summed.startsWith("line one line two x"))
+    assert.isAtMost(summed.length, 201)
+    assert.strictEqual(describe(json).body, json)
+    const text = "  Not Implemented  "
+    assert.deepStrictEqual(describe(text), { description: "Not Implemented", body: undefined })
+  })
+
   it("parses retry-after as seconds, an HTTP date, or retry-after-ms", () => {
     const now = Date.parse("2026-01-01T00:00:00Z")
     assert.strictEqual(Provider.retryAfterMillis({ "retry-after": "2" }, now), 2000)
@@ -536,6 +568,64 @@ describe("OpenAiCompat failures", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("OpenAI's parallel tool-call wrapper", () => {
+  /** A constructed Chat Completions stream: the wrapper (arguments in two pieces), then a plain call. */
+  const wrapped = () => {
+    const args = JSON.stringify({
+      tool_uses: [
+        { recipient_name: "functions.weather", parameters: { location: "San Francisco" } },
+        { recipient_name: "functions.cityAttractions", parameters: { city: "Rome" } }
+      ]
+    })
+    const chunk = (delta: unknown, finish: string | null = null) =>
+      JSON.stringify({
+        id: "chatcmpl-parallel",
+        object: "chat.completion.chunk",
+        model: "gpt-test",
+        choices: [{ index: 0, delta, finish_reason: finish }]
+      })
+    const call = (index: number, id: string | undefined, name: string | undefined, args: string) => ({
+      tool_calls: [{
+        index,
+        ...(id === undefined ? {} : { id, type: "function" }),
+        function: { name, arguments: args }
+      }]
+    })
+    return {
+      _tag: "Sse" as const,
+      frames: ProviderServer.openAiFrames([
+        chunk({ role: "assistant", content: "Checking both. " }),
+        chunk(call(0, "call_wrap", "multi_tool_use.parallel", args.slice(0, 40))),
+        chunk(call(0, undefined, undefined, args.slice(40))),
+        chunk(call(1, "call_echo", "echo", "{\"text\":\"hi\"}")),
+        chunk({}, "tool_calls")
+      ])
+    }
+  }
+
+  it.live("multi_tool_use.parallel becomes one call per entry, ids derived from the wrapper's, later calls after them", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([wrapped()])
+      const { events, message } = yield* respond(server)
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => [call.id, call.name, call.input]), [
+        ["call_wrap_1", "weather", { location: "San Francisco" }],
+        ["call_wrap_2", "cityAttractions", { city: "Rome" }],
+        ["call_echo", "echo", { text: "hi" }]
+      ])
+      assert.strictEqual(Message.textOf(message), "Checking both. ")
+      assert.isFalse(events.some((event) => event._tag === "ToolCallStart" && event.name.includes("parallel")))
+      ProviderServer.assertDeltasMatch(events, message)
+    }).pipe(Effect.scoped))
+
+  it.live("a request with a tool of that name keeps the call as it came", () =>
+    Effect.gen(function*() {
+      const server = yield* ProviderServer.make([wrapped()])
+      const tool = { name: "multi_tool_use.parallel", description: "d", parameters: { type: "object" } }
+      const { message } = yield* respond(server, { tools: [tool] })
+      assert.deepStrictEqual(Message.toolCalls(message).map((call) => call.name), ["multi_tool_use.parallel", "echo"])
+    }).pipe(Effect.scoped))
+})
+
 describe("OpenAiCompat hostile servers", () => {
   const quick = { maxRetries: 1, initialDelay: "10 millis", jitter: false } as const
 
@@ -550,6 +640,28 @@ describe("OpenAiCompat hostile servers", () => {
       assert.include(error.message, "no data for 200ms")
       assert.include(error.message, `${server.url}/v1/chat/completions`)
       assert.strictEqual(server.requests.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.live("comments alone are not progress: a stream of keep-alive comments fails after the idle timeout", () =>
+    Effect.gen(function*() {
+      const lines = ProviderServer.fixtureLines("openai-compatible/tiny-chunks.jsonl")
+      const server = yield* ProviderServer.make([
+        { _tag: "Comments", frames: ProviderServer.openAiFrames(lines.slice(0, 6), false), everyMillis: 20 }
+      ])
+      const seen: Array<Model.Delta> = []
+      const error = yield* Effect.flatMap(Model.Model, (model) =>
+        model.respond(
+          { messages: [Message.user("hi")], tools: [] },
+          (event) => Effect.sync(() => seen.push(event))
+        )).pipe(
+          Effect.provide(provider(server, { idleTimeout: "200 millis", retry: { maxRetries: 0 } })),
+          Effect.flip
+        )
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.include(error.message, "no data for 200ms")
+      assert.isAbove(seen.length, 0)
+      // comments kept coming until the client gave up
+      assert.isAbove(server.requests[0]!.sent(), 2)
     }).pipe(Effect.scoped))
 
   it.live("a server that never sends its headers times out the same way", () =>

@@ -120,14 +120,25 @@ const expectations: ReadonlyArray<Expected> = [
     name: "parallel-tool-call-wrapper.1.jsonl",
     reply: () => fixture("parallel-tool-call-wrapper.1.jsonl"),
     text: "",
-    calls: [["call_parallel", "parallel", {
-      tool_uses: [
-        { recipient_name: "functions.weather", parameters: { location: "San Francisco" } },
-        { recipient_name: "functions.cityAttractions", parameters: { city: "Rome" } }
-      ]
-    }]],
+    // OpenAI's parallel wrapper, unwrapped into the calls it holds
+    calls: [
+      ["call_parallel_1", "weather", { location: "San Francisco" }],
+      ["call_parallel_2", "cityAttractions", { city: "Rome" }]
+    ],
     stopReason: "toolUse",
     model: "gpt-test-unknown"
+  },
+  {
+    name: "issue-19067-parallel-tool-call-wrapper.jsonl",
+    reply: () => fixture("issue-19067-parallel-tool-call-wrapper.jsonl"),
+    text: "",
+    calls: [
+      ["call_parallel_1", "weather", { location: "San Francisco" }],
+      ["call_parallel_2", "cityAttractions", { city: "Rome" }]
+    ],
+    stopReason: "toolUse",
+    usage: [34, 0, 28, undefined],
+    model: "gpt-5.4"
   },
   {
     name: "openai-reasoning-encrypted-content.1.json (not streamed)",

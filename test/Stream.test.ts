@@ -108,6 +108,39 @@ describe("Loop.stream", () => {
       assert.strictEqual(Message.textOf(history[2]!), "Skipped: run aborted")
     }))
 
+  it.effect("a signal aborted before the start ends the stream at once, with the history untouched", () =>
+    Effect.gen(function*() {
+      const controller = new AbortController()
+      controller.abort()
+      const { layer, session } = scriptedRun([Message.assistant("never asked")])
+      const before = yield* session.messages
+      const events = yield* Loop.stream({ input: "go", signal: controller.signal }).pipe(
+        Stream.runCollect,
+        Effect.provide(layer)
+      )
+      assert.deepStrictEqual(Chunk.toReadonlyArray(events).map(describeEvent), ["RunStart", "RunEnd:Aborted"])
+      const history = yield* session.messages
+      assert.deepStrictEqual(history, before)
+      assertValid(history)
+    }))
+
+  it.effect("runAgent with a signal aborted before the start resolves with the history untouched", () =>
+    Effect.gen(function*() {
+      const controller = new AbortController()
+      controller.abort()
+      const events: Array<string> = []
+      const history = yield* Effect.promise(() =>
+        Loop.runAgent({
+          model: Model.scripted([Message.assistant("never asked")]),
+          messages: [Message.user("hi"), Message.assistant("hello"), Message.user("go")],
+          signal: controller.signal,
+          onEvent: (event) => events.push(describeEvent(event))
+        })
+      )
+      assert.deepStrictEqual(events, ["RunStart", "RunEnd:Aborted"])
+      assert.deepStrictEqual(history.map(Message.textOf), ["hi", "hello", "go"])
+    }))
+
   it.effect("interrupting a run while it streams keeps the partial text", () =>
     Effect.gen(function*() {
       const streamed = yield* Deferred.make<void>()

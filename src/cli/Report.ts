@@ -67,6 +67,8 @@ export const plural = (n: number, noun: string): string => `${n} ${noun}${n === 
  * @category Models
  */
 export interface Context {
+  /** The `--provider` name, for advice that fits it. */
+  readonly provider?: string | undefined
   readonly baseUrl?: string | undefined
   readonly apiKeyEnv?: string | undefined
   readonly baseUrlEnv?: string | undefined
@@ -131,6 +133,14 @@ const messageOf = (error: unknown): string => {
 
 const connectionProblem = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|Transport|connect/i
 
+/** What a provider's base URL looks like. */
+const baseUrlAdvice = (provider: string | undefined): string =>
+  provider === "anthropic"
+    ? "Anthropic's base URL has no /v1: effect-agent adds /v1/messages"
+    : provider === "google"
+    ? "Gemini's base URL ends in /v1beta"
+    : "OpenAI-compatible servers usually end in /v1"
+
 /** What a person can do about a typed failure. */
 const hintFor = (tag: string | undefined, error: unknown, context: Context): string | undefined => {
   const status = (error as { readonly status?: number }).status
@@ -139,7 +149,7 @@ const hintFor = (tag: string | undefined, error: unknown, context: Context): str
   const baseUrlOption = context.baseUrlEnv === undefined ? "--base-url" : `--base-url or ${context.baseUrlEnv}`
   switch (tag) {
     case "ModelRequestFailed":
-      if (status === 404) return `check ${baseUrlOption} (OpenAI-compatible servers usually end in /v1) and --model`
+      if (status === 404) return `check ${baseUrlOption} (${baseUrlAdvice(context.provider)}) and --model`
       if (status === undefined && /cut before its end/.test(description)) {
         return `${server} closed the connection mid-answer; try again`
       }

@@ -255,7 +255,7 @@ const modelLayer = (
     if (name === "demo") return (_model: string) => demoModel
     const primary = yield* providerLayer(name, options.baseUrl)
     const { env, settings } = primary
-    report.context = { baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
+    report.context = { provider: name, baseUrl: settings.baseUrl, apiKeyEnv: env.apiKey, baseUrlEnv: env.baseUrl }
     const others = yield* Effect.forEach(options.fallback, fallbackLayer)
     const { httpClient } = yield* loadProviders
     return (model: string) =>
@@ -694,6 +694,17 @@ main.addObserver((exit) => {
   // interrupted before the run started (a signal while starting up)
   if (explained.code === Report.exitCodes.aborted && !report.aborted) writeErr("[aborted]\n")
   for (const line of explained.lines) writeErr(`${line}\n`)
-  if (report.verbose && !Cause.isInterruptedOnly(exit.cause)) writeErr(`${Cause.pretty(exit.cause)}\n`)
+  if (report.verbose && !Cause.isInterruptedOnly(exit.cause)) {
+    writeErr(`${Cause.pretty(exit.cause)}\n`)
+    // the server's whole error body, which the message only sums up (control characters shown, not sent)
+    const failure = Option.getOrUndefined(Cause.failureOption(exit.cause)) as { readonly body?: unknown } | undefined
+    if (typeof failure?.body === "string") {
+      const shown = failure.body.replace(
+        /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+        (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`
+      )
+      writeErr(`the server answered:\n${shown}\n`)
+    }
+  }
   finish(explained.code)
 })

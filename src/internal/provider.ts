@@ -12,6 +12,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -106,6 +107,11 @@ export interface Definition<O extends Options> {
   /** The provider name in errors and messages, from the options. */
   readonly provider: (options: O) => string
   readonly defaultBaseUrl: string
+  /**
+   * The paths the provider adds to the base URL itself, longest first (Anthropic: `/v1/messages`,
+   * `/v1`): a base URL ending in one is corrected, with a warning, rather than requesting `/v1/v1/…`.
+   */
+  readonly adds?: ReadonlyArray<string> | undefined
   /** The environment variables `layerConfig` reads (the first key variable set wins). */
   readonly env: { readonly apiKey: string | ReadonlyArray<string>; readonly baseUrl: string }
   /** Builds the model once the base URL (without its trailing slash) is known valid. */
@@ -129,7 +135,14 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
   const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
     const client = yield* HttpClient.HttpClient
     const provider = definition.provider(options)
-    const baseUrl = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    const given = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    const added = definition.adds?.find((path) => given.toLowerCase().endsWith(path))
+    const baseUrl = added === undefined ? given : given.slice(0, -added.length)
+    if (added !== undefined) {
+      yield* Effect.logWarning(
+        `${provider}: the base URL ${given} ends in ${added}, which ${provider} adds itself: using ${baseUrl}`
+      )
+    }
     if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
       return yield* new Errors.ModelConfigInvalid({
         provider,
@@ -211,11 +224,8 @@ export const streamEvents = (options: {
         Effect.mapError((error) => transportError(provider, url, error)),
         withIdleTimeout(idle, silent)
       )
-      const bytes = idleStream(
-        Stream.mapError(response.stream, (error) => transportError(provider, url, error)),
-        idle,
-        silent
-      )
+      const raw = Stream.mapError(response.stream, (error) => transportError(provider, url, error))
+      const bytes = idleStream(raw, idle, silent)
       if (response.status < 200 || response.status >= 300) {
         const body = yield* Effect.orElseSucceed(readText(bytes, 64 * 1024), () => "")
         const now = yield* Clock.currentTimeMillis
@@ -247,9 +257,14 @@ export const streamEvents = (options: {
         }
         return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
       }
+      // only events count as progress: `:` comments (keep-alives) alone never hold a request open
+      const events = idleStream(
+        sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, raw),
+        idle,
+        silent
+      )
       // the response ends with `Finish`, even from a server that keeps the connection open after it
-      return options.parse(sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, bytes))
-        .pipe(Stream.takeUntil((event) => event._tag === "Finish"))
+      return options.parse(events).pipe(Stream.takeUntil((event) => event._tag === "Finish"))
     }))
     return retryBeforeOutput(attempt, options.options.retry)
   })
@@ -400,6 +415,8 @@ export const classify = (options: {
 }): Errors.ModelError => {
   const { code, description: text, type } = describeBody(options.body)
   const { provider, url } = options
+  // the whole body, when the description only sums it up (an HTML page, a long or multi-line text)
+  const body = options.body.trim() !== text && options.body.trim() !== "" ? options.body : undefined
   const status = options.status ?? (code !== undefined && code >= 400 && code < 600 ? code : undefined)
   if (
     status === 401 || status === 403 || type === "authentication_error" || type === "permission_error" ||
@@ -420,16 +437,20 @@ export const classify = (options: {
   if (type === "context_length_exceeded" || contextOverflowPattern.test(text)) {
     return new Errors.ModelContextOverflow({ provider, url, description: text })
   }
-  if (
-    type === "overloaded_error" || type === "api_error" || status === 408 ||
-    (status !== undefined && status >= 500)
-  ) {
-    return new Errors.ModelUnavailable({ provider, url, status, description: text })
+  if (type === "overloaded_error" || type === "api_error" || (status !== undefined && transientStatuses.has(status))) {
+    return new Errors.ModelUnavailable({ provider, url, status, description: text, body })
   }
   const hint = status === 404 || status === 405 ? " (check the base URL and the model name)" : ""
-  const failure = new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}` })
+  const failure = new Errors.ModelRequestFailed({ provider, url, status, description: `${text}${hint}`, body })
   return options.status === undefined ? statedFailure(failure) : failure
 }
+
+/**
+ * The statuses worth another attempt: a timeout, a conflict, too early, and the 5xx that mean a
+ * server is overloaded or restarting (Anthropic's 529 is "overloaded"); never 501, nor another 4xx
+ * (429 is a rate limit, retried as such).
+ */
+const transientStatuses: ReadonlySet<number> = new Set([408, 409, 425, 500, 502, 503, 504, 529])
 
 /** The delay of a `google.rpc.RetryInfo` in an error body (`"retryDelay": "34.4s"`), in millis. */
 const retryInfoMillis = (body: string): number | undefined => {
@@ -497,7 +518,10 @@ export const withIdleTimeout =
   <A, R>(effect: Effect.Effect<A, Errors.ModelError, R>): Effect.Effect<A, Errors.ModelError, R> =>
     Effect.timeoutFail(effect, { duration: idle, onTimeout }).pipe(Effect.withClock(liveClock))
 
-/** Fails a stream that produces nothing for `idle` (between any two chunks, and before the first). */
+/**
+ * Fails a stream that produces nothing for `idle` (between any two elements, and before the first);
+ * empty chunks are not progress.
+ */
 export const idleStream = <A>(
   bytes: Stream.Stream<A, Errors.ModelError>,
   idle: Duration.Duration,
@@ -505,9 +529,10 @@ export const idleStream = <A>(
 ): Stream.Stream<A, Errors.ModelError> =>
   Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
-      Effect.timeoutFail(pull, { duration: idle, onTimeout: () => Option.some(onTimeout()) }).pipe(
-        Effect.withClock(liveClock)
-      )
+      Effect.timeoutFail(Effect.repeat(pull, { while: Chunk.isEmpty }), {
+        duration: idle,
+        onTimeout: () => Option.some(onTimeout())
+      }).pipe(Effect.withClock(liveClock))
     )))
 
 /** Reads at most `limit` bytes of a body as text. */
@@ -667,19 +692,32 @@ const describeBody = (body: string): {
         : typeof error.status === "string"
         ? error.status
         : undefined
-      const description = typeof error.message === "string" ? error.message : JSON.stringify(error)
+      const description = oneLine(typeof error.message === "string" ? error.message : JSON.stringify(error))
       // OpenRouter and others put the upstream HTTP status in a numeric `code` of a mid-stream error
       const code = typeof error.code === "number" ? error.code : undefined
       return { description: type === undefined ? description : `${type}: ${description}`, type, code }
     }
-    if (typeof error === "string") return { description: error, type: undefined }
-    if (typeof json?.message === "string") return { description: json.message, type: undefined }
+    if (typeof error === "string") return { description: oneLine(error), type: undefined }
+    if (typeof json?.message === "string") return { description: oneLine(json.message), type: undefined }
   } catch {
-    // not JSON: keep the text
+    // not JSON: an HTML page's title, or the text
   }
-  const text = body.trim()
-  return { description: text === "" ? "no details" : preview(text, 500), type: undefined }
+  const title = /<title[^>]*>([^<]*)<\/title>/i.exec(body)?.[1]
+  const text = oneLine(title !== undefined && title.trim() !== "" ? decodeEntities(title) : body)
+  return { description: text === "" ? "no details" : text, type: undefined }
 }
+
+/** The longest summary of an error body: one line, so a retry notice or a failure reads as one. */
+const summaryLength = 200
+
+/** A text on one line (its whitespace runs as one space), cut at `summaryLength` characters. */
+const oneLine = (text: string): string => preview(text.replace(/\s+/g, " ").trim(), summaryLength)
+
+/** The few entities an HTML title has in practice. */
+const decodeEntities = (text: string): string =>
+  text.replace(/&(lt|gt|amp|quot|#39);/g, (_, name: string) => entities[name] ?? "")
+
+const entities: Record<string, string> = { lt: "<", gt: ">", amp: "&", quot: "\"", "#39": "'" }
 
 const hasError = (body: string): boolean => {
   try {

@@ -11,17 +11,23 @@
  *   would stop the process's event loop (heartbeats, shard lock refreshes) for as long as it waits;
  * - a statement outside a transaction, or a `BEGIN IMMEDIATE`, that still finds the file locked is
  *   retried asynchronously until `busyTimeout` has passed: it did nothing, so running it again is safe.
+ *
+ * And one check: SQLite goes on writing to a file that was deleted or replaced while it was open, so a
+ * run would end `Completed` with nothing on disk. Every statement first checks that the path still
+ * names the file that was opened, and fails with an `SqlError` saying so when it does not.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as SqlConnection from "@effect/sql/SqlConnection"
 import type * as SqlError from "@effect/sql/SqlError"
+import { SqlError as SqlFailure } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as NodeFs from "node:fs"
 
 /** The synchronous part of a wait for the lock: short, so the event loop keeps turning. */
 const syncBusyMillis = 50
@@ -47,15 +53,32 @@ export const make = (options: {
       Effect.flatMap(inner.reserve, (conn) =>
         conn.executeUnprepared(`PRAGMA busy_timeout = ${syncBusyMillis}`, [], undefined))
     )
+    const opened = identity(options.filename)
+    /** Fails when the path no longer names the file that was opened (deleted, or replaced). */
+    const stillThere = Effect.suspend(() => {
+      if (opened === undefined) {
+        return Effect.void
+      }
+      const now = identity(options.filename)
+      return now !== undefined && now.dev === opened.dev && now.ino === opened.ino
+        ? Effect.void
+        : Effect.fail(
+          new SqlFailure({
+            message: `the database file ${options.filename} was ${
+              now === undefined ? "deleted" : "replaced"
+            } while it was open: nothing written since is on disk`
+          })
+        )
+    })
     const retryBusy = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A, SqlError.SqlError> =>
-      Effect.retry(effect, {
+      Effect.zipRight(stillThere, effect).pipe(Effect.retry({
         while: isBusy,
         schedule: Schedule.exponential("5 millis", 1.5).pipe(
           Schedule.union(Schedule.spaced("100 millis")),
           Schedule.jittered,
           Schedule.upTo(options.busyTimeout)
         )
-      })
+      }))
 
     /** A statement outside a transaction: retried when the file is locked. */
     const autocommit = (conn: SqlConnection.Connection): SqlConnection.Connection => ({
@@ -84,6 +107,8 @@ export const make = (options: {
             })
           }
           if (sql === rollback && !began) return Effect.succeed([])
+          // a commit into a file that is gone is no commit: the transaction fails instead
+          if (sql === commit) return Effect.zipRight(stillThere, conn.executeUnprepared(sql, params, transformRows))
           return conn.executeUnprepared(sql, params, transformRows)
         }
       }
@@ -95,10 +120,22 @@ export const make = (options: {
       compiler: Statement.makeCompilerSqlite(),
       beginTransaction: begin,
       rollback,
-      commit: "COMMIT",
+      commit,
       spanAttributes: [["db.system.name", "sqlite"]]
     }).pipe(Effect.provide(Reactivity.layer))
   })
 
 const begin = "BEGIN IMMEDIATE"
 const rollback = "ROLLBACK"
+const commit = "COMMIT"
+
+/** The device and inode a path names, or `undefined` when it names nothing (or is `:memory:`). */
+const identity = (filename: string): { readonly dev: number; readonly ino: number } | undefined => {
+  if (filename === ":memory:" || filename === "") return undefined
+  try {
+    const stat = NodeFs.statSync(filename)
+    return { dev: stat.dev, ino: stat.ino }
+  } catch {
+    return undefined
+  }
+}

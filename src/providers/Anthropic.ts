@@ -92,6 +92,7 @@ const constructors = Provider.constructors<Options>({
   module: "Anthropic",
   provider: () => providerName,
   defaultBaseUrl,
+  adds: ["/v1/messages", "/v1"],
   env: { apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
     const url = `${baseUrl}/v1/messages`

@@ -14,6 +14,7 @@ import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../Errors.js"
+import * as ParallelCalls from "../internal/parallelCalls.js"
 import * as Provider from "../internal/provider.js"
 import type * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -93,6 +94,7 @@ const constructors = Provider.constructors<Options>({
   module: "OpenAiCompat",
   provider: (options) => options.provider ?? "openai-compatible",
   defaultBaseUrl,
+  adds: ["/chat/completions"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
     const url = `${baseUrl}/chat/completions`
@@ -109,7 +111,7 @@ const constructors = Provider.constructors<Options>({
           body: requestBody(options, request),
           options,
           parse: (events) => parseStream(provider, options.pricing, events)
-        })
+        }).pipe(ParallelCalls.unwrap(request.tools))
     })
   }
 })

@@ -16,6 +16,7 @@ import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../Errors.js"
+import * as ParallelCalls from "../internal/parallelCalls.js"
 import * as Provider from "../internal/provider.js"
 import type * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -99,6 +100,7 @@ const constructors = Provider.constructors<Options>({
   module: "OpenAiResponses",
   provider: (options) => options.provider ?? providerName,
   defaultBaseUrl,
+  adds: ["/responses"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
     const url = `${baseUrl}/responses`
@@ -116,7 +118,7 @@ const constructors = Provider.constructors<Options>({
           options,
           parse: (events) => parseStream(provider, options.pricing, events),
           parseBody: (body) => parseStream(provider, options.pricing, responseEvents(provider, body))
-        })
+        }).pipe(ParallelCalls.unwrap(request.tools))
     })
   }
 })

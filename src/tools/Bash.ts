@@ -39,7 +39,11 @@ export const defaults = {
  */
 export const Parameters = Schema.Struct({
   command: Schema.String.annotations({ description: "The command, run with bash -c in the workspace root" }),
-  timeout: Schema.optional(Schema.Number.pipe(Schema.positive())).annotations({
+  timeout: Schema.optional(
+    Schema.Number.pipe(
+      Schema.greaterThanOrEqualTo(0.001, { message: () => "a timeout must be at least 0.001 seconds (1 ms)" })
+    )
+  ).annotations({
     description: "Timeout in seconds (default 120)"
   })
 })

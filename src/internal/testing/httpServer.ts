@@ -1,7 +1,7 @@
 /**
  * A fake provider over real HTTP: a node:http server on 127.0.0.1, scoped, that answers each request
  * with the reply `answer` picks (server-sent events, written at once, frame by frame or in pieces; an
- * error status; a cut connection; a stall; a flood) and records every request: its body, headers,
+ * error status; a cut connection; a stall; a flood; keep-alive comments) and records every request: its body, headers,
  * and whether the client closed the connection before the reply ended.
  */
 import * as Effect from "effect/Effect"
@@ -30,6 +30,12 @@ export type Reply =
     /** Answers 200 with an event stream whose first line never ends: `data: xxx…`, until `bytes` or a close. */
     readonly _tag: "Flood"
     readonly bytes: number
+  }
+  | {
+    /** Answers 200 with an event stream: `frames`, then a `:` comment line every `everyMillis`, until a close. */
+    readonly _tag: "Comments"
+    readonly frames: ReadonlyArray<string>
+    readonly everyMillis: number
   }
   | {
     readonly _tag: "Status"
@@ -105,6 +111,16 @@ export const make = (
               }
               res.write("data: ")
               flood()
+              return
+            }
+            case "Comments": {
+              res.writeHead(200, { "content-type": "text/event-stream" })
+              res.write(reply.frames.join(""))
+              const timer = setInterval(() => {
+                sent += 2
+                res.write(":\n")
+              }, reply.everyMillis)
+              res.on("close", () => clearInterval(timer))
               return
             }
             case "Sse":
