@@ -4,14 +4,16 @@
  * `mcp__<server>__<tool>`: the loop decodes their arguments with the server's JSON Schema, consults
  * permissions, times out and interrupts them like any tool. The `Mcp` service holds the current tool
  * list of every server; it follows `notifications/tools/list_changed`. Closing the scope closes the
- * sessions and ends the children (stdin closed, then SIGTERM, then SIGKILL).
+ * sessions and ends the children with everything they started (stdin closed, then SIGTERM to the
+ * process group, then SIGKILL). A server is not trusted: every request has a deadline, every message
+ * a size cap, and its schemas' patterns run on RE2.
  *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import {
@@ -22,9 +24,12 @@ import {
   ToolListChangedNotificationSchema
 } from "@modelcontextprotocol/sdk/types.js"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Queue from "effect/Queue"
@@ -36,6 +41,8 @@ import { createHash } from "node:crypto"
 import * as NodePath from "node:path"
 import * as Errors from "./Errors.js"
 import * as JsonSchema from "./internal/jsonSchema.js"
+import * as McpStdio from "./internal/mcpStdio.js"
+import * as ProcessGroup from "./internal/processGroup.js"
 import type * as Message from "./Message.js"
 import type * as Tool from "./Tool.js"
 
@@ -52,13 +59,54 @@ import type * as Tool from "./Tool.js"
 export interface CommonOptions {
   /** The server's name: it names its tools (`mcp__<name>__<tool>`) and its errors. */
   readonly name: string
-  /** How long `initialize` may take before the connection fails (default 30 seconds). */
+  /** How long each request of the handshake (`initialize`, each page of `tools/list`) may take (default 30 seconds). */
   readonly initializeTimeout?: Duration.DurationInput | undefined
-  /** The timeout of each call of the server's tools (default: the run's `toolTimeout`). */
+  /**
+   * The timeout of each call of the server's tools. Without it a call is bounded by the run's
+   * `toolTimeout` and by `defaults.callTimeout` (5 minutes), whichever is shorter.
+   */
   readonly toolTimeout?: Duration.DurationInput | undefined
   /** Timeouts of single tools, by the server's own tool name; they win over `toolTimeout`. */
   readonly toolTimeouts?: { readonly [tool: string]: Duration.DurationInput } | undefined
+  /**
+   * The largest message the server may send (a tool's result, a page of its tool list), in bytes
+   * (default `defaults.maxMessageBytes`, 16 MiB). A larger one is dropped as it arrives: the call
+   * waiting for it fails with an error fed back, and the next call starts a new connection.
+   */
+  readonly maxMessageBytes?: number | undefined
+  /** The most tools the server may list (default `defaults.maxTools`); more fail the connection. */
+  readonly maxTools?: number | undefined
+  /** Which of the server's tools to offer, by its own tool names (`*` matches any run of characters). */
+  readonly tools?: ToolFilter | undefined
 }
+
+/**
+ * Which tools of a server are offered: those `allow` names (all when it is missing) and `deny` does not.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface ToolFilter {
+  readonly allow?: ReadonlyArray<string> | undefined
+  readonly deny?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * The limits a server gets unless its options say otherwise.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const defaults = {
+  initializeTimeout: Duration.seconds(30),
+  callTimeout: Duration.minutes(5),
+  maxMessageBytes: 16 * 1024 * 1024,
+  maxTools: 10_000,
+  /** A longer description is cut to this many characters, with a note saying so. */
+  maxDescriptionChars: 8_192,
+  /** More tools than this, over all servers, are warned about (each is sent with every request). */
+  warnTools: 100
+} as const
 
 /**
  * A server run as a child process speaking over its stdin and stdout.
@@ -164,7 +212,7 @@ export class McpConnectionFailed
 }
 
 /**
- * A server did not answer `initialize` in time.
+ * A server did not answer a request of the handshake (`initialize`, `tools/list`) in time.
  *
  * @since 0.1.0
  * @category Errors
@@ -174,13 +222,34 @@ export class McpInitializeTimeout
     server: Schema.String,
     timeout: Schema.String,
     /** The end of the server's stderr, if it wrote any. */
-    stderr: Schema.String
+    stderr: Schema.String,
+    /** The request that was not answered. */
+    request: Schema.optionalWith(Schema.String, { default: () => "initialize" })
   })
 {
   override get message(): string {
-    return `MCP server "${this.server}" did not answer initialize within ${this.timeout}${
+    return `MCP server "${this.server}" did not answer ${this.request} within ${this.timeout}${
       this.stderr === "" ? "" : `; its stderr ended with: ${this.stderr}`
     }`
+  }
+}
+
+/**
+ * A tool a server lists cannot be offered: its input schema cannot be compiled (a `$ref` that recurses
+ * without end, a pattern RE2 does not support), or its name is listed twice.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class McpToolInvalid
+  extends Schema.TaggedError<McpToolInvalid>("effect-agent/McpToolInvalid")("McpToolInvalid", {
+    server: Schema.String,
+    tool: Schema.String,
+    reason: Schema.String
+  })
+{
+  override get message(): string {
+    return `MCP server "${this.server}" lists a tool that cannot be used, "${this.tool}": ${this.reason}`
   }
 }
 
@@ -207,7 +276,7 @@ export class McpConfigInvalid
  * @since 0.1.0
  * @category Errors
  */
-export type McpError = McpConnectionFailed | McpInitializeTimeout | McpConfigInvalid
+export type McpError = McpConnectionFailed | McpInitializeTimeout | McpToolInvalid | McpConfigInvalid
 
 // -----------------------------------------------------------------------------
 // Constructors
@@ -232,19 +301,21 @@ export const connect: (options: ServerOptions) => Effect.Effect<Server, McpError
   yield* Effect.addFinalizer(() => state.current === undefined ? Effect.void : close(state.current))
 
   const open = Effect.suspend(() => openConnection(options, () => Queue.unsafeOffer(listChanged, undefined)))
-  const refresh = (connection: Connection): Effect.Effect<void, McpConnectionFailed> =>
-    Effect.flatMap(
-      listTools(name, connection),
-      (definitions) => SubscriptionRef.set(tools, definitions.map((definition) => makeTool(options, definition, call)))
+  const refresh = (
+    connection: Connection
+  ): Effect.Effect<void, McpConnectionFailed | McpInitializeTimeout | McpToolInvalid> =>
+    listTools(options, connection).pipe(
+      Effect.flatMap((definitions) => makeTools(options, definitions, call)),
+      Effect.flatMap((made) => SubscriptionRef.set(tools, made))
     )
 
   // a broken connection is replaced once per call that finds it broken
   const reconnect = (
     broken: Connection | undefined
-  ): Effect.Effect<Connection, McpConnectionFailed | McpInitializeTimeout> =>
+  ): Effect.Effect<Connection, McpConnectionFailed | McpInitializeTimeout | McpToolInvalid> =>
     lock.withPermits(1)(Effect.suspend(() => {
       const current = state.current
-      if (current !== undefined && current !== broken && !current.broken) return Effect.succeed(current)
+      if (current !== undefined && current !== broken && !isBroken(current)) return Effect.succeed(current)
       return Effect.gen(function*() {
         if (current !== undefined) {
           state.current = undefined
@@ -261,9 +332,9 @@ export const connect: (options: ServerOptions) => Effect.Effect<Server, McpError
     definition: McpToolDefinition,
     input: unknown,
     context: Tool.Context
-  ): Effect.Effect<Tool.Output, Errors.ToolExecutionFailed> =>
-    Effect.gen(function*() {
-      const first = state.current !== undefined && !state.current.broken ?
+  ): Effect.Effect<Tool.Output, Errors.ToolExecutionFailed> => {
+    const body = Effect.gen(function*() {
+      const first = state.current !== undefined && !isBroken(state.current) ?
         state.current :
         yield* Effect.mapError(reconnect(state.current), reconnectFailed)
       const result = yield* invoke(first, definition.name, input, context).pipe(
@@ -275,23 +346,37 @@ export const connect: (options: ServerOptions) => Effect.Effect<Server, McpError
           ))
       )
       return yield* toOutput(name, definition.name, result)
-    }).pipe(
-      Effect.mapError((error) =>
-        error._tag === "CallFailed" ?
-          new Errors.ToolExecutionFailed({
-            description: `MCP server "${name}" failed the call of ${definition.name}: ${error.reason}`
-          }) :
-          error
-      )
-    )
+    })
+    // without a timeout of its own a call is still bounded: a server that never answers holds no run
+    const bounded = configuredTimeout(options, definition.name) === undefined ?
+      Effect.timeoutFail(body, {
+        duration: defaults.callTimeout,
+        onTimeout: () =>
+          new CallFailed(
+            `no answer within ${
+              Duration.format(defaults.callTimeout)
+            } (the default bound of an MCP call; the server's toolTimeout changes it)`,
+            false
+          )
+      }) :
+      body
+    return Effect.mapError(bounded, (error) =>
+      error._tag === "CallFailed" ?
+        new Errors.ToolExecutionFailed({
+          description: `MCP server "${name}" failed the call of ${shown(definition.name)}: ${error.reason}`
+        }) :
+        error)
+  }
 
   state.current = yield* open
   yield* refresh(state.current)
   yield* Queue.take(listChanged).pipe(
     Effect.zipRight(
-      Effect.suspend(() => state.current === undefined || state.current.broken ? Effect.void : refresh(state.current))
+      Effect.suspend(() =>
+        state.current === undefined || isBroken(state.current) ? Effect.void : refresh(state.current)
+      )
     ),
-    Effect.catchAll((error) => Effect.logWarning(`MCP server "${name}": the new tool list was not read`, error)),
+    Effect.catchAll((error) => Effect.logWarning(`MCP server "${name}": the new tool list was not taken`, error)),
     Effect.forever,
     Effect.forkScoped
   )
@@ -300,12 +385,13 @@ export const connect: (options: ServerOptions) => Effect.Effect<Server, McpError
     name,
     tools: SubscriptionRef.get(tools),
     changes: tools.changes,
-    pid: Effect.sync(() => state.current?.pid)
+    pid: Effect.sync(() => state.current?.process?.pid)
   } satisfies Server
 })
 
 /**
  * The Mcp service over several servers, connected at once; the layer's scope owns the connections.
+ * More than `defaults.warnTools` tools in all are logged as a warning: each is sent with every request.
  *
  * @since 0.1.0
  * @category Layers
@@ -322,6 +408,15 @@ export const layer = (servers: ReadonlyArray<ServerOptions>): Layer.Layer<Mcp, M
         seen.add(server.name)
       }
       const connected = yield* Effect.forEach(servers, connect, { concurrency: "unbounded" })
+      const counts = yield* Effect.forEach(connected, (server) => Effect.map(server.tools, (tools) => tools.length))
+      const total = counts.reduce((sum, count) => sum + count, 0)
+      if (total > defaults.warnTools) {
+        const each = connected.map((server, index) => `${server.name}: ${counts[index]}`).join(", ")
+        yield* Effect.logWarning(
+          `MCP servers offer ${total} tools (${each}); every one is sent with each request to the model. ` +
+            `Choose the ones to offer with "tools": { "allow": [...], "deny": [...] } in a server's configuration.`
+        )
+      }
       return make(connected)
     })
   )
@@ -386,23 +481,29 @@ export const readConfig: (
  * @category Constructors
  */
 export const parseConfig = (json: unknown, base?: string): Either.Either<ReadonlyArray<ServerOptions>, string> =>
-  Either.map(
-    Either.mapLeft(
-      Schema.decodeUnknownEither(ConfigFile, { errors: "all" })(json),
-      (error) =>
-        ParseResult.ArrayFormatter.formatErrorSync(error)
-          .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
-          .join("; ")
-    ),
-    (config) =>
-      Object.entries(config.mcpServers).flatMap(([name, entry]): Array<ServerOptions> => {
-        if (entry.disabled === true) return []
-        const toolTimeout = entry.timeout === undefined ? undefined : Duration.millis(entry.timeout)
-        if ("url" in entry) return [{ name, url: entry.url, headers: entry.headers, toolTimeout }]
-        const cwd = entry.cwd === undefined || base === undefined ? entry.cwd : NodePath.resolve(base, entry.cwd)
-        return [{ name, command: entry.command, args: entry.args, env: entry.env, cwd, toolTimeout }]
-      })
-  )
+  Either.flatMap(checkNames(json), () =>
+    Either.map(
+      Either.mapLeft(
+        Schema.decodeUnknownEither(ConfigFile, { errors: "all" })(json),
+        (error) =>
+          ParseResult.ArrayFormatter.formatErrorSync(error)
+            .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
+            .join("; ")
+      ),
+      (config) =>
+        Object.entries(config.mcpServers).flatMap(([name, entry]): Array<ServerOptions> => {
+          if (entry.disabled === true) return []
+          const common = {
+            name,
+            toolTimeout: entry.timeout === undefined ? undefined : Duration.millis(entry.timeout),
+            maxMessageBytes: entry.maxMessageBytes,
+            tools: entry.tools
+          }
+          if ("url" in entry) return [{ ...common, url: entry.url, headers: entry.headers }]
+          const cwd = entry.cwd === undefined || base === undefined ? entry.cwd : NodePath.resolve(base, entry.cwd)
+          return [{ ...common, command: entry.command, args: entry.args, env: entry.env, cwd }]
+        })
+    ))
 
 /**
  * The Mcp service over connected servers.
@@ -517,15 +618,19 @@ export const toOutput = (
 // Internals
 // -----------------------------------------------------------------------------
 
-const defaultInitializeTimeout = Duration.seconds(30)
 // the SDK's own request timeout is turned off: the loop's tool timeout and interruption decide
 const noTimeout = 2_147_483_647
 const clientInfo = { name: "effect-agent", version: "0.1.0" }
+// after stdin is closed, how long a server has to end before its process group gets SIGTERM, and
+// then SIGKILL
+const exitGrace = Duration.seconds(2)
 
 interface Connection {
   readonly client: Client
   readonly transport: Transport
-  readonly pid: number | undefined
+  /** The stdio server's process group and the mark of its descendants. */
+  readonly process: { readonly pid: number; readonly mark: string; readonly exited: Promise<void> } | undefined
+  readonly guard: Guard
   broken: boolean
 }
 
@@ -539,44 +644,82 @@ class CallFailed {
   constructor(readonly reason: string, readonly sessionExpired: boolean) {}
 }
 
+/**
+ * What ends a connection from outside a request: a message over the size cap. Every request waiting
+ * on the connection fails with the reason, and the connection counts as broken.
+ */
+class Guard {
+  reason: string | undefined = undefined
+  readonly failed = Deferred.unsafeMake<never, CallFailed>(FiberId.none)
+  constructor(readonly maxMessageBytes: number) {}
+  tooLarge(bytes: number): void {
+    if (this.reason !== undefined) return
+    this.reason = `the server sent a message of more than ${this.maxMessageBytes} bytes (${
+      bytes > this.maxMessageBytes ? "maxMessageBytes" : "the cap"
+    }); it was dropped, and the next call starts a new connection`
+    Deferred.unsafeDone(this.failed, Exit.fail(new CallFailed(this.reason, false)))
+  }
+  /** The effect, unless the guard fails first. */
+  watch<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | CallFailed> {
+    return Effect.raceFirst(effect, Deferred.await(this.failed))
+  }
+}
+
+const isBroken = (connection: Connection): boolean => connection.broken || connection.guard.reason !== undefined
+
 const isStdio = (options: ServerOptions): options is StdioOptions => "command" in options
+
+const configuredTimeout = (options: ServerOptions, tool: string): Duration.DurationInput | undefined =>
+  options.toolTimeouts?.[tool] ?? options.toolTimeout
 
 const openConnection = (
   options: ServerOptions,
   onListChanged: () => void
 ): Effect.Effect<Connection, McpConnectionFailed | McpInitializeTimeout> => {
-  const timeout = options.initializeTimeout ?? defaultInitializeTimeout
+  const timeout = options.initializeTimeout ?? defaults.initializeTimeout
+  const guard = new Guard(options.maxMessageBytes ?? defaults.maxMessageBytes)
   if (isStdio(options)) {
     const diagnostics: Diagnostics = { stderr: "", onInitError: undefined }
-    const transport = new StdioClientTransport({
+    const mark = `${McpStdio.markVariable}=${crypto.randomUUID()}`
+    const transport = new McpStdio.StdioTransport({
       command: options.command,
-      args: options.args === undefined ? [] : [...options.args],
+      args: options.args ?? [],
       env: { ...getDefaultEnvironment(), ...options.env },
-      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-      stderr: "pipe"
-    })
-    transport.stderr?.on("data", (chunk: Buffer) => {
-      diagnostics.stderr = (diagnostics.stderr + chunk.toString("utf8")).slice(-2000)
+      cwd: options.cwd,
+      mark,
+      maxMessageBytes: guard.maxMessageBytes,
+      onTooLarge: (bytes) => guard.tooLarge(bytes),
+      onStderr: (chunk) => {
+        diagnostics.stderr = (diagnostics.stderr + chunk.toString("utf8")).slice(-2000)
+      }
     })
     return Effect.mapError(
-      initialize(options.name, transport, diagnostics, timeout, onListChanged, () => transport.pid ?? undefined),
+      initialize(options.name, transport, guard, diagnostics, timeout, onListChanged, () => {
+        const pid = transport.pid
+        return pid === undefined ? undefined : { pid, mark, exited: transport.exited }
+      }),
       (error) => error._tag === "InitializeFailed" ? error.failure : error
     )
   }
-  return openHttp(options, timeout, onListChanged)
+  return openHttp(options, guard, timeout, onListChanged)
 }
 
 const openHttp = (
   options: HttpOptions,
+  guard: Guard,
   timeout: Duration.DurationInput,
   onListChanged: () => void
 ): Effect.Effect<Connection, McpConnectionFailed | McpInitializeTimeout> => {
   const url = new URL(options.url)
-  const requestInit = options.headers === undefined ? {} : { requestInit: { headers: { ...options.headers } } }
+  const transportOptions = {
+    fetch: cappedFetch(guard),
+    ...(options.headers === undefined ? {} : { requestInit: { headers: { ...options.headers } } })
+  }
   const diagnostics = (): Diagnostics => ({ stderr: "", onInitError: undefined })
   const streamable = initialize(
     options.name,
-    new StreamableHTTPClientTransport(url, requestInit),
+    new StreamableHTTPClientTransport(url, transportOptions),
+    guard,
     diagnostics(),
     timeout,
     onListChanged,
@@ -588,7 +731,8 @@ const openHttp = (
     return Effect.mapError(
       initialize(
         options.name,
-        new SSEClientTransport(url, requestInit),
+        new SSEClientTransport(url, transportOptions),
+        guard,
         diagnostics(),
         timeout,
         onListChanged,
@@ -605,25 +749,68 @@ const openHttp = (
   })
 }
 
+/**
+ * `fetch` with the guard's cap: a JSON answer may not be longer than the cap, nor may one event of an
+ * event stream (counted from the blank line that ends the event before it). The body past the cap is
+ * not read: the stream fails and the guard is told.
+ */
+const cappedFetch = (guard: Guard) => async (url: string | URL, init?: RequestInit): Promise<Response> => {
+  const response = await fetch(url, init)
+  if (response.body === null || [101, 204, 205, 304].includes(response.status)) return response
+  const events = response.headers.get("content-type")?.includes("text/event-stream") === true
+  const max = guard.maxMessageBytes
+  let bytes = 0
+  let lineBytes = 0
+  let afterCR = false
+  const capped = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform: (chunk, controller) => {
+        if (!events) bytes += chunk.length
+        else {
+          for (const byte of chunk) {
+            if (byte === 10 && afterCR) {
+              afterCR = false
+              continue
+            }
+            afterCR = byte === 13
+            if (byte === 10 || byte === 13) {
+              if (lineBytes === 0) bytes = 0
+              lineBytes = 0
+            } else if (++lineBytes, ++bytes > max) break
+          }
+        }
+        if (bytes > max) {
+          guard.tooLarge(bytes)
+          controller.error(new Error(guard.reason))
+          return
+        }
+        controller.enqueue(chunk)
+      }
+    })
+  )
+  return new Response(capped, { status: response.status, statusText: response.statusText, headers: response.headers })
+}
+
 const initialize = (
   server: string,
   transport: Transport,
+  guard: Guard,
   diagnostics: Diagnostics,
   timeout: Duration.DurationInput,
   onListChanged: () => void,
-  pid: () => number | undefined
+  process: () => Connection["process"]
 ): Effect.Effect<Connection, InitializeFailed | McpInitializeTimeout> => {
-  const client = new Client(clientInfo, { capabilities: {} })
+  const client = new Client(clientInfo, { capabilities: {}, jsonSchemaValidator: JsonSchema.validator })
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => onListChanged())
   client.onerror = (error) => diagnostics.onInitError?.(error)
   const closeAll = Effect.promise(() => client.close().catch(() => undefined)).pipe(
-    Effect.zipRight(Effect.suspend(() => waitGone(pid())))
+    Effect.zipRight(Effect.suspend(() => stopProcess(process())))
   )
-  return Effect.tryPromise({
+  const connect = Effect.tryPromise({
     try: (signal) =>
       new Promise<void>((resolve, reject) => {
         // a line on stdout that is not JSON-RPC fails the start at once instead of waiting for the timeout
-        if (transport instanceof StdioClientTransport) {
+        if (transport instanceof McpStdio.StdioTransport) {
           diagnostics.onInitError = (error) => {
             // JSON.parse's SyntaxError or the SDK's schema error: a line that is not a message
             if (error instanceof SyntaxError || (error instanceof Error && error.name === "ZodError")) {
@@ -634,7 +821,9 @@ const initialize = (
         client.connect(transport, { signal, timeout: noTimeout }).then(resolve, reject)
       }),
     catch: (error) => new InitializeFailed(server, describeStart(error, diagnostics.stderr), error)
-  }).pipe(
+  })
+  return guard.watch(connect).pipe(
+    Effect.mapError((error) => error._tag === "CallFailed" ? new InitializeFailed(server, error.reason, error) : error),
     Effect.timeoutFail({
       duration: timeout,
       onTimeout: () =>
@@ -643,7 +832,7 @@ const initialize = (
     Effect.onError(() => closeAll),
     Effect.map(() => {
       diagnostics.onInitError = undefined
-      const connection: Connection = { client, transport, pid: pid(), broken: false }
+      const connection: Connection = { client, transport, process: process(), guard, broken: false }
       client.onclose = () => {
         connection.broken = true
       }
@@ -676,49 +865,59 @@ const close = (connection: Connection): Effect.Effect<void> =>
         Effect.ignore
       )
     }
-    // stdio: stdin is closed, then SIGTERM after 2 s, then SIGKILL after 2 more (the SDK's escalation)
+    // stdio: stdin is closed, then the process group and the marked processes get SIGTERM, then SIGKILL
     yield* Effect.promise(() => connection.client.close().catch(() => undefined))
-    yield* waitGone(connection.pid)
+    yield* stopProcess(connection.process)
   })
 
-// SIGKILL is sent without waiting for the exit: wait until the process is gone
-const waitGone = (pid: number | undefined): Effect.Effect<void> =>
-  pid === undefined ? Effect.void : Effect.suspend(() => {
-    if (!isAlive(pid)) return Effect.void
-    return Effect.sleep(Duration.millis(20)).pipe(
-      Effect.zipRight(Effect.sync(() => isAlive(pid))),
-      Effect.repeat({ while: (alive) => alive, times: 250 }),
-      Effect.asVoid
-    )
-  })
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
+// the group is gone once the kernel says so; the server itself, once Node has reaped it
+const stopProcess = (process: Connection["process"]): Effect.Effect<void> =>
+  process === undefined ? Effect.void : ProcessGroup.stop(process.pid, process.mark, exitGrace).pipe(
+    Effect.zipRight(Effect.promise(() => process.exited).pipe(Effect.timeout(exitGrace), Effect.ignore))
+  )
 
 const listTools = (
-  server: string,
+  options: ServerOptions,
   connection: Connection
-): Effect.Effect<ReadonlyArray<McpToolDefinition>, McpConnectionFailed> =>
-  Effect.tryPromise({
-    try: async () => {
+): Effect.Effect<ReadonlyArray<McpToolDefinition>, McpConnectionFailed | McpInitializeTimeout> => {
+  const server = options.name
+  const timeout = options.initializeTimeout ?? defaults.initializeTimeout
+  const maxTools = options.maxTools ?? defaults.maxTools
+  const list = Effect.tryPromise({
+    try: async (signal) => {
       if (connection.client.getServerCapabilities()?.tools === undefined) return []
       const all: Array<McpToolDefinition> = []
       let cursor: string | undefined
+      let pages = 0
       do {
-        const page = await connection.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: noTimeout })
+        // each page has the handshake's deadline; a server that pages without end is stopped by the cap
+        const page = await connection.client.listTools(cursor === undefined ? {} : { cursor }, {
+          signal,
+          timeout: Duration.toMillis(timeout)
+        })
         all.push(...page.tools)
+        if (all.length > maxTools || ++pages > maxTools) {
+          throw new TooMany(`it lists more than ${maxTools} tools (maxTools)`)
+        }
         cursor = page.nextCursor
       } while (cursor !== undefined)
       return all
     },
-    catch: (error) => new McpConnectionFailed({ server, reason: `tools/list failed: ${describe(error)}` })
+    catch: (error) =>
+      error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout ?
+        new McpInitializeTimeout({ server, timeout: Duration.format(timeout), stderr: "", request: "tools/list" }) :
+        new McpConnectionFailed({
+          server,
+          reason: error instanceof TooMany ? error.message : `tools/list failed: ${describe(error)}`
+        })
   })
+  return Effect.mapError(
+    connection.guard.watch(list),
+    (error) => error._tag === "CallFailed" ? new McpConnectionFailed({ server, reason: error.reason }) : error
+  )
+}
+
+class TooMany extends Error {}
 
 const invoke = (
   connection: Connection,
@@ -726,7 +925,7 @@ const invoke = (
   input: unknown,
   context: Tool.Context
 ): Effect.Effect<CallToolResult, CallFailed> =>
-  Effect.tryPromise({
+  connection.guard.watch(Effect.tryPromise({
     try: (signal) =>
       connection.client.callTool(
         { name: tool, arguments: (input ?? {}) as Record<string, unknown> },
@@ -750,6 +949,7 @@ const invoke = (
         return new CallFailed(error.message, false)
       }
       connection.broken = true
+      if (connection.guard.reason !== undefined) return new CallFailed(connection.guard.reason, false)
       return new CallFailed(
         error instanceof ProtocolError ?
           "the server closed the connection during the call; the next call starts a new connection" :
@@ -757,41 +957,76 @@ const invoke = (
         false
       )
     }
-  })
+  }))
 
 // 404/410 is the spec's answer to an unknown session; some servers (the reference "everything" server
 // among them) answer 400 with a message about the session instead
 const sessionExpired = (error: StreamableHTTPError): boolean =>
   error.code === 404 || error.code === 410 || (error.code === 400 && /session/i.test(error.message))
 
-const reconnectFailed = (error: McpConnectionFailed | McpInitializeTimeout): Errors.ToolExecutionFailed =>
+const reconnectFailed = (
+  error: McpConnectionFailed | McpInitializeTimeout | McpToolInvalid
+): Errors.ToolExecutionFailed =>
   new Errors.ToolExecutionFailed({
     description: `${error.message} (the connection was lost and starting a new one failed)`,
-    details: error._tag === "McpConnectionFailed" ?
-      { _tag: error._tag, server: error.server, reason: error.reason } :
-      { _tag: error._tag, server: error.server, timeout: error.timeout }
+    details: error._tag === "McpInitializeTimeout" ?
+      { _tag: error._tag, server: error.server, timeout: error.timeout } :
+      { _tag: error._tag, server: error.server, reason: error.reason }
   })
 
-const makeTool = (
+/**
+ * The tools to offer from a server's list: a name listed twice fails, as does a schema that cannot be
+ * compiled among the tools the filter keeps.
+ */
+const makeTools = (
   options: ServerOptions,
-  definition: McpToolDefinition,
+  definitions: ReadonlyArray<McpToolDefinition>,
   call: (definition: McpToolDefinition, input: unknown, context: Tool.Context) => Effect.Effect<
     Tool.Output,
     Errors.ToolExecutionFailed
   >
-): McpTool => {
-  const jsonSchema = definition.inputSchema as Tool.JsonSchema
-  return {
-    name: toolName(options.name, definition.name),
-    description: definition.description ?? definition.title ?? definition.annotations?.title ?? "",
-    parameters: JsonSchema.parameters(jsonSchema),
-    jsonSchema,
-    execute: (input, context) => call(definition, input, context),
-    execution: "parallel",
-    key: undefined,
-    timeout: options.toolTimeouts?.[definition.name] ?? options.toolTimeout
-  }
+): Effect.Effect<ReadonlyArray<McpTool>, McpToolInvalid> =>
+  Effect.suspend(() => {
+    const seen = new Set<string>()
+    const allow = options.tools?.allow === undefined ? undefined : matcher(options.tools.allow)
+    const deny = options.tools?.deny === undefined ? undefined : matcher(options.tools.deny)
+    const tools: Array<McpTool> = []
+    for (const definition of definitions) {
+      const invalid = (reason: string) =>
+        Effect.fail(new McpToolInvalid({ server: options.name, tool: shown(definition.name), reason }))
+      if (seen.has(definition.name)) return invalid("its name is listed twice")
+      seen.add(definition.name)
+      if ((allow !== undefined && !allow(definition.name)) || deny?.(definition.name) === true) continue
+      const jsonSchema = definition.inputSchema as Tool.JsonSchema
+      const parameters = JsonSchema.parameters(jsonSchema)
+      if (Either.isLeft(parameters)) return invalid(`its input schema cannot be compiled: ${parameters.left}`)
+      const description = definition.description ?? definition.title ?? definition.annotations?.title ?? ""
+      tools.push({
+        name: toolName(options.name, definition.name),
+        description: description.length > defaults.maxDescriptionChars ?
+          `${description.slice(0, defaults.maxDescriptionChars)}… (cut at ${defaults.maxDescriptionChars} characters)` :
+          description,
+        parameters: parameters.right,
+        jsonSchema,
+        execute: (input, context) => call(definition, input, context),
+        execution: "parallel",
+        key: undefined,
+        timeout: configuredTimeout(options, definition.name)
+      })
+    }
+    return Effect.succeed(tools)
+  })
+
+// names with `*` for any run of characters
+const matcher = (patterns: ReadonlyArray<string>): (name: string) => boolean => {
+  const expressions = patterns.map((pattern) =>
+    new RegExp(`^${pattern.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`, "s")
+  )
+  return (name) => expressions.some((expression) => expression.test(name))
 }
+
+// a name from a server, cut for a message
+const shown = (name: string): string => name.length > 100 ? `${name.slice(0, 100)}…` : name
 
 const describe = (error: unknown): string => {
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()
@@ -814,6 +1049,15 @@ const base64Bytes = (data: string): number => Math.floor((data.replace(/=+$/, ""
 const Timeout = Schema.optional(Schema.Number.pipe(Schema.nonNegative()))
 const Disabled = Schema.optional(Schema.Boolean)
 const StringMap = Schema.Record({ key: Schema.String, value: Schema.String })
+const Common = {
+  timeout: Timeout,
+  disabled: Disabled,
+  maxMessageBytes: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
+  tools: Schema.optional(Schema.Struct({
+    allow: Schema.optional(Schema.Array(Schema.String)),
+    deny: Schema.optional(Schema.Array(Schema.String))
+  }))
+}
 
 const ConfigFile = Schema.Struct({
   mcpServers: Schema.Record({
@@ -824,15 +1068,28 @@ const ConfigFile = Schema.Struct({
         args: Schema.optional(Schema.Array(Schema.String)),
         env: Schema.optional(StringMap),
         cwd: Schema.optional(Schema.String),
-        timeout: Timeout,
-        disabled: Disabled
+        ...Common
       }),
       Schema.Struct({
         url: Schema.String,
         headers: Schema.optional(StringMap),
-        timeout: Timeout,
-        disabled: Disabled
+        ...Common
       })
     )
   })
 })
+
+// what the schema cannot say: a record drops a key named `__proto__` (it sets the prototype), and a
+// union takes the first member that fits, so an entry with `command` and `url` would be stdio silently
+const checkNames = (json: unknown): Either.Either<void, string> => {
+  const servers = typeof json === "object" && json !== null ? (json as { mcpServers?: unknown }).mcpServers : undefined
+  if (typeof servers !== "object" || servers === null) return Either.void
+  for (const name of Object.keys(servers)) {
+    if (name === "__proto__") return Either.left(`mcpServers.__proto__: this name cannot be a server's name`)
+    const entry = (servers as Record<string, unknown>)[name]
+    if (typeof entry === "object" && entry !== null && "command" in entry && "url" in entry) {
+      return Either.left(`mcpServers.${name}: a server has a "command" (stdio) or a "url" (HTTP), not both`)
+    }
+  }
+  return Either.void
+}

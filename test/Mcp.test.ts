@@ -1,8 +1,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { assert, describe, expectTypeOf, it } from "@effect/vitest"
+import { afterEach, assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
-import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -15,7 +14,6 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
-import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import type * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
@@ -36,21 +34,16 @@ import {
   freePort,
   isAlive,
   loggedPids,
+  open,
   plainHttp,
   readLog,
+  removeTempDirs,
   sdkHttpServer,
+  tempDir,
   waitUntil
 } from "./utils/mcp.js"
 
-const tempDir = () => NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "effect-agent-mcp-"))
-
-/** Builds the Mcp service in a scope of its own, so a test can close it and look at what is left. */
-const open = (layer: Layer.Layer<Mcp.Mcp, Mcp.McpError>) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    const built = yield* Layer.buildWithScope(layer, scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
-    return { mcp: Context.get(built, Mcp.Mcp), close: Scope.close(scope, Exit.void) }
-  })
+afterEach(removeTempDirs)
 
 const texts = (message: Message.ToolResultMessage) =>
   message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n")

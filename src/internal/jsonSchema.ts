@@ -2,36 +2,88 @@
  * Parameters from a raw JSON Schema: an `effect/Schema` declaration that validates with ajv (through the
  * MCP SDK's validator), so `Tool.decodeInput` reports ajv's issues, one a path, like any tool's. The
  * JSON Schema itself is kept as the `jsonSchema` annotation so providers can send it verbatim.
+ *
+ * The schemas come from servers that may be hostile: `pattern`s run on RE2 (linear time, no
+ * backtracking), a schema ajv cannot compile is refused, and a check that throws (a `$ref` that
+ * recurses without end) is an issue of the input, never a defect.
  */
+import type { JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { RE2JS } from "re2js"
 
-const validators = new AjvJsonSchemaValidator()
-
-/** Validates with the JSON Schema; a schema ajv cannot compile lets every input through (the server still checks). */
-export const parameters = (jsonSchema: { readonly [key: string]: unknown }): Schema.Schema<unknown> => {
-  const validate = compile(jsonSchema)
-  return Schema.declare([], {
-    decode: () => (input, _options, ast) => {
-      const result = validate(input)
-      return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result))
-    },
-    encode: () => (input) => Effect.succeed(input)
-  }, { identifier: "JsonSchema", jsonSchema })
+/**
+ * ajv's `code.regExp` engine: RE2 instead of `new RegExp`. A pattern RE2 cannot compile (a
+ * backreference, a lookahead) throws, so the schema is refused. ajv caches patterns by `toString()`.
+ */
+const re2 = (pattern: string, flags: string) => {
+  const compiled = RE2JS.compile(RE2JS.translateRegExp(pattern))
+  return { test: (input: string) => compiled.test(input), toString: () => `/${pattern}/${flags}` }
 }
 
-const compile = (jsonSchema: { readonly [key: string]: unknown }): (input: unknown) => string | undefined => {
-  try {
-    const validator = validators.getValidator(jsonSchema as any)
+// the SDK's default ajv (draft-07, formats, all errors) is the one to keep; the SDK builds it with
+// ajv 8, which this package reaches only through the SDK, so the engine is set on the built instance
+const sdkValidator = new AjvJsonSchemaValidator()
+const ajvOptions = (sdkValidator as unknown as { _ajv?: { opts?: { code?: { regExp?: unknown } } } })._ajv?.opts?.code
+if (ajvOptions === undefined) throw new Error("effect-agent: the MCP SDK's ajv instance has an unexpected shape")
+ajvOptions.regExp = re2
+
+/**
+ * The validator given to the SDK's client (it checks tools' `structuredContent` with it): RE2 for
+ * patterns, and a check that throws is a failed check.
+ */
+export const validator: jsonSchemaValidator = {
+  getValidator: <T>(schema: Parameters<jsonSchemaValidator["getValidator"]>[0]): JsonSchemaValidator<T> => {
+    const validate = sdkValidator.getValidator<T>(schema)
     return (input) => {
-      const result = validator(input)
-      return result.valid ? undefined : result.errorMessage
+      try {
+        return validate(input)
+      } catch (error) {
+        return { valid: false, data: undefined, errorMessage: cannotCheck(error) }
+      }
     }
-  } catch {
-    return () => undefined
   }
+}
+
+/**
+ * Validates with the JSON Schema; fails with the reason when ajv cannot compile it (a `$ref` that
+ * recurses at compile time, a pattern RE2 does not support).
+ */
+export const parameters = (
+  jsonSchema: { readonly [key: string]: unknown }
+): Either.Either<Schema.Schema<unknown>, string> =>
+  Either.map(compile(jsonSchema), (validate) =>
+    Schema.declare([], {
+      decode: () => (input, _options, ast) => {
+        const result = validate(input)
+        return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result))
+      },
+      encode: () => (input) => Effect.succeed(input)
+    }, { identifier: "JsonSchema", jsonSchema }))
+
+const compile = (
+  jsonSchema: { readonly [key: string]: unknown }
+): Either.Either<(input: unknown) => string | undefined, string> => {
+  try {
+    const check = validator.getValidator(jsonSchema as any)
+    return Either.right((input) => {
+      const result = check(input)
+      return result.valid ? undefined : result.errorMessage
+    })
+  } catch (error) {
+    return Either.left(describe(error))
+  }
+}
+
+const cannotCheck = (error: unknown): string =>
+  `the input could not be checked against the server's schema (${describe(error)})`
+
+const describe = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text
 }
 
 // ajv's errorsText joins `data<instancePath> <message>` with ", "; each issue starts with "data"

@@ -2,16 +2,21 @@
  * Real MCP servers for the Mcp tests: the reference servers from node_modules (run with this node),
  * a small fixture server for the cases they cannot show, and plain HTTP servers on 127.0.0.1.
  */
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodeHttp from "node:http"
 import type * as NodeNet from "node:net"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
-import type * as Mcp from "../../src/Mcp.js"
+import * as Mcp from "../../src/Mcp.js"
 import type * as Tool from "../../src/Tool.js"
 
 const modules = NodePath.resolve(import.meta.dirname, "../../node_modules/@modelcontextprotocol")
@@ -200,3 +205,119 @@ export const sdkHttpServer = Effect.gen(function*() {
     sessions: () => started
   }
 })
+
+export const hostileBin = NodePath.resolve(import.meta.dirname, "../fixtures/mcp-hostile.mjs")
+
+/** The hostile fixture server in a mode, logging what it does to `log`. */
+export const hostile = (
+  log: string,
+  mode: string,
+  env: { readonly [key: string]: string } = {}
+): Mcp.StdioOptions => ({
+  name: "hostile",
+  command: process.execPath,
+  args: [hostileBin, mode],
+  env: { MCP_FIXTURE_LOG: log, ...env }
+})
+
+/**
+ * A Streamable HTTP server on 127.0.0.1 speaking raw JSON-RPC, with one tool whose call is answered
+ * without end: one JSON body (`json`) or one event-stream line (`events`) that never ends, until the
+ * client stops reading. `written()` is how many bytes of that answer it wrote.
+ */
+export const endlessHttp = (answer: "json" | "events") =>
+  Effect.gen(function*() {
+    let written = 0
+    const send = (response: NodeHttp.ServerResponse, id: unknown, result: unknown) => {
+      response.writeHead(200, { "content-type": "application/json" })
+      response.end(JSON.stringify({ jsonrpc: "2.0", id, result }))
+    }
+    const endless = (response: NodeHttp.ServerResponse, id: unknown) => {
+      const json = answer === "json"
+      response.writeHead(200, { "content-type": json ? "application/json" : "text/event-stream" })
+      const start = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"`
+      response.write(json ? start : `event: message\ndata: ${start}`)
+      const chunk = "x".repeat(64 * 1024)
+      const more = () => {
+        while (!response.destroyed) {
+          written += chunk.length
+          if (!response.write(chunk)) return response.once("drain", more)
+        }
+      }
+      response.on("close", () => response.removeAllListeners("drain"))
+      more()
+    }
+    const handle = (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse, body: string) => {
+      if (request.method !== "POST") {
+        response.writeHead(405).end()
+        return
+      }
+      const message = JSON.parse(body) as { id?: unknown; method: string; params?: { protocolVersion?: string } }
+      if (message.id === undefined) {
+        response.writeHead(202).end()
+        return
+      }
+      switch (message.method) {
+        case "initialize":
+          return send(response, message.id, {
+            protocolVersion: message.params?.protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: "endless", version: "1.0.0" }
+          })
+        case "tools/list":
+          return send(response, message.id, { tools: [{ name: "big", inputSchema: { type: "object" } }] })
+        default:
+          return endless(response, message.id)
+      }
+    }
+    const http = yield* Effect.acquireRelease(
+      Effect.async<NodeHttp.Server>((resume) => {
+        const server = NodeHttp.createServer((request, response) => {
+          let body = ""
+          request.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")))
+          request.on("end", () => handle(request, response, body))
+        })
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+      }),
+      (server) =>
+        Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
+    )
+    return {
+      url: `http://127.0.0.1:${(http.address() as NodeNet.AddressInfo).port}/mcp`,
+      written: () => written
+    }
+  })
+
+/** Whether a process runs: it exists and is not a zombie waiting to be reaped. */
+export const runs = (pid: number): boolean => {
+  try {
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+const made: Array<string> = []
+
+/** A temp folder, removed by `removeTempDirs` (each test file calls it in `afterEach`). */
+export const tempDir = (): string => {
+  const dir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "effect-agent-mcp-"))
+  made.push(dir)
+  return dir
+}
+
+export const removeTempDirs = (): void => {
+  for (const dir of made.splice(0)) NodeFs.rmSync(dir, { recursive: true, force: true })
+}
+
+/** Builds the Mcp service in a scope of its own, so a test can close it and look at what is left. */
+export const open = (layer: Layer.Layer<Mcp.Mcp, Mcp.McpError>) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const built = yield* Layer.buildWithScope(layer, scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+    return { mcp: Context.get(built, Mcp.Mcp), close: Scope.close(scope, Exit.void) }
+  })
