@@ -19,7 +19,15 @@ const src = NodePath.join(root, "src")
 const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyArray<string> }> = [
   {
     name: "data: messages, errors, and helpers that know nothing of the loop",
-    modules: ["Errors", "Message", "Tracing", "internal/glob", "internal/jsonSchema", "internal/sqliteShared"]
+    modules: [
+      "Errors",
+      "Message",
+      "Tracing",
+      "internal/glob",
+      "internal/jsonSchema",
+      "internal/sqliteShared",
+      "internal/processGroup"
+    ]
   },
   {
     name: "contracts: tools, models, events, and the pure parts of a run",
@@ -32,7 +40,8 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/runStats",
       "internal/genAi",
       "internal/eventSink",
-      "internal/provider"
+      "internal/provider",
+      "internal/parallelCalls"
     ]
   },
   { name: "services: sessions, permissions, workspace, inbox", modules: ["services/*"] },
@@ -49,7 +58,10 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
     ]
   },
   { name: "the loop", modules: ["Loop", "Agent"] },
-  { name: "integrations (optional peers)", modules: ["Mcp", "AiSdk", "AiModel", "Durable", "Testing", "internal/testing/*"] },
+  {
+    name: "integrations (optional peers)",
+    modules: ["Mcp", "internal/mcpStdio", "AiSdk", "AiModel", "Durable", "Testing", "internal/testing/*"]
+  },
   { name: "entries: the package's index and the command", modules: ["index", "cli/*"] }
 ]
 
