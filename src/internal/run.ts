@@ -60,6 +60,8 @@ export class Run<E, R> {
   readonly stats: RunStats
   private readonly budget: Budget
   private readonly hooks: ToolBatch.Hooks
+  /** The ids the response being streamed gave its tool calls, by content index. */
+  private readonly answerIds: Array<string> = []
 
   constructor(
     readonly model: Model.Service,
@@ -75,7 +77,9 @@ export class Run<E, R> {
     /** Whether spans are made (an application tracer is present), and whether they record content. */
     readonly tracing: false | { readonly content: boolean },
     /** The run's own tools (its `tools` option). */
-    private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>
+    private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+    /** The tool call ids in history (seeded by the check of the history the run started from). */
+    private readonly usedIds: Set<string>
   ) {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
@@ -252,8 +256,62 @@ export class Run<E, R> {
     this.history.push(message)
     this.added.push(message)
     this.budget.record(message)
-    if (message.role === "assistant") this.state = RunState.answered(this.state, message)
-    else if (message.role === "toolResult") this.turnResults.push(message)
+    if (message.role === "assistant") {
+      this.state = RunState.answered(this.state, message)
+      for (const block of message.content) if (block.type === "toolCall") this.usedIds.add(block.id)
+    } else if (message.role === "toolResult") this.turnResults.push(message)
+  }
+
+  /**
+   * Law: every tool call id appears once in a history. A call whose id the history has already (or
+   * that is empty, or repeated within the answer) gets a fresh one (`c1` → `c1_2`), the same in its
+   * deltas, its ended call and the final message, whatever the model answers. Done here, where the
+   * history is at hand, at one set lookup per call.
+   */
+  private callId(index: number, id: string): string {
+    const known = this.answerIds[index]
+    if (known !== undefined) return known
+    let fresh = id
+    if (fresh === "" || this.idTaken(fresh)) {
+      const base = id === "" ? "call" : id
+      let n = id === "" ? 1 : 2
+      while (this.idTaken(`${base}_${n}`)) n++
+      fresh = `${base}_${n}`
+    }
+    this.answerIds[index] = fresh
+    return fresh
+  }
+
+  private idTaken(id: string): boolean {
+    return this.usedIds.has(id) || this.answerIds.includes(id)
+  }
+
+  /** A delta with its tool call's id made unique. */
+  private named(event: Model.Delta): Model.Delta {
+    switch (event._tag) {
+      case "ToolCallStart": {
+        const id = this.callId(event.index, event.id)
+        return id === event.id ? event : { ...event, id }
+      }
+      case "ToolCallEnd": {
+        const id = this.callId(event.index, event.toolCall.id)
+        return id === event.toolCall.id ? event : { ...event, toolCall: { ...event.toolCall, id } }
+      }
+      default:
+        return event
+    }
+  }
+
+  /** The final message with the ids its calls were given in the deltas (or fresh ones). */
+  private namedAnswer(message: Message.AssistantMessage): Message.AssistantMessage {
+    let content: Array<Message.AssistantMessage["content"][number]> | undefined
+    for (let index = 0; index < message.content.length; index++) {
+      const block = message.content[index]!
+      if (block.type !== "toolCall") continue
+      const id = this.callId(index, block.id)
+      if (id !== block.id) (content ??= message.content.slice())[index] = { ...block, id }
+    }
+    return content === undefined ? message : { ...message, content }
   }
 
   private stored(messages: ReadonlyArray<Message.Message>): Effect.Effect<void, Errors.SessionStoreFailed> {
@@ -304,10 +362,12 @@ export class Run<E, R> {
     return Effect.suspend(() => {
       const assembler = new Model.Assembler()
       this.streaming = assembler
+      this.answerIds.length = 0
       const turn = this.turn
       const sink = this.sink
       let started = false
-      const onDelta = (event: Model.Delta) => {
+      const onDelta = (delta: Model.Delta) => {
+        const event = this.named(delta)
         assembler.push(event)
         if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
         started = true
@@ -320,7 +380,8 @@ export class Run<E, R> {
       const respond = this.tracing && this.tracing.content
         ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
         : this.model.respond(request, onDelta)
-      return Effect.flatMap(respond, (message) => {
+      return Effect.flatMap(respond, (response) => {
+        const message = this.namedAnswer(response)
         this.stats.model(turn, this.now() - began, "turn", message.usage, message)
         const appended = Effect.as(this.appendAnswer(message), message)
         return started
@@ -365,7 +426,8 @@ export const make = <E, R>(
     const clock = yield* Effect.clock
     const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
     const history = (yield* session.messages).slice()
-    yield* Message.validateHistory(history)
+    const usedIds = new Set<string>()
+    yield* Message.validateHistory(history, usedIds)
     const compaction = yield* session.latestCompaction
     const span: ToolBatch.Config<E, R>["span"] = (effect, name, attributes) =>
       tracing ? traced(effect, name, attributes) : effect
@@ -388,7 +450,8 @@ export const make = <E, R>(
       tools.map(Tool.definition),
       () => clock.unsafeCurrentTimeMillis(),
       tracing,
-      tools
+      tools,
+      usedIds
     )
   })
 
