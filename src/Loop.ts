@@ -308,7 +308,7 @@ export const stream: {
     const fiber = yield* loop(
       options,
       toolsOf(options.tools),
-      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) }
+      onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event)))
     ).pipe(
       Effect.withSpan("Loop.stream"),
       Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
@@ -489,7 +489,7 @@ const loop = <E, R>(
     const run = output === undefined
       ? yield* Run.make(options, tools, sink)
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
-    yield* sink.emit({ _tag: "RunStart" })
+    if (sink.active) yield* sink.emit({ _tag: "RunStart" })
     const { endedBy, output: answer } = yield* Effect.onExit(
       // the run's sub-agents report to it (their events, their statistics)
       Effect.locally(body(run, options, output), ParentRun.current, { sink, stats: run.stats }),
@@ -555,7 +555,7 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
     const turn = run.turn
     return run.span(
       Effect.gen(function*() {
-        yield* run.sink.emit({ _tag: "TurnStart", turn })
+        if (run.sink.active) yield* run.sink.emit({ _tag: "TurnStart", turn })
         for (const message of input) yield* run.append(message)
         yield* run.refreshTools()
         const answer = yield* run.span(
@@ -596,6 +596,7 @@ const finalize = <E, R>(
       yield* run.endTurn()
     }
     if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
+    if (!run.sink.active) return
     yield* run.sink.emit({
       _tag: "RunEnd",
       outcome: outcomeOf(exit, run.state),
@@ -619,7 +620,7 @@ const toolsOf = <Tools extends ReadonlyArray<Tool.Any>>(
   tools ?? []
 
 const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
-  options.onEvent === undefined ? EventSink.none : { emit: options.onEvent }
+  options.onEvent === undefined ? EventSink.none : EventSink.of(options.onEvent)
 
 const abortOn = <A, E>(signal: AbortSignal | undefined, fiber: Fiber.RuntimeFiber<A, E>) =>
   signal === undefined ? Effect.void : Effect.acquireRelease(

@@ -88,6 +88,7 @@ export class Run<E, R> {
       started: (index) =>
         Effect.suspend(() => {
           this.state = RunState.callStarted(this.state, index, now())
+          if (!sink.active) return Effect.void
           const { call } = this.state.calls[index]!
           return sink.emit({
             _tag: "ToolStart",
@@ -99,6 +100,7 @@ export class Run<E, R> {
         }),
       update: (index, update) =>
         Effect.suspend(() => {
+          if (!sink.active) return Effect.void
           const { call } = this.state.calls[index]!
           return sink.emit({ _tag: "ToolUpdate", turn: this.turn, toolCallId: call.id, toolName: call.name, update })
         }),
@@ -109,7 +111,7 @@ export class Run<E, R> {
           const at = now()
           this.state = RunState.callFinished(this.state, index, result, at)
           this.stats.tool(this.turn, result, entry._tag === "Running" ? at - entry.startedAt : 0)
-          return this.toolEnd(result)
+          return sink.active ? this.toolEnd(result) : Effect.void
         })
     }
   }
@@ -155,17 +157,19 @@ export class Run<E, R> {
     this.turnResults = []
   }
 
-  /** The turn's `TurnEnd`, owed since `startTurn`. */
+  /**
+   * The turn's `TurnEnd`, owed since `startTurn`. Reads the state when called, not when run: call it
+   * where it runs (a generator's `yield*`), which saves the fiber operation of a suspend.
+   */
   endTurn(): Effect.Effect<void> {
-    return Effect.suspend(() => {
-      if (!this.turnOpen) return Effect.void
-      this.turnOpen = false
-      return this.sink.emit({
-        _tag: "TurnEnd",
-        turn: this.turn,
-        message: this.state.answer,
-        toolResults: this.turnResults
-      })
+    if (!this.turnOpen) return Effect.void
+    this.turnOpen = false
+    if (!this.sink.active) return Effect.void
+    return this.sink.emit({
+      _tag: "TurnEnd",
+      turn: this.turn,
+      message: this.state.answer,
+      toolResults: this.turnResults
     })
   }
 
@@ -173,10 +177,12 @@ export class Run<E, R> {
   append(message: Message.Message): Effect.Effect<void, Errors.SessionStoreFailed> {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.record(message)
-      return Effect.zipRight(
-        this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
-        this.stored([message])
-      )
+      return this.sink.active
+        ? Effect.zipRight(
+          this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
+          this.stored([message])
+        )
+        : this.stored([message])
     }))
   }
 
@@ -204,9 +210,10 @@ export class Run<E, R> {
       state.calls.forEach((entry, index) => {
         if (entry._tag !== "Running") return
         this.stats.tool(this.turn, results[index]!, at - entry.startedAt)
-        ends.push(this.toolEnd(results[index]!))
+        if (this.sink.active) ends.push(this.toolEnd(results[index]!))
       })
       for (const result of results) this.record(result)
+      if (!this.sink.active) return this.session.append(...results)
       return sequence([
         ...ends,
         this.session.append(...results),
@@ -316,7 +323,7 @@ export class Run<E, R> {
 
   private stored(messages: ReadonlyArray<Message.Message>): Effect.Effect<void, Errors.SessionStoreFailed> {
     const stored = this.session.append(...messages)
-    return messages.length === 1 ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
+    return messages.length === 1 && this.sink.active ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
   }
 
   private messageEvents(message: Message.Message): Effect.Effect<void> {
@@ -358,36 +365,36 @@ export class Run<E, R> {
     })
   }
 
+  // called inside `ask`'s suspend (or a flatMap of it), so its setup needs no suspend of its own
   private request(messages: ReadonlyArray<Message.Message>, began: number) {
-    return Effect.suspend(() => {
-      const assembler = new Model.Assembler()
-      this.streaming = assembler
-      this.answerIds.length = 0
-      const turn = this.turn
-      const sink = this.sink
-      let started = false
-      const onDelta = (delta: Model.Delta) => {
-        const event = this.named(delta)
-        assembler.push(event)
-        if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
-        started = true
-        return Effect.zipRight(
-          sink.emit({ _tag: "MessageStart", turn, role: "assistant" }),
-          sink.emit({ _tag: "MessageUpdate", turn, event })
-        )
-      }
-      const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
-      const respond = this.tracing && this.tracing.content
-        ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
-        : this.model.respond(request, onDelta)
-      return Effect.flatMap(respond, (response) => {
-        const message = this.namedAnswer(response)
-        this.stats.model(turn, this.now() - began, "turn", message.usage, message)
-        const appended = Effect.as(this.appendAnswer(message), message)
-        return started
-          ? appended
-          : Effect.zipRight(sink.emit({ _tag: "MessageStart", turn, role: "assistant" }), appended)
-      })
+    const assembler = new Model.Assembler()
+    this.streaming = assembler
+    this.answerIds.length = 0
+    const turn = this.turn
+    const sink = this.sink
+    let started = false
+    const onDelta = (delta: Model.Delta) => {
+      const event = this.named(delta)
+      assembler.push(event)
+      if (!sink.active) return Effect.void
+      if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
+      started = true
+      return Effect.zipRight(
+        sink.emit({ _tag: "MessageStart", turn, role: "assistant" }),
+        sink.emit({ _tag: "MessageUpdate", turn, event })
+      )
+    }
+    const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
+    const respond = this.tracing && this.tracing.content
+      ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
+      : this.model.respond(request, onDelta)
+    return Effect.flatMap(respond, (response) => {
+      const message = this.namedAnswer(response)
+      this.stats.model(turn, this.now() - began, "turn", message.usage, message)
+      const appended = Effect.as(this.appendAnswer(message), message)
+      return started || !sink.active
+        ? appended
+        : Effect.zipRight(sink.emit({ _tag: "MessageStart", turn, role: "assistant" }), appended)
     })
   }
 
@@ -404,7 +411,9 @@ export class Run<E, R> {
       this.state = RunState.spent(this.state, summary.usage)
       yield* this.session.appendCompaction(summary.compaction)
       this.budget.compacted(summary.compaction)
-      yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
+      if (this.sink.active) {
+        yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
+      }
       return true
     })
   }
