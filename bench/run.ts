@@ -24,7 +24,7 @@ import * as Parallel from "./workloads/Parallel.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
-const selected = args.filter((a) => /^[a-h]$/.test(a))
+const selected = args.filter((a) => /^[a-i]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
 // `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
@@ -98,6 +98,7 @@ const main = async (): Promise<void> => {
       { sleepMs: 50, calls: 10, ...timing }
     ))
   await step("g", () => Abort.latency({ graceMs: 250, ...timing }))
+  await step("i", () => History.resume({ lengths: quick ? [400, 2000] : [4000, 20_000], repeat: quick ? 2 : 5 }))
   await step("h", () => DurableIdle.idleSessions({ sessions: quick ? 50 : 1000, idleWaitMs: 35_000 }))
   if (selected.length === 0 && !quick && runtimeNames === undefined) {
     await Report.write("BENCHMARKS.md", results, started)

@@ -308,7 +308,7 @@ export const stream: {
     yield* loop(
       options,
       toolsOf(options.tools),
-      onEvent === undefined ? sink : { emit: (event) => Effect.zipRight(onEvent(event), sink.emit(event)) },
+      onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
       options.signal
     ).pipe(
       Effect.withSpan("Loop.stream"),
@@ -491,7 +491,7 @@ const loop = <E, R>(
     const run = output === undefined
       ? yield* Run.make(options, tools, sink)
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
-    yield* sink.emit({ _tag: "RunStart" })
+    if (sink.active) yield* sink.emit({ _tag: "RunStart" })
     const { endedBy, output: answer } = yield* Effect.onExit(
       // the run's sub-agents report to it (their events, their statistics); an abort, even one before
       // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
@@ -558,7 +558,7 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
     const turn = run.turn
     return run.span(
       Effect.gen(function*() {
-        yield* run.sink.emit({ _tag: "TurnStart", turn })
+        if (run.sink.active) yield* run.sink.emit({ _tag: "TurnStart", turn })
         for (const message of input) yield* run.append(message)
         yield* run.refreshTools()
         const answer = yield* run.span(
@@ -599,6 +599,7 @@ const finalize = <E, R>(
       yield* run.endTurn()
     }
     if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
+    if (!run.sink.active) return
     yield* run.sink.emit({
       _tag: "RunEnd",
       outcome: outcomeOf(exit, run.state),
@@ -622,7 +623,7 @@ const toolsOf = <Tools extends ReadonlyArray<Tool.Any>>(
   tools ?? []
 
 const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
-  options.onEvent === undefined ? EventSink.none : { emit: options.onEvent }
+  options.onEvent === undefined ? EventSink.none : EventSink.of(options.onEvent)
 
 /** Runs `self`, interrupted when `signal` aborts (at once when it is aborted already). */
 const abortOn = <A, E, R>(signal: AbortSignal | undefined, self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>

@@ -419,16 +419,18 @@ export const addUsage = (self: Usage, that: Usage): Usage => {
 /**
  * Checks the pairing law: every tool call has exactly one result with its id, after its assistant
  * message and before the next one; no result is without a call. Fails with the first violation.
+ * The tool call ids met are added to `ids` when it is given (the loop keeps them unique with it).
  *
  * @since 0.1.0
  * @category Combinators
  */
 export const validateHistory = (
-  messages: ReadonlyArray<Message>
+  messages: ReadonlyArray<Message>,
+  ids?: Set<string> | undefined
 ): Either.Either<ReadonlyArray<Message>, Errors.HistoryInvalid> => {
   // ids of the current assistant message's calls that still wait for their result
   let open = new Map<string, number>()
-  const seen = new Set<string>()
+  const seen = ids ?? new Set<string>()
   const violation = (index: number, reason: string) => Either.left(new Errors.HistoryInvalid({ index, reason }))
   for (let index = 0; index < messages.length; index++) {
     const message = messages[index]!

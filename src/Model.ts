@@ -83,10 +83,8 @@ export class Model extends Context.Tag("effect-agent/Model")<Model, Service>() {
 // -----------------------------------------------------------------------------
 
 /**
- * Builds a Model from any of `stream`, `complete` or `respond`, deriving the ones not given. A tool
- * call whose id the request's history already has (or that is empty, or repeated within the answer)
- * gets a fresh id (`c1` → `c1_2`), the same in the deltas and the final message, so that whatever a
- * model answers, the history stays valid.
+ * Builds a Model from any of `stream`, `complete` or `respond`, deriving the ones not given. (The loop
+ * keeps tool call ids unique in a history, whatever a model answers: see `Loop.run`.)
  *
  * @since 0.1.0
  * @category Constructors
@@ -108,9 +106,7 @@ export const make = (
       readonly stream?: Service["stream"] | undefined
       readonly complete?: Service["complete"] | undefined
     }
-): Service => uniqueToolCallIds(derive(options))
-
-const derive = (options: Parameters<typeof make>[0]): Service => {
+): Service => {
   if (options.respond !== undefined) {
     const respond = options.respond
     return {
@@ -651,105 +647,6 @@ const toolCallOf = (block: Extract<Block, { type: "toolCall" }>): Message.ToolCa
       : parseToolArguments(block.json)
   )
   return block.metadata === undefined ? call : { ...call, providerMetadata: block.metadata }
-}
-
-// Law: every tool call id appears once in a history. Kept here, for every model.
-const uniqueToolCallIds = (service: Service): Service => {
-  const history = new HistoryIds()
-  return {
-    stream: (request) =>
-      Stream.suspend(() => {
-        const ids = new ToolCallIds(history, request.messages)
-        return Stream.map(service.stream(request), (event) => ids.event(event))
-      }),
-    complete: (request) =>
-      Effect.map(service.complete(request), (message) => new ToolCallIds(history, request.messages).message(message)),
-    respond: (request, onEvent) =>
-      Effect.suspend(() => {
-        const ids = new ToolCallIds(history, request.messages)
-        return Effect.map(
-          service.respond(request, (event) => onEvent(ids.event(event) as Delta)),
-          (message) => ids.message(message)
-        )
-      })
-  }
-}
-
-/**
- * The tool call ids of the last history seen. A run's histories only grow, so when the first and the
- * last message seen are still in place only the new messages are read: the check stays O(new
- * messages) per turn instead of O(history).
- */
-class HistoryIds {
-  private first: Message.Message | undefined
-  private last: Message.Message | undefined
-  private length = 0
-  private ids = new Set<string>()
-  of(messages: ReadonlyArray<Message.Message>): ReadonlySet<string> {
-    const extends_ = this.length > 0 && messages.length >= this.length && messages[0] === this.first &&
-      messages[this.length - 1] === this.last
-    if (!extends_) this.ids = new Set()
-    for (let i = extends_ ? this.length : 0; i < messages.length; i++) {
-      const message = messages[i]!
-      if (message.role !== "assistant") continue
-      for (const block of message.content) if (block.type === "toolCall") this.ids.add(block.id)
-    }
-    this.first = messages[0]
-    this.last = messages[messages.length - 1]
-    this.length = messages.length
-    return this.ids
-  }
-}
-
-/** The ids of one answer, by content index; the history's ids are looked up at the first tool call. */
-class ToolCallIds {
-  private used: ReadonlySet<string> | undefined
-  private readonly assigned = new Map<number, string>()
-  private readonly own = new Set<string>()
-  constructor(readonly history: HistoryIds, readonly messages: ReadonlyArray<Message.Message>) {}
-  event(event: Event): Event {
-    switch (event._tag) {
-      case "ToolCallStart": {
-        const id = this.assign(event.index, event.id)
-        return id === event.id ? event : { ...event, id }
-      }
-      case "ToolCallEnd": {
-        const id = this.assign(event.index, event.toolCall.id)
-        return id === event.toolCall.id ? event : { ...event, toolCall: { ...event.toolCall, id } }
-      }
-      case "Finish": {
-        const message = this.message(event.message)
-        return message === event.message ? event : { _tag: "Finish", message }
-      }
-      default:
-        return event
-    }
-  }
-  message(message: Message.AssistantMessage): Message.AssistantMessage {
-    let content: Array<Message.AssistantMessage["content"][number]> | undefined
-    message.content.forEach((block, index) => {
-      if (block.type !== "toolCall") return
-      const id = this.assign(index, block.id)
-      if (id !== block.id) (content ??= message.content.slice())[index] = { ...block, id }
-    })
-    return content === undefined ? message : { ...message, content }
-  }
-  private assign(index: number, id: string): string {
-    const known = this.assigned.get(index)
-    if (known !== undefined) return known
-    const used = this.used ??= this.history.of(this.messages)
-    const taken = (candidate: string) => used.has(candidate) || this.own.has(candidate)
-    let fresh = id
-    if (fresh === "" || taken(fresh)) {
-      const base = id === "" ? "call" : id
-      let n = id === "" ? 1 : 2
-      while (taken(`${base}_${n}`)) n++
-      fresh = `${base}_${n}`
-    }
-    this.own.add(fresh)
-    this.assigned.set(index, fresh)
-    return fresh
-  }
 }
 
 const missingFinish = new Errors.ModelResponseInvalid({

@@ -204,17 +204,24 @@ describe("Model.make tool call ids", () => {
       assert.isTrue(Either.isRight(Message.validateHistory(history)))
     }))
 
-  it.effect("the ids checked are those of each request's own history", () =>
+  it.effect("the ids checked are those of each run's own history", () =>
     Effect.gen(function*() {
       const model = Model.make({
-        complete: () => Effect.succeed(Message.assistant([Message.toolCall("c1", "echo", {})]))
+        complete: (request) =>
+          Effect.succeed(
+            request.messages[request.messages.length - 1]?.role === "toolResult"
+              ? Message.assistant("done")
+              : Message.assistant([Message.toolCall("c1", "echo", { text: "x" })])
+          )
       })
-      const idOf = (messages: ReadonlyArray<Message.Message>) =>
-        Effect.map(model.complete({ messages, tools: [] }), (message) => Message.toolCalls(message)[0]!.id)
-      const first = [Message.user("a")]
-      assert.strictEqual(yield* idOf(first), "c1")
+      const idOf = (history: ReadonlyArray<Message.Message>) =>
+        Loop.run({ input: "go", tools: [echo] }).pipe(
+          Effect.map((result) => Message.toolCalls(result.messages[1] as Message.AssistantMessage)[0]!.id),
+          Effect.provide(Layer.merge(Layer.succeed(Model.Model, model), Session.layerMemory(history)))
+        )
+      assert.strictEqual(yield* idOf([]), "c1")
       const grown = [
-        ...first,
+        Message.user("a"),
         Message.assistant([Message.toolCall("c1", "echo", {})]),
         Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "ok" })
       ]
@@ -224,24 +231,50 @@ describe("Model.make tool call ids", () => {
       assert.strictEqual(yield* idOf(grown), "c1_2")
     }))
 
-  it.effect("ids stay the same in the deltas, the ended calls and the final message, for each primitive", () =>
+  it.effect("ids stay the same in the deltas, the ended calls, the final message and the results, for each primitive", () =>
     Effect.gen(function*() {
-      const answer = Message.assistant([Message.toolCall("c1", "echo", {}), Message.toolCall("c1", "echo", {})])
-      const history: Model.Request = {
-        messages: [
-          Message.user("hi"),
-          Message.assistant([Message.toolCall("c1", "echo", {})]),
-          Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "ok" }),
-          Message.user("again")
-        ],
-        tools: []
-      }
-      for (const model of [Model.make({ complete: () => Effect.succeed(answer) }), Model.scripted([answer])]) {
-        const events = Chunk.toReadonlyArray(yield* Stream.runCollect(model.stream(history)))
-        const starts = events.flatMap((e) => e._tag === "ToolCallStart" ? [e.id] : [])
-        const ends = events.flatMap((e) => e._tag === "ToolCallEnd" ? [e.toolCall.id] : [])
-        const final = events.flatMap((e) => e._tag === "Finish" ? Message.toolCalls(e.message).map((c) => c.id) : [])
-        assert.deepStrictEqual([starts, ends, final], [["c1_2", "c1_3"], ["c1_2", "c1_3"], ["c1_2", "c1_3"]])
+      const answer = Message.assistant([
+        Message.toolCall("c1", "echo", { text: "a" }),
+        Message.toolCall("c1", "echo", { text: "b" })
+      ])
+      const history = [
+        Message.user("hi"),
+        Message.assistant([Message.toolCall("c1", "echo", {})]),
+        Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "ok" })
+      ]
+      const models = [
+        () => {
+          let turn = 0
+          return Model.make({ complete: () => Effect.succeed(turn++ === 0 ? answer : Message.assistant("done")) })
+        },
+        () => Model.scripted([answer, Message.assistant("done")])
+      ]
+      for (const makeModel of models) {
+        const events = Chunk.toReadonlyArray(
+          yield* Stream.runCollect(Loop.stream({ input: "again", tools: [echo] })).pipe(
+            Effect.provide(Layer.merge(Layer.succeed(Model.Model, makeModel()), Session.layerMemory(history)))
+          )
+        )
+        const updates = events.flatMap((e) => e._tag === "MessageUpdate" ? [e.event] : [])
+        const starts = updates.flatMap((e) => e._tag === "ToolCallStart" ? [e.id] : [])
+        const ends = updates.flatMap((e) => e._tag === "ToolCallEnd" ? [e.toolCall.id] : [])
+        const final = events.flatMap((e) =>
+          e._tag === "MessageEnd" && e.message.role === "assistant" ? Message.toolCalls(e.message).map((c) => c.id) : []
+        )
+        const results = events.flatMap((e) => e._tag === "ToolEnd" ? [e.result.toolCallId] : [])
+        assert.deepStrictEqual([starts, ends, final, results], [
+          ["c1_2", "c1_3"],
+          ["c1_2", "c1_3"],
+          ["c1_2", "c1_3"],
+          ["c1_2", "c1_3"]
+        ])
       }
     }))
+})
+
+const echo = Tool.make({
+  name: "echo",
+  description: "echoes",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(text)
 })

@@ -12,6 +12,7 @@ import * as Readline from "node:readline"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Tree from "../src/services/internal/tree.js"
 import * as Session from "../src/services/Session.js"
 import { bundleAgent } from "./utils/sessionAgent.js"
 
@@ -283,6 +284,48 @@ describe("Session tree: JSON Lines", () => {
         assert.isTrue(line.parentId === null || lines.some((other) => other.id === line.parentId))
       }
       assert.strictEqual(lines.filter((line) => line.type === "fork").length, 2)
+    }))
+
+  it.scoped("opening a chain with thousands of branches off its end visits each entry a few times (linear)", () =>
+    Effect.gen(function*() {
+      const path = NodePath.join(yield* tempDir, "s.jsonl")
+      const chain = 4000
+      const forks = 4000
+      const lines = [JSON.stringify({ type: "session", version: 2, id: "s", createdAt: 0 })]
+      for (let i = 0; i < chain; i++) {
+        const message = { ...Message.user(`m${i}`), timestamp: i }
+        lines.push(
+          JSON.stringify({
+            type: "message",
+            role: "user",
+            id: `m${i}`,
+            parentId: i === 0 ? null : `m${i - 1}`,
+            message
+          })
+        )
+      }
+      for (let i = 0; i < forks; i++) {
+        lines.push(JSON.stringify({ type: "fork", id: `f${i}`, parentId: `m${chain - 1}`, timestamp: i }))
+        const message = { ...Message.user(`b${i}`), timestamp: chain + i }
+        lines.push(JSON.stringify({ type: "message", role: "user", id: `b${i}`, parentId: `f${i}`, message }))
+      }
+      yield* Effect.promise(() => Fs.writeFile(path, lines.join("\n") + "\n"))
+      // a count of the entries the tree's walks visit, not a time: quadratic opening visits millions
+      const before = Tree.work.steps
+      const { branches, report } = yield* Effect.scoped(Effect.gen(function*() {
+        const { report, service } = yield* open(path)
+        return { report, branches: yield* service.branches! }
+      }))
+      const visited = Tree.work.steps - before
+      assert.strictEqual(report.loaded, chain + 1)
+      assert.strictEqual(branches.length, forks)
+      assert.deepStrictEqual(
+        branches.slice(-1).map((branch) => [branch.current, branch.messages, branch.firstPrompt]),
+        [
+          [true, chain + 1, `b${forks - 1}`]
+        ]
+      )
+      assert.isAtMost(visited, 10 * lines.length, `visited ${visited} entries for ${lines.length} lines`)
     }))
 
   it.scoped("a fork is on disk before anything is appended after it", () =>

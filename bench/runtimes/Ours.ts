@@ -13,6 +13,7 @@ import * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as Session from "../../src/services/Session.js"
 import * as Tool from "../../src/Tool.js"
+import * as Counters from "../Counters.js"
 import * as Harness from "../Harness.js"
 
 const usage: Message.Usage = { input: 10, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 20 }
@@ -133,14 +134,62 @@ const options = (spec: Harness.Spec, concurrency: number | undefined) => ({
   transformContext: spec.projection === true ? identity : undefined
 })
 
+// the initial histories, built once per length (outside the timed part)
+const histories = new Map<number, Array<Message.Message>>()
+const historyOf = (count: number | undefined): ReadonlyArray<Message.Message> => {
+  if (count === undefined) return []
+  let history = histories.get(count)
+  if (history === undefined) {
+    history = initialHistory(count)
+    histories.set(count, history)
+  }
+  return history
+}
+
 const provide = (spec: Harness.Spec) => {
-  const session = Session.makeMemory(spec.history === undefined ? [] : initialHistory(spec.history))
+  const session = Session.makeMemory(historyOf(spec.history))
   const model = fakeModel(spec)
   return {
     session,
     provide: <A, E>(effect: Effect.Effect<A, E, Model.Model | Session.Session>) =>
       effect.pipe(Effect.provideService(Model.Model, model), Effect.provideService(Session.Session, session))
   }
+}
+
+/**
+ * One run of `Loop.stream` (drained) or `Loop.run` as an effect, over a fresh session and model.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const effectOf = (
+  kind: "stream" | "run",
+  spec: Harness.Spec,
+  concurrency?: number
+): Effect.Effect<ReadonlyArray<Message.Message>> => {
+  const { provide: p, session } = provide(spec)
+  const loop = kind === "stream"
+    ? Stream.runDrain(Loop.stream(options(spec, concurrency)))
+    : Loop.run(options(spec, concurrency))
+  return p(Effect.zipRight(Effect.orDie(loop), Effect.orDie(session.messages)))
+}
+
+/**
+ * The fiber operations and fibers started per turn: the difference between a run of `spec.turns`
+ * turns and one of twice as many, so what a run costs once cancels out.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const opsPerTurn = (kind: "stream" | "run", spec: Harness.Spec): { ops: number; fibers: number } => {
+  const count = (turns: number) => {
+    const counter = new Counters.OpCounter()
+    Effect.runSync(Counters.counted(effectOf(kind, { ...spec, turns }), counter))
+    return counter
+  }
+  const one = count(spec.turns)
+  const two = count(spec.turns * 2)
+  return { ops: (two.ops - one.ops) / spec.turns, fibers: (two.fibers - one.fibers) / spec.turns }
 }
 
 /**
@@ -151,12 +200,7 @@ const provide = (spec: Harness.Spec) => {
  */
 export const stream = (concurrency?: number): Harness.Runtime => ({
   name: concurrency === undefined ? "ours.stream" : `ours.stream(concurrency ${concurrency})`,
-  run: (spec) => {
-    const { provide: p, session } = provide(spec)
-    return Effect.runPromise(
-      p(Effect.zipRight(Stream.runDrain(Loop.stream(options(spec, concurrency))), session.messages))
-    )
-  }
+  run: (spec) => Effect.runPromise(effectOf("stream", spec, concurrency))
 })
 
 /**
@@ -167,8 +211,5 @@ export const stream = (concurrency?: number): Harness.Runtime => ({
  */
 export const run = (concurrency?: number): Harness.Runtime => ({
   name: concurrency === undefined ? "ours.run" : `ours.run(concurrency ${concurrency})`,
-  run: (spec) => {
-    const { provide: p, session } = provide(spec)
-    return Effect.runPromise(p(Effect.zipRight(Loop.run(options(spec, concurrency)), session.messages)))
-  }
+  run: (spec) => Effect.runPromise(effectOf("run", spec, concurrency))
 })

@@ -5,7 +5,14 @@
  *
  * @since 0.1.0
  */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as Session from "../../src/services/Session.js"
 import * as Harness from "../Harness.js"
+import * as Ours from "../runtimes/Ours.js"
 import { perUnit, type Result } from "./Overhead.js"
 
 /**
@@ -58,5 +65,67 @@ export const turnCost = async (
     ratios: growth,
     target: `ours: a turn at ${last} messages ≤ 1.25× a turn at ${first}`,
     met: ours.every(([, v]) => v <= 1.25)
+  }
+}
+
+/**
+ * Resuming a session of 4,000 and 20,000 messages: the CPU time of opening its JSON Lines file
+ * (`Session.openJsonl`: read, check, repair), and the heap an in-memory session of those messages
+ * keeps beyond a plain array of them (bytes per message).
+ *
+ * @since 0.1.0
+ * @category Workloads
+ */
+export const resume = async (size: { readonly lengths: ReadonlyArray<number>; readonly repeat: number }): Promise<
+  Result
+> => {
+  const runtimes: Record<string, Record<string, unknown>> = {}
+  const dir = await Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-bench-"))
+  try {
+    for (const length of size.lengths) {
+      const messages = Ours.initialHistory(length)
+      const path = NodePath.join(dir, `s${length}.jsonl`)
+      const open = Session.openJsonl(path).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
+      await Effect.runPromise(
+        Session.openJsonl(path).pipe(
+          Effect.flatMap(({ service }) => Effect.zipRight(service.append(...messages), service.sync)),
+          Effect.scoped,
+          Effect.provide(NodeFileSystem.layer)
+        )
+      )
+      const samples: Array<number> = []
+      for (let i = 0; i < size.repeat; i++) {
+        const start = process.cpuUsage()
+        await Effect.runPromise(open)
+        const used = process.cpuUsage(start)
+        samples.push((used.user + used.system) / 1000)
+      }
+      // 20 copies of each, so the figure is not lost in the heap's noise
+      const copies = 20
+      const base = await Harness.heapAfterGc()
+      const arrays = Array.from({ length: copies }, () => messages.slice())
+      const withArrays = await Harness.heapAfterGc()
+      const sessions = Array.from({ length: copies }, () => Session.makeMemory(messages))
+      const withSessions = await Harness.heapAfterGc()
+      runtimes[`${length} messages`] = {
+        openJsonlMs: Harness.roundStats(Harness.stats(samples), 1),
+        arrayBytesPerMessage: Harness.round((withArrays - base) / copies / length, 1),
+        sessionBytesPerMessage: Harness.round((withSessions - withArrays) / copies / length, 1),
+        kept: arrays.length + sessions.length
+      }
+    }
+  } finally {
+    await Fs.rm(dir, { recursive: true, force: true })
+  }
+  return {
+    workload: "i",
+    title: `resuming a session of ${size.lengths.join(" and ")} messages`,
+    unit: "CPU ms to open the file; heap bytes per message of an in-memory session and of a plain array",
+    runtimes,
+    ratios: {},
+    target: "a session's bytes per message within 64 of a plain array's",
+    met: Object.values(runtimes).every((r) =>
+      (r["sessionBytesPerMessage"] as number) - (r["arrayBytesPerMessage"] as number) <= 64
+    )
   }
 }

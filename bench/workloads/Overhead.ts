@@ -4,8 +4,10 @@
  *
  * @since 0.1.0
  */
+import * as Counters from "../Counters.js"
 import * as Harness from "../Harness.js"
 import { floor } from "../runtimes/Floor.js"
+import * as Ours from "../runtimes/Ours.js"
 
 /**
  * One result line: each runtime's figures and the ratios of ours to each peer.
@@ -22,6 +24,8 @@ export interface Result {
   readonly target: string
   readonly met: boolean | null
   readonly notes?: ReadonlyArray<string> | undefined
+  /** Per runtime: KB allocated per unit, and for ours the fiber operations and fibers started per unit. */
+  readonly counts?: Record<string, Record<string, number>> | undefined
 }
 
 /**
@@ -52,7 +56,13 @@ export const perUnit = async (
   runtimes: ReadonlyArray<Harness.Runtime>,
   units: number,
   options: { readonly warmup: number; readonly repeat: number }
-): Promise<{ readonly floor: Harness.Stats; readonly figures: Record<string, Harness.Stats> }> => {
+): Promise<
+  {
+    readonly floor: Harness.Stats
+    readonly figures: Record<string, Harness.Stats>
+    readonly counts: Record<string, Record<string, number>>
+  }
+> => {
   const samples = await Harness.timeEach([
     { name: "floor", run: () => floor.run(spec) },
     ...runtimes.map((runtime) => ({ name: runtime.name, slow: runtime.slow, run: () => runtime.run(spec) }))
@@ -64,7 +74,21 @@ export const perUnit = async (
     Harness.progress(`${runtime.name}: median ${Harness.round(s.median)} ms per run (n = ${s.n})`)
     figures[runtime.name] = Harness.mapStats(s, (ms) => ((ms - floorStats.median) * 1000) / units)
   }
-  return { floor: floorStats, figures }
+  // counts that do not depend on the machine's load: KB allocated per unit, fiber operations per unit
+  const counts: Record<string, Record<string, number>> = {}
+  for (const runtime of runtimes) {
+    if (runtime.slow === true) continue
+    const bytes = await Counters.allocated(() => runtime.run(spec), 3)
+    counts[runtime.name] = { allocatedKbPerUnit: Harness.round(bytes / 1024 / units, 2) }
+    const kind = runtime.name === "ours.run" ? "run" : runtime.name === "ours.stream" ? "stream" : undefined
+    if (kind !== undefined) {
+      const perTurn = Ours.opsPerTurn(kind, { ...spec, turns: Math.min(spec.turns, 50) })
+      const perUnit = spec.turns / units
+      counts[runtime.name]!["fiberOpsPerUnit"] = Harness.round(perTurn.ops * perUnit, 1)
+      counts[runtime.name]!["fibersPerUnit"] = Harness.round(perTurn.fibers * perUnit, 2)
+    }
+  }
+  return { floor: floorStats, figures, counts }
 }
 
 const report = (
@@ -73,6 +97,7 @@ const report = (
   unit: string,
   floorMs: Harness.Stats,
   figures: Record<string, Harness.Stats>,
+  counts: Record<string, Record<string, number>>,
   target: string,
   met: (r: Record<string, number>) => boolean
 ): Result => {
@@ -88,7 +113,8 @@ const report = (
     },
     ratios: r,
     target,
-    met: met(r)
+    met: met(r),
+    counts
   }
 }
 
@@ -103,13 +129,14 @@ export const perTurn = async (
   size: { readonly turns: number; readonly deltas: number; readonly warmup: number; readonly repeat: number }
 ): Promise<Result> => {
   const spec: Harness.Spec = { turns: size.turns, calls: 1, deltas: size.deltas, tool: "echo" }
-  const { figures, floor: f } = await perUnit(spec, runtimes, size.turns + 1, size)
+  const { counts, figures, floor: f } = await perUnit(spec, runtimes, size.turns + 1, size)
   return report(
     "a",
     `${size.turns} turns, one tool call each: overhead per turn`,
-    "µs/turn (floor subtracted)",
+    "CPU µs/turn (floor subtracted)",
     f,
     figures,
+    counts,
     "ours / pi.runAgentLoop ≤ 0.5 and ours < ai",
     meets
   )
@@ -126,13 +153,14 @@ export const perCall = async (
   size: { readonly turns: number; readonly deltas: number; readonly warmup: number; readonly repeat: number }
 ): Promise<Result> => {
   const spec: Harness.Spec = { turns: size.turns, calls: 10, deltas: size.deltas, tool: "echo" }
-  const { figures, floor: f } = await perUnit(spec, runtimes, size.turns * 10, size)
+  const { counts, figures, floor: f } = await perUnit(spec, runtimes, size.turns * 10, size)
   return report(
     "b",
     `${size.turns} turns, ten parallel tool calls each: overhead per tool call`,
-    "µs/call (floor subtracted)",
+    "CPU µs/call (floor subtracted)",
     f,
     figures,
+    counts,
     "ours / pi.runAgentLoop ≤ 0.5 and ours < ai",
     meets
   )

@@ -60,6 +60,8 @@ export class Run<E, R> {
   readonly stats: RunStats
   private readonly budget: Budget
   private readonly hooks: ToolBatch.Hooks
+  /** The ids the response being streamed gave its tool calls, by content index. */
+  private readonly answerIds: Array<string> = []
 
   constructor(
     readonly model: Model.Service,
@@ -75,7 +77,9 @@ export class Run<E, R> {
     /** Whether spans are made (an application tracer is present), and whether they record content. */
     readonly tracing: false | { readonly content: boolean },
     /** The run's own tools (its `tools` option). */
-    private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>
+    private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+    /** The tool call ids in history (seeded by the check of the history the run started from). */
+    private readonly usedIds: Set<string>
   ) {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
@@ -84,6 +88,7 @@ export class Run<E, R> {
       started: (index) =>
         Effect.suspend(() => {
           this.state = RunState.callStarted(this.state, index, now())
+          if (!sink.active) return Effect.void
           const { call } = this.state.calls[index]!
           return sink.emit({
             _tag: "ToolStart",
@@ -95,6 +100,7 @@ export class Run<E, R> {
         }),
       update: (index, update) =>
         Effect.suspend(() => {
+          if (!sink.active) return Effect.void
           const { call } = this.state.calls[index]!
           return sink.emit({ _tag: "ToolUpdate", turn: this.turn, toolCallId: call.id, toolName: call.name, update })
         }),
@@ -105,7 +111,7 @@ export class Run<E, R> {
           const at = now()
           this.state = RunState.callFinished(this.state, index, result, at)
           this.stats.tool(this.turn, result, entry._tag === "Running" ? at - entry.startedAt : 0)
-          return this.toolEnd(result)
+          return sink.active ? this.toolEnd(result) : Effect.void
         })
     }
   }
@@ -151,17 +157,19 @@ export class Run<E, R> {
     this.turnResults = []
   }
 
-  /** The turn's `TurnEnd`, owed since `startTurn`. */
+  /**
+   * The turn's `TurnEnd`, owed since `startTurn`. Reads the state when called, not when run: call it
+   * where it runs (a generator's `yield*`), which saves the fiber operation of a suspend.
+   */
   endTurn(): Effect.Effect<void> {
-    return Effect.suspend(() => {
-      if (!this.turnOpen) return Effect.void
-      this.turnOpen = false
-      return this.sink.emit({
-        _tag: "TurnEnd",
-        turn: this.turn,
-        message: this.state.answer,
-        toolResults: this.turnResults
-      })
+    if (!this.turnOpen) return Effect.void
+    this.turnOpen = false
+    if (!this.sink.active) return Effect.void
+    return this.sink.emit({
+      _tag: "TurnEnd",
+      turn: this.turn,
+      message: this.state.answer,
+      toolResults: this.turnResults
     })
   }
 
@@ -169,10 +177,12 @@ export class Run<E, R> {
   append(message: Message.Message): Effect.Effect<void, Errors.SessionStoreFailed> {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.record(message)
-      return Effect.zipRight(
-        this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
-        this.stored([message])
-      )
+      return this.sink.active
+        ? Effect.zipRight(
+          this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
+          this.stored([message])
+        )
+        : this.stored([message])
     }))
   }
 
@@ -200,9 +210,10 @@ export class Run<E, R> {
       state.calls.forEach((entry, index) => {
         if (entry._tag !== "Running") return
         this.stats.tool(this.turn, results[index]!, at - entry.startedAt)
-        ends.push(this.toolEnd(results[index]!))
+        if (this.sink.active) ends.push(this.toolEnd(results[index]!))
       })
       for (const result of results) this.record(result)
+      if (!this.sink.active) return this.session.append(...results)
       return sequence([
         ...ends,
         this.session.append(...results),
@@ -252,13 +263,67 @@ export class Run<E, R> {
     this.history.push(message)
     this.added.push(message)
     this.budget.record(message)
-    if (message.role === "assistant") this.state = RunState.answered(this.state, message)
-    else if (message.role === "toolResult") this.turnResults.push(message)
+    if (message.role === "assistant") {
+      this.state = RunState.answered(this.state, message)
+      for (const block of message.content) if (block.type === "toolCall") this.usedIds.add(block.id)
+    } else if (message.role === "toolResult") this.turnResults.push(message)
+  }
+
+  /**
+   * Law: every tool call id appears once in a history. A call whose id the history has already (or
+   * that is empty, or repeated within the answer) gets a fresh one (`c1` → `c1_2`), the same in its
+   * deltas, its ended call and the final message, whatever the model answers. Done here, where the
+   * history is at hand, at one set lookup per call.
+   */
+  private callId(index: number, id: string): string {
+    const known = this.answerIds[index]
+    if (known !== undefined) return known
+    let fresh = id
+    if (fresh === "" || this.idTaken(fresh)) {
+      const base = id === "" ? "call" : id
+      let n = id === "" ? 1 : 2
+      while (this.idTaken(`${base}_${n}`)) n++
+      fresh = `${base}_${n}`
+    }
+    this.answerIds[index] = fresh
+    return fresh
+  }
+
+  private idTaken(id: string): boolean {
+    return this.usedIds.has(id) || this.answerIds.includes(id)
+  }
+
+  /** A delta with its tool call's id made unique. */
+  private named(event: Model.Delta): Model.Delta {
+    switch (event._tag) {
+      case "ToolCallStart": {
+        const id = this.callId(event.index, event.id)
+        return id === event.id ? event : { ...event, id }
+      }
+      case "ToolCallEnd": {
+        const id = this.callId(event.index, event.toolCall.id)
+        return id === event.toolCall.id ? event : { ...event, toolCall: { ...event.toolCall, id } }
+      }
+      default:
+        return event
+    }
+  }
+
+  /** The final message with the ids its calls were given in the deltas (or fresh ones). */
+  private namedAnswer(message: Message.AssistantMessage): Message.AssistantMessage {
+    let content: Array<Message.AssistantMessage["content"][number]> | undefined
+    for (let index = 0; index < message.content.length; index++) {
+      const block = message.content[index]!
+      if (block.type !== "toolCall") continue
+      const id = this.callId(index, block.id)
+      if (id !== block.id) (content ??= message.content.slice())[index] = { ...block, id }
+    }
+    return content === undefined ? message : { ...message, content }
   }
 
   private stored(messages: ReadonlyArray<Message.Message>): Effect.Effect<void, Errors.SessionStoreFailed> {
     const stored = this.session.append(...messages)
-    return messages.length === 1 ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
+    return messages.length === 1 && this.sink.active ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
   }
 
   private messageEvents(message: Message.Message): Effect.Effect<void> {
@@ -300,33 +365,36 @@ export class Run<E, R> {
     })
   }
 
+  // called inside `ask`'s suspend (or a flatMap of it), so its setup needs no suspend of its own
   private request(messages: ReadonlyArray<Message.Message>, began: number) {
-    return Effect.suspend(() => {
-      const assembler = new Model.Assembler()
-      this.streaming = assembler
-      const turn = this.turn
-      const sink = this.sink
-      let started = false
-      const onDelta = (event: Model.Delta) => {
-        assembler.push(event)
-        if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
-        started = true
-        return Effect.zipRight(
-          sink.emit({ _tag: "MessageStart", turn, role: "assistant" }),
-          sink.emit({ _tag: "MessageUpdate", turn, event })
-        )
-      }
-      const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
-      const respond = this.tracing && this.tracing.content
-        ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
-        : this.model.respond(request, onDelta)
-      return Effect.flatMap(respond, (message) => {
-        this.stats.model(turn, this.now() - began, "turn", message.usage, message)
-        const appended = Effect.as(this.appendAnswer(message), message)
-        return started
-          ? appended
-          : Effect.zipRight(sink.emit({ _tag: "MessageStart", turn, role: "assistant" }), appended)
-      })
+    const assembler = new Model.Assembler()
+    this.streaming = assembler
+    this.answerIds.length = 0
+    const turn = this.turn
+    const sink = this.sink
+    let started = false
+    const onDelta = (delta: Model.Delta) => {
+      const event = this.named(delta)
+      assembler.push(event)
+      if (!sink.active) return Effect.void
+      if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
+      started = true
+      return Effect.zipRight(
+        sink.emit({ _tag: "MessageStart", turn, role: "assistant" }),
+        sink.emit({ _tag: "MessageUpdate", turn, event })
+      )
+    }
+    const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
+    const respond = this.tracing && this.tracing.content
+      ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
+      : this.model.respond(request, onDelta)
+    return Effect.flatMap(respond, (response) => {
+      const message = this.namedAnswer(response)
+      this.stats.model(turn, this.now() - began, "turn", message.usage, message)
+      const appended = Effect.as(this.appendAnswer(message), message)
+      return started || !sink.active
+        ? appended
+        : Effect.zipRight(sink.emit({ _tag: "MessageStart", turn, role: "assistant" }), appended)
     })
   }
 
@@ -343,7 +411,9 @@ export class Run<E, R> {
       this.state = RunState.spent(this.state, summary.usage)
       yield* this.session.appendCompaction(summary.compaction)
       this.budget.compacted(summary.compaction)
-      yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
+      if (this.sink.active) {
+        yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
+      }
       return true
     })
   }
@@ -365,7 +435,8 @@ export const make = <E, R>(
     const clock = yield* Effect.clock
     const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
     const history = (yield* session.messages).slice()
-    yield* Message.validateHistory(history)
+    const usedIds = new Set<string>()
+    yield* Message.validateHistory(history, usedIds)
     const compaction = yield* session.latestCompaction
     const span: ToolBatch.Config<E, R>["span"] = (effect, name, attributes) =>
       tracing ? traced(effect, name, attributes) : effect
@@ -388,7 +459,8 @@ export const make = <E, R>(
       tools.map(Tool.definition),
       () => clock.unsafeCurrentTimeMillis(),
       tracing,
-      tools
+      tools,
+      usedIds
     )
   })
 

@@ -111,20 +111,19 @@ export class Session extends Context.Tag("effect-agent/Session")<Session, Servic
  * @category Constructors
  */
 export const makeMemory = (initial: ReadonlyArray<Message.Message> = []): Service => {
-  const tree = new Tree.Tree()
+  const tree = Tree.Tree.fromMessages(initial)
   const add = (payload: Tree.Payload, parentId: string | null = tree.leaf) =>
     tree.add({ id: tree.freshId(), parentId, payload, line: 0, index: tree.size })
-  for (const message of initial) add({ type: "message", message })
   return {
-    messages: Effect.sync(() => tree.branch.messages.slice()),
+    messages: Effect.sync(() => tree.messages.slice()),
     append: (...messages) =>
       Effect.sync(() => {
-        for (const message of messages) add({ type: "message", message })
+        for (const message of messages) tree.append(message)
       }),
     sync: Effect.void,
-    latestCompaction: Effect.sync(() => tree.branch.compaction),
+    latestCompaction: Effect.sync(() => tree.compaction),
     appendCompaction: (compaction) => Effect.sync(() => add({ type: "compaction", compaction })),
-    entries: Effect.sync(() => tree.branch.entries.slice()),
+    entries: Effect.sync(() => tree.branch.entries),
     fork: (entryId) =>
       Effect.flatMap(
         checkFork(tree, entryId),
@@ -454,7 +453,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   const version = () => header?.version ?? formatVersion
   const nodeOf = (payload: Tree.Payload, parentId: string | null, taken?: ReadonlySet<string>): Tree.Node => {
     const node = {
-      id: version() >= 2 ? tree.freshId(taken) : `L${line}`,
+      id: version() >= 2 ? tree.freshId(taken?.size) : `L${line}`,
       parentId,
       payload,
       line,
@@ -495,7 +494,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     out = JSON.stringify(header) + "\n"
     line = 2
   }
-  const messages = tree.branch.messages.slice()
+  const messages = tree.messages.slice()
   const renamed = freshIds(messages)
   if (renamed.repairs.length > 0) repairs.push(...renamed.repairs)
   const repaired = Message.repairHistory(renamed.messages)
@@ -511,7 +510,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
   }
   if (repairs.length > 0 && !recorded) record({ type: "repair", timestamp: Date.now(), repairs: repairs.slice() })
   // checked before anything is written, so an unrepairable file is left as it was
-  yield* Message.validateHistory(tree.branch.messages).pipe(
+  yield* Message.validateHistory(tree.messages).pipe(
     Effect.mapError((error) => {
       // the line of the first message the recorded history breaks the law at (else the last line)
       const original = Message.validateHistory(contents.messages)
@@ -571,15 +570,15 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
       })))
     })
   const service: Service = {
-    messages: Effect.sync(() => tree.branch.messages.slice()),
+    messages: Effect.sync(() => tree.messages.slice()),
     append: (...appended) =>
       appended.length === 0
         ? Effect.void
         : appendEntries(appended.map((message) => ({ type: "message", message })), () => tree.leaf, false),
     sync: locked(() => written(file.sync, "syncing the session")),
-    latestCompaction: Effect.sync(() => tree.branch.compaction),
+    latestCompaction: Effect.sync(() => tree.compaction),
     appendCompaction: (compaction) => appendEntries([{ type: "compaction", compaction }], () => tree.leaf, false),
-    entries: Effect.sync(() => tree.branch.entries.slice()),
+    entries: Effect.sync(() => tree.branch.entries),
     fork: (entryId) =>
       Effect.suspend(() => {
         if (version() < 2) {
@@ -604,7 +603,7 @@ export const openJsonl = Effect.fn("Session.openJsonl")(function*(path: string, 
     createdAt: header.createdAt,
     created,
     version: version(),
-    loaded: tree.branch.messages.length,
+    loaded: tree.messages.length,
     repairs
   }
   return { service, report }

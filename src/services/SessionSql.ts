@@ -160,7 +160,7 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
   const tree = readTree(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   const service: Service = {
     sessionId,
-    messages: Effect.map(tree, (tree) => tree.branch.messages),
+    messages: Effect.map(tree, (tree) => tree.messages),
     append: (...messages) =>
       Effect.suspend(() => {
         const entries = messages.map((message) => {
@@ -247,7 +247,7 @@ export const layerSql = (
 export const readMessages = (
   sessionId: string
 ): Effect.Effect<ReadonlyArray<Message.Message>, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
-  Effect.map(readTree(sessionId), (tree) => tree.branch.messages)
+  Effect.map(readTree(sessionId), (tree) => tree.messages)
 
 /**
  * Whether a session exists in the database.

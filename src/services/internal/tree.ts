@@ -64,63 +64,111 @@ export interface Replayed {
   compaction: Compaction.Compaction | undefined
 }
 
-/** A session tree: entries in append order, indexed by id, and the current leaf. */
+/**
+ * A session tree, stored at about an array's cost: the entries in append order as columns (what each
+ * records and the position of its parent), and the messages of the current branch. An append to the
+ * current branch pushes onto these arrays and nothing else; entry ids are the session's random prefix
+ * and the entry's position (`3f9a1c-1b`), so they need no index, and only ids read from a store (and
+ * format-1 line ids) go into one. The children, the entries of a branch and its replay are built when a
+ * fork, `branches` or `entries` asks for them. A fork or an entry added off the current branch only
+ * marks the current branch stale; it is replayed (once) when next read, so loading a store is linear.
+ */
 export class Tree {
-  private readonly byId = new Map<string, Node>()
-  private readonly childrenOf = new Map<string | null, Array<Node>>()
-  private readonly order: Array<Node> = []
-  private current: Replayed = { messages: [], entries: [], lines: [], compaction: undefined }
-  /** The id of the latest entry: the next append is its child. */
-  leaf: string | null = null
+  /** What each entry records: a message itself, or the payload of any other entry. */
+  private readonly stored: Array<Stored> = []
+  /** The position of each entry's parent (-1: the root). */
+  private readonly parents: Array<number> = []
+  /** Each entry's id when it came from a store (`undefined`: its generated id); made at the first. */
+  private ids: Array<string | undefined> | undefined
+  /** Each entry's line; made at the first entry read from a file. */
+  private lines: Array<number> | undefined
+  /** The positions of the ids that came from a store. */
+  private readonly external = new Map<string, number>()
+  private prefix: string | undefined
+  /** The position of the latest entry (-1: none): the next append is its child. */
+  private leafAt = -1
+  /** The messages of the current branch; `undefined` while it must be replayed. */
+  private current: Array<Message.Message> | undefined = []
+  private currentCompaction: Compaction.Compaction | undefined
+
+  /** A tree holding `messages` as one branch, in one step (no per-message work but the columns). */
+  static fromMessages(messages: ReadonlyArray<Message.Message>): Tree {
+    const tree = new Tree()
+    const n = messages.length
+    for (let i = 0; i < n; i++) {
+      tree.stored.push(messages[i]!)
+      tree.parents.push(i - 1)
+    }
+    tree.current = messages.slice()
+    tree.leafAt = n - 1
+    return tree
+  }
 
   get size(): number {
-    return this.order.length
+    return this.stored.length
+  }
+  /** The id of the latest entry: the next append is its child. */
+  get leaf(): string | null {
+    return this.leafAt < 0 ? null : this.idOf(this.leafAt)
   }
   has(id: string): boolean {
-    return this.byId.has(id)
+    return this.positionOf(id) !== undefined
   }
-  get(id: string): Node | undefined {
-    return this.byId.get(id)
+  /** The messages of the current branch (the tree's own array: copy it before handing it out). */
+  get messages(): Array<Message.Message> {
+    return this.current ??= this.replayAt(this.leafAt).messages
   }
-  /** The current branch, replayed (kept up to date as entries are added). */
+  /** The latest compaction of the current branch. */
+  get compaction(): Compaction.Compaction | undefined {
+    if (this.current === undefined) void this.messages
+    return this.currentCompaction
+  }
+  /** The current branch replayed with each message's entry and line (built when asked). */
   get branch(): Replayed {
-    return this.current
+    return this.replayAt(this.leafAt)
   }
 
-  /** A fresh 8-hex-digit id, unique in this tree and not in `taken`. */
-  freshId(taken?: ReadonlySet<string>): string {
-    for (;;) {
-      const id = crypto.randomUUID().slice(0, 8)
-      if (!this.byId.has(id) && taken?.has(id) !== true) return id
-    }
+  /** The id the entry at `size + offset` gets when it is appended without an id of its own. */
+  freshId(offset = 0): string {
+    return `${this.ownPrefix()}-${(this.stored.length + offset).toString(36)}`
   }
 
-  /** Adds an entry (its parent must be in the tree) and makes it the leaf. */
+  /** Appends a message to the current branch (the hot path: a few array pushes). */
+  append(message: Message.Message): void {
+    this.push(message, this.leafAt, undefined, 0)
+  }
+
+  /**
+   * Adds an entry (its parent must be in the tree) and makes it the leaf. Its id is either
+   * `freshId()` or one of its own (read from a store), which must be new.
+   */
   add(node: Node): void {
-    this.byId.set(node.id, node)
-    const siblings = this.childrenOf.get(node.parentId)
-    if (siblings === undefined) this.childrenOf.set(node.parentId, [node])
-    else siblings.push(node)
-    this.order.push(node)
-    if (node.parentId === this.leaf) apply(this.current, node)
-    else this.current = replay(this.path(node.id))
-    this.leaf = node.id
+    const parent = node.parentId === null ? -1 : this.positionOf(node.parentId)
+    if (parent === undefined) throw new globalThis.Error(`the parent ${node.parentId} is not in the tree`)
+    // an id the tree gave out itself needs no index; one read from a store does
+    const own = this.prefix !== undefined && node.id === this.freshId() ? undefined : node.id
+    this.push(node.payload.type === "message" ? node.payload.message : node.payload, parent, own, node.line)
   }
 
   /** The entries from the root to `id` (none for `null`). */
   path(id: string | null): Array<Node> {
-    const path: Array<Node> = []
-    let at = id === null ? undefined : this.byId.get(id)
-    while (at !== undefined) {
-      path.push(at)
-      at = at.parentId === null ? undefined : this.byId.get(at.parentId)
-    }
-    return path.reverse()
+    const at = id === null ? -1 : this.positionOf(id)
+    return at === undefined ? [] : this.pathAt(at).map((position) => this.nodeAt(position))
   }
 
-  /** The branches: one per leaf, in the order they were started (the first one first). */
+  /** The current branch replayed up to the entry `id` (`null`: nothing). */
+  replayTo(id: string | null): Replayed {
+    const at = id === null ? -1 : this.positionOf(id)
+    return this.replayAt(at ?? -1)
+  }
+
+  /**
+   * The branches: one per leaf, in the order they were started (the first one first). Linear in the
+   * entries: each is visited a fixed number of times, whatever the shape of the tree.
+   */
   branches(): Array<Branch> {
-    if (this.order.length === 0) {
+    const n = this.stored.length
+    if (n === 0) {
       return [{
         leafId: null,
         forkedFrom: undefined,
@@ -131,51 +179,188 @@ export class Tree {
         lastTimestamp: undefined
       }]
     }
-    const found: Array<Branch & { readonly start: number }> = []
-    for (const node of this.order) {
-      if (!this.isLive(node) || this.firstLiveChild(node.id) !== undefined) continue
-      const path = this.path(node.id)
-      // walk up while each entry is the first child of its parent: the first one that is not started the branch
-      let start = 0
-      let forkedFrom: string | null | undefined = undefined
-      for (let index = path.length - 1; index >= 0; index--) {
-        const entry = path[index]!
-        if (this.firstLiveChild(entry.parentId) !== entry) {
-          start = index
-          forkedFrom = entry.parentId
-          break
-        }
+    const stored = this.stored
+    const parents = this.parents
+    // children per entry (and the root's at n), then the first child of each that is live
+    const hasChild = new Uint8Array(n)
+    for (let i = 0; i < n; i++) if (parents[i]! >= 0) hasChild[parents[i]!] = 1
+    const live = (i: number) => {
+      const entry = stored[i]!
+      return !isPayload(entry) || entry.type !== "fork" || i === this.leafAt || hasChild[i] === 1
+    }
+    const firstLive = new Int32Array(n + 1).fill(-1)
+    const liveChild = new Uint8Array(n)
+    // per entry: the messages its path replays to, and the last of them
+    const count = new Int32Array(n)
+    const last: Array<Message.Message | undefined> = Array.from({ length: n })
+    // the entry that started the branch each entry is on (-1: the first branch)
+    const start = new Int32Array(n)
+    for (let i = 0; i < n; i++) {
+      work.steps++
+      const parent = parents[i]!
+      const entry = stored[i]!
+      const isLive = live(i)
+      if (isLive) {
+        const slot = parent < 0 ? n : parent
+        if (firstLive[slot] === -1) firstLive[slot] = i
+        if (parent >= 0) liveChild[parent] = 1
       }
-      const before = forkedFrom === undefined ? 0 : replay(path.slice(0, start)).messages.length
-      // the current branch is replayed already
-      const all = node.id === this.leaf ? this.current.messages : replay(path).messages
-      const after = all.slice(before)
-      const prompt = after.find((message) => message.role === "user")
+      let messages = parent < 0 ? 0 : count[parent]!
+      let lastMessage = parent < 0 ? undefined : last[parent]
+      if (!isPayload(entry)) {
+        messages++
+        lastMessage = entry
+      } else if (entry.type === "repair" && entry.history !== undefined) {
+        messages = entry.history.length
+        lastMessage = entry.history[entry.history.length - 1]
+      }
+      count[i] = messages
+      last[i] = lastMessage
+      start[i] = firstLive[parent < 0 ? n : parent] === i ? (parent < 0 ? -1 : start[parent]!) : i
+    }
+    const found: Array<Branch & { readonly start: number }> = []
+    for (let leaf = 0; leaf < n; leaf++) {
+      if (!live(leaf) || liveChild[leaf] === 1) continue
+      const from = start[leaf]!
+      const forkParent = from < 0 ? undefined : parents[from]!
+      const before = forkParent === undefined || forkParent < 0 ? 0 : count[forkParent]!
+      const all = count[leaf]!
       found.push({
-        leafId: node.id,
-        forkedFrom,
-        current: node.id === this.leaf,
-        messages: all.length,
-        sinceFork: after.length,
-        firstPrompt: prompt === undefined ? "" : Message.textOf(prompt).replace(/\s+/g, " ").trim(),
-        lastTimestamp: all[all.length - 1]?.timestamp,
-        start: forkedFrom === undefined ? -1 : path[start]!.index
+        leafId: this.idOf(leaf),
+        forkedFrom: forkParent === undefined ? undefined : forkParent < 0 ? null : this.idOf(forkParent),
+        current: leaf === this.leafAt,
+        messages: all,
+        sinceFork: Math.max(0, all - before),
+        firstPrompt: this.firstPrompt(leaf, from, before),
+        lastTimestamp: last[leaf]?.timestamp,
+        start: from
       })
     }
     return found.sort((a, b) => a.start - b.start).map(({ start: _, ...branch }) => branch)
   }
 
-  /** A fork entry that nothing was appended to, and that is not current, was left: it is no branch. */
-  private isLive(node: Node): boolean {
-    return node.payload.type !== "fork" || node.id === this.leaf || (this.childrenOf.get(node.id)?.length ?? 0) > 0
+  // the text of the first user message after `before` on the path to `leaf`, walking back to `from` only
+  private firstPrompt(leaf: number, from: number, before: number): string {
+    const segment: Array<number> = []
+    for (let at = leaf; at >= 0; at = this.parents[at]!) {
+      work.steps++
+      segment.push(at)
+      if (at === from) break
+    }
+    // the messages at index `before` and after, as the segment replays them
+    let after: Array<Message.Message> = []
+    let length = before
+    for (let i = segment.length - 1; i >= 0; i--) {
+      const entry = this.stored[segment[i]!]!
+      if (!isPayload(entry)) {
+        if (length >= before) after.push(entry)
+        length++
+      } else if (entry.type === "repair" && entry.history !== undefined) {
+        after = entry.history.slice(before)
+        length = entry.history.length
+      }
+    }
+    const prompt = after.find((message) => message.role === "user")
+    return prompt === undefined ? "" : Message.textOf(prompt).replace(/\s+/g, " ").trim()
   }
-  private firstLiveChild(id: string | null): Node | undefined {
-    const children = this.childrenOf.get(id)
-    if (children === undefined) return undefined
-    for (const child of children) if (this.isLive(child)) return child
-    return undefined
+
+  private push(entry: Stored, parent: number, id: string | undefined, line: number): void {
+    const position = this.stored.length
+    this.stored.push(entry)
+    this.parents.push(parent)
+    if (id !== undefined) {
+      if (this.external.has(id) || this.positionOf(id) !== undefined) {
+        throw new globalThis.Error(`the id ${id} is used by an earlier entry`)
+      }
+      this.external.set(id, position)
+      ;(this.ids ??= Array.from({ length: position })).push(id)
+    } else {
+      this.ids?.push(undefined)
+    }
+    if (line !== 0 || this.lines !== undefined) (this.lines ??= Array.from({ length: position }, () => 0)).push(line)
+    if (parent !== this.leafAt) this.current = undefined
+    else if (this.current !== undefined) {
+      if (!isPayload(entry)) this.current.push(entry)
+      else if (entry.type === "compaction") this.currentCompaction = entry.compaction
+      else if (entry.type === "repair" && entry.history !== undefined) this.current = undefined
+    }
+    this.leafAt = position
+  }
+
+  private idOf(position: number): string {
+    return this.ids?.[position] ?? `${this.ownPrefix()}-${position.toString(36)}`
+  }
+
+  private positionOf(id: string): number | undefined {
+    const known = this.external.get(id)
+    if (known !== undefined) return known
+    const prefix = this.prefix
+    if (prefix === undefined || !id.startsWith(prefix) || id.charCodeAt(prefix.length) !== 45) return undefined
+    const digits = id.slice(prefix.length + 1)
+    const position = parseInt(digits, 36)
+    return position < this.stored.length && position.toString(36) === digits && this.ids?.[position] === undefined
+      ? position
+      : undefined
+  }
+
+  // the session's random prefix, chosen so that no id read from a store starts with it
+  private ownPrefix(): string {
+    if (this.prefix !== undefined) return this.prefix
+    for (;;) {
+      const prefix = crypto.randomUUID().slice(0, 6)
+      let clash = false
+      for (const id of this.external.keys()) {
+        if (id.startsWith(`${prefix}-`)) {
+          clash = true
+          break
+        }
+      }
+      if (!clash) return this.prefix = prefix
+    }
+  }
+
+  private pathAt(at: number): Array<number> {
+    const path: Array<number> = []
+    for (let position = at; position >= 0; position = this.parents[position]!) {
+      work.steps++
+      path.push(position)
+    }
+    return path.reverse()
+  }
+
+  private nodeAt(position: number): Node {
+    const parent = this.parents[position]!
+    const entry = this.stored[position]!
+    return {
+      id: this.idOf(position),
+      parentId: parent < 0 ? null : this.idOf(parent),
+      payload: isPayload(entry) ? entry : { type: "message", message: entry },
+      line: this.lines?.[position] ?? 0,
+      index: position
+    }
+  }
+
+  private replayAt(at: number): Replayed {
+    const replayed: Replayed = { messages: [], entries: [], lines: [], compaction: undefined }
+    for (const position of this.pathAt(at)) apply(replayed, this.nodeAt(position))
+    if (at === this.leafAt) {
+      this.current = replayed.messages.slice()
+      this.currentCompaction = replayed.compaction
+    }
+    return replayed
   }
 }
+
+/** What the tree stores for an entry: the message of a message entry, the payload of any other. */
+type Stored = Message.Message | Exclude<Payload, { readonly type: "message" }>
+
+const isPayload = (entry: Stored): entry is Exclude<Payload, { readonly type: "message" }> => !("role" in entry)
+
+/**
+ * The entries visited by the tree's walks (paths, replays, branch listings), for tests that check
+ * that opening a session stays linear: a count, not a time.
+ */
+export const work = { steps: 0 }
 
 /**
  * Why a fork from `entryId` cannot be made (`undefined`: it can): the entry is unknown, or the history
@@ -185,7 +370,7 @@ export const forkProblem = (tree: Tree, entryId: string | null): string | undefi
   if (entryId !== null && !tree.has(entryId)) {
     return "no entry of this session has this id; take one from Session.entries (or a branch's leafId)"
   }
-  const valid = Message.validateHistory(replay(tree.path(entryId)).messages)
+  const valid = Message.validateHistory(tree.replayTo(entryId).messages)
   return valid._tag === "Left"
     ? `the history up to it is not a whole turn (${valid.left.reason}); fork from the entry after the tool results, or before the answer that made the calls`
     : undefined
@@ -199,6 +384,7 @@ export const replay = (path: ReadonlyArray<Node>): Replayed => {
 }
 
 const apply = (replayed: Replayed, node: Node): void => {
+  work.steps++
   const payload = node.payload
   switch (payload.type) {
     case "message":
