@@ -42,6 +42,14 @@ export const counted = <A, E, R>(effect: Effect.Effect<A, E, R>, counter: OpCoun
   )
 
 /**
+ * Whether this process can force a collection (`node --expose-gc`), which `allocated` needs.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const canCollect = (): boolean => typeof (globalThis as { gc?: unknown }).gc === "function"
+
+/**
  * The bytes of heap a call allocates: the largest growth over `samples` calls (a collection during a
  * call can only make a sample smaller), after a forced collection before each.
  *
