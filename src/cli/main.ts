@@ -44,6 +44,7 @@ import * as Interactive from "./Interactive.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
+import * as Serve from "./Serve.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 
@@ -500,8 +501,14 @@ const exportCommand = Command.make(
     })
 ).pipe(Command.withDescription("write a session as one self-contained HTML page"))
 
-const cli = process.argv[2] === "export"
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+/** `effect-agent serve`: the agent over HTTP (see src/cli/Serve.ts). */
+const serveCommand = Serve.command(
+  { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions, mcp },
+  { modelLayer, defaultModel: (name) => defaultModels[name], systemPrompt, write: writeErr }
+)
+
+const cli = process.argv[2] === "export" || process.argv[2] === "serve"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand, serveCommand])), {
     name: "effect-agent",
     version: "0.1.0"
   })
