@@ -39,6 +39,7 @@ import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
 import * as Sanitize from "./Sanitize.js"
+import * as Serve from "./Serve.js"
 import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 
@@ -598,8 +599,14 @@ const trustCommand = Command.make("trust", { workspace }, (options) =>
     )
   )
 
+/** `effect-agent serve`: the agent over HTTP (see src/cli/Serve.ts). */
+const serveCommand = Serve.command(
+  { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions, mcp },
+  { modelLayer, defaultModel: (name) => defaultModels[name], systemPrompt, write: writeErr }
+)
+
 /** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
-const subcommands = [exportCommand, trustCommand] as const
+const subcommands = [exportCommand, trustCommand, serveCommand] as const
 const namesOf = (command: Command.Command<any, any, any, any>) => [...Command.getNames(command)]
 const help = Help.requested(process.argv.slice(2), subcommands.flatMap(namesOf))
 const showHelp = (what: { readonly subcommand: string | undefined }) =>
@@ -636,8 +643,8 @@ const showHelp = (what: { readonly subcommand: string | undefined }) =>
 
 const cli = help !== undefined
   ? () => showHelp(help)
-  : process.argv[2] === "export" || process.argv[2] === "trust"
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand, trustCommand])), {
+  : process.argv[2] === "export" || process.argv[2] === "trust" || process.argv[2] === "serve"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(subcommands)), {
     name: "effect-agent",
     version: "0.1.0"
   })

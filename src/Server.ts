@@ -1,0 +1,220 @@
+/**
+ * Serve agents over HTTP, on the durable backend (`effect-agent/Durable`): an `HttpApi` with sessions
+ * (create, list, history with branches, fork), input and control (prompt, steer, abort, approve — each
+ * deduplicated by a client id), a session's events as Server-Sent Events (`id:` is the log position,
+ * `Last-Event-ID` resumes), an AG-UI endpoint, and the AI SDK's UI message stream for `useChat`. The
+ * OpenAPI document is at `/openapi.json` and a reference page at `/docs`. Every request carries the
+ * server's bearer token (compared in constant time), bodies are limited (1 MiB by default), and CORS is
+ * off unless asked for.
+ *
+ * @since 0.1.0
+ */
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Http from "node:http"
+import type * as Durable from "./Durable.js"
+import * as Api from "./internal/server/api.js"
+import * as Handlers from "./internal/server/handlers.js"
+
+/**
+ * The server's `HttpApi` (groups `sessions` and `protocols`), for clients (`HttpApiClient.make`) and for
+ * the OpenAPI document.
+ *
+ * @since 0.1.0
+ * @category Api
+ */
+export const ServerApi: typeof Api.Api = Api.Api
+
+/**
+ * The `Authorization` middleware of every endpoint: a bearer token.
+ *
+ * @since 0.1.0
+ * @category Api
+ */
+export const Authorization: typeof Api.Authorization = Api.Authorization
+
+/**
+ * A session id or a client id: 1 to 128 letters, digits, `_` or `-` (never used as a path).
+ *
+ * @since 0.1.0
+ * @category Api
+ */
+export const Id: typeof Api.Id = Api.Id
+
+/**
+ * No bearer token, or a wrong one (401); says nothing of the sessions.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const Unauthorized: typeof Api.Unauthorized = Api.Unauthorized
+
+/**
+ * An unknown session (404).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const NotFound: typeof Api.NotFound = Api.NotFound
+
+/**
+ * A request that does not decode (400), with the Schema's issues on one line.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const BadRequest: typeof Api.BadRequest = Api.BadRequest
+
+/**
+ * A body over the limit (413).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const PayloadTooLarge: typeof Api.PayloadTooLarge = Api.PayloadTooLarge
+
+/**
+ * The session has a run going on (409: fork after it ended).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const Conflict: typeof Api.Conflict = Api.Conflict
+
+/**
+ * The store failed (500).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const ServerError: typeof Api.ServerError = Api.ServerError
+
+/**
+ * The server would listen on an address other than loopback without a token.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class TokenRequired extends Schema.TaggedError<TokenRequired>("effect-agent/Server/TokenRequired")(
+  "TokenRequired",
+  { host: Schema.String }
+) {
+  override get message(): string {
+    return `Refusing to listen on ${this.host} without a token: pass one (--token), or listen on 127.0.0.1`
+  }
+}
+
+/**
+ * The options of the handlers.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface HandlerOptions {
+  /** The bearer token every request must carry; none: requests are not checked (loopback only with `layer`). */
+  readonly token?: string | Redacted.Redacted<string> | undefined
+  /** The largest body, in bytes (default 1 MiB); a larger one is 413. */
+  readonly maxBodyBytes?: number | undefined
+  /** The runner's permission policy, to tell which tool calls wait for an approval. */
+  readonly policy?: Durable.Policy | undefined
+  /** Origins allowed by CORS (default: none, CORS off). */
+  readonly cors?: ReadonlyArray<string> | undefined
+  /** How many batches of events a client may fall behind before it is cut off (default 256). */
+  readonly sseBacklog?: number | undefined
+  /** How often an idle event stream sends a comment (default 15 seconds). */
+  readonly heartbeat?: Duration.DurationInput | undefined
+}
+
+/**
+ * The options of `layer`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Options extends HandlerOptions {
+  /** Default `127.0.0.1`. */
+  readonly host?: string | undefined
+  /** Default 0: any free port (read it from `HttpServer.HttpServer`'s address). */
+  readonly port?: number | undefined
+}
+
+/**
+ * The API with its handlers, the token check, the body limit and (when asked) CORS, as the `HttpApi.Api`
+ * layer of `@effect/platform`: mount it in an application of your own with `HttpApiBuilder.serve()` or
+ * `HttpApiBuilder.toWebHandler`. Needs a `SqlClient` (the durable store) and the cluster's `Sharding`.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerApi = (
+  options: HandlerOptions = {}
+): Layer.Layer<HttpApi.Api, never, SqlClient.SqlClient | Sharding.Sharding> =>
+  HttpApiBuilder.api(Api.Api).pipe(Layer.provide(Handlers.layerHandlers(options)))
+
+/**
+ * The OpenAPI document at `/openapi.json` and the reference page (Scalar, bundled: it works offline) at
+ * `/docs`, on the router of `HttpApiBuilder.serve()`.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerDocs: Layer.Layer<never, never, HttpApi.Api> = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  // the page's bundle (3.4 MB) is loaded when the server starts, not when this module is imported
+  Layer.unwrapEffect(
+    Effect.map(
+      Effect.promise(() => import("@effect/platform/HttpApiScalar")),
+      (Scalar) => Scalar.layer({ path: "/docs" })
+    )
+  )
+)
+
+/**
+ * Whether a host name is a loopback address.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+
+/**
+ * A new random token (32 bytes, base64url).
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const makeToken: () => string = Handlers.makeToken
+
+/**
+ * The server alone on `NodeHttpServer`: the API, `/openapi.json` and `/docs`. Without a token it listens
+ * on loopback only (`TokenRequired` otherwise). Provides the `HttpServer` (its address has the port).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<
+  HttpServer.HttpServer,
+  TokenRequired | HttpServerError.ServeError,
+  SqlClient.SqlClient | Sharding.Sharding
+> => {
+  const host = options.host ?? "127.0.0.1"
+  if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
+  return HttpApiBuilder.serve().pipe(
+    Layer.provide(layerDocs),
+    Layer.provide(layerApi(options)),
+    Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: options.port ?? 0 }))
+  )
+}

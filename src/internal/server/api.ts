@@ -1,0 +1,269 @@
+/**
+ * The HTTP API of `effect-agent/Server`: its endpoints, payloads and typed errors.
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Schema from "effect/Schema"
+import * as Message from "../../Message.js"
+
+// -----------------------------------------------------------------------------
+// Errors
+// -----------------------------------------------------------------------------
+
+export class Unauthorized extends Schema.TaggedError<Unauthorized>("effect-agent/Server/Unauthorized")(
+  "Unauthorized",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 401, description: "No bearer token, or a wrong one" })
+) {}
+
+export class NotFound extends Schema.TaggedError<NotFound>("effect-agent/Server/NotFound")(
+  "NotFound",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 404, description: "No session with this id" })
+) {}
+
+export class BadRequest extends Schema.TaggedError<BadRequest>("effect-agent/Server/BadRequest")(
+  "BadRequest",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 400, description: "The request does not decode: its issues on one line" })
+) {}
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("effect-agent/Server/PayloadTooLarge")(
+  "PayloadTooLarge",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 413, description: "The body is over the server's limit (1 MiB by default)" })
+) {}
+
+export class Conflict extends Schema.TaggedError<Conflict>("effect-agent/Server/Conflict")(
+  "Conflict",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409, description: "The session is busy with a run" })
+) {}
+
+export class ServerError extends Schema.TaggedError<ServerError>("effect-agent/Server/ServerError")(
+  "ServerError",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 500, description: "The store failed" })
+) {}
+
+/** Checks the bearer token of every endpoint (when the server has one). */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("effect-agent/Server/Authorization", {
+  failure: Unauthorized,
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/** Session ids and client ids: letters, digits, `_` and `-`, 1 to 128 of them (never a path). */
+export const Id = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_-]{1,128}$/, {
+    message: () => "an id is 1 to 128 letters, digits, '_' or '-'"
+  })
+)
+
+export const SessionPath = Schema.Struct({ sessionId: Id })
+
+export const SessionSummary = Schema.Struct({ sessionId: Schema.String, createdAt: Schema.Number })
+
+export const SessionPage = Schema.Struct({
+  sessions: Schema.Array(SessionSummary),
+  /** Pass as `cursor` for the next page; absent on the last one. */
+  next: Schema.optional(Schema.String)
+})
+
+export const Entry = Schema.Struct({
+  id: Schema.String,
+  parentId: Schema.NullOr(Schema.String),
+  message: Message.Message
+})
+
+export const Branch = Schema.Struct({
+  leafId: Schema.NullOr(Schema.String),
+  forkedFrom: Schema.optional(Schema.NullOr(Schema.String)),
+  current: Schema.Boolean,
+  messages: Schema.Number,
+  sinceFork: Schema.Number
+})
+
+export const SessionHistory = Schema.Struct({
+  sessionId: Schema.String,
+  /** The messages of the current branch, with the ids `fork` takes. */
+  entries: Schema.Array(Entry),
+  branches: Schema.Array(Branch),
+  /** The run going on, if any. */
+  running: Schema.optional(Schema.String)
+})
+
+export const Input = Schema.Struct({
+  /** The client's id of this input: a retried request with the same id acts once. */
+  clientId: Id,
+  text: Schema.String.pipe(Schema.minLength(1))
+})
+
+export const Decision = Schema.Struct({
+  toolCallId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)),
+  approve: Schema.Boolean,
+  reason: Schema.optional(Schema.String)
+})
+
+const RunRef = Schema.Struct({ runId: Schema.optional(Schema.String) })
+
+const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+  description: "Server-Sent Events"
+})
+
+// -----------------------------------------------------------------------------
+// The API
+// -----------------------------------------------------------------------------
+
+export class Sessions extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.post("create", "/sessions")
+      .setPayload(Schema.Struct({ sessionId: Schema.optional(Id) }))
+      .addSuccess(Schema.Struct({ sessionId: Schema.String }))
+      .annotate(OpenApi.Summary, "Create a session (a given id that exists already is kept)")
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/sessions")
+      .setUrlParams(Schema.Struct({
+        cursor: Schema.optional(Id),
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)))
+      }))
+      .addSuccess(SessionPage)
+      .annotate(OpenApi.Summary, "List the sessions, by id, a page at a time")
+  )
+  .add(
+    HttpApiEndpoint.get("history", "/sessions/:sessionId")
+      .setPath(SessionPath)
+      .addSuccess(SessionHistory)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "The session's current branch, and its branches")
+  )
+  .add(
+    HttpApiEndpoint.post("fork", "/sessions/:sessionId/fork")
+      .setPath(SessionPath)
+      .setPayload(Schema.Struct({ entryId: Schema.NullOr(Schema.String.pipe(Schema.maxLength(64))) }))
+      .addSuccess(SessionHistory)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(OpenApi.Summary, "Make the next prompt continue from an entry (null: from the start)")
+  )
+  .add(
+    HttpApiEndpoint.post("prompt", "/sessions/:sessionId/prompt")
+      .setPath(SessionPath)
+      .setPayload(Input)
+      .addSuccess(Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Prompt: starts a run, or queues the text for the run going on")
+  )
+  .add(
+    HttpApiEndpoint.post("steer", "/sessions/:sessionId/steer")
+      .setPath(SessionPath)
+      .setPayload(Input)
+      .addSuccess(Schema.Struct({}))
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Steer the run going on: the text is read at its next turn")
+  )
+  .add(
+    HttpApiEndpoint.post("abort", "/sessions/:sessionId/abort")
+      .setPath(SessionPath)
+      .setPayload(Schema.Struct({ clientId: Id }))
+      .addSuccess(RunRef)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Abort the run going on")
+  )
+  .add(
+    HttpApiEndpoint.post("approve", "/sessions/:sessionId/approve")
+      .setPath(SessionPath)
+      .setPayload(Decision)
+      .addSuccess(RunRef)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Approve or deny a tool call waiting for approval (the first decision stands)")
+  )
+  .add(
+    HttpApiEndpoint.get("events", "/sessions/:sessionId/events")
+      .setPath(SessionPath)
+      .setUrlParams(Schema.Struct({
+        after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
+        live: Schema.optional(Schema.Literal("true", "false"))
+      }))
+      .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(Schema.NumberFromString.pipe(Schema.int())) }))
+      .addSuccess(sse)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The session's events as Server-Sent Events: each stored message with `id:` its position in the log " +
+          "(`Last-Event-ID` or `after` resumes after it), the end of each run, a tool call waiting for approval, " +
+          "and (unless `live=false`) the live deltas of the step running, which are best-effort."
+      )
+  )
+{}
+
+/** The RunAgentInput fields the AG-UI endpoint reads (the others are accepted and ignored). */
+export const RunAgentInput = Schema.Struct({
+  threadId: Id,
+  runId: Id,
+  messages: Schema.Array(
+    Schema.Struct({ id: Schema.String, role: Schema.String, content: Schema.optional(Schema.Unknown) })
+  ),
+  resume: Schema.optional(Schema.Array(Schema.Struct({
+    interruptId: Schema.String,
+    status: Schema.Literal("resolved", "cancelled"),
+    payload: Schema.optional(Schema.Unknown)
+  })))
+})
+
+/** The body `useChat`'s default transport posts (the fields read; the others are ignored). */
+export const ChatRequest = Schema.Struct({
+  id: Id,
+  messages: Schema.Array(Schema.Struct({
+    id: Schema.String,
+    role: Schema.String,
+    parts: Schema.Array(Schema.Struct({ type: Schema.String }, { key: Schema.String, value: Schema.Unknown }))
+  })),
+  messageId: Schema.optional(Schema.String)
+})
+
+export class Protocols extends HttpApiGroup.make("protocols")
+  .add(
+    HttpApiEndpoint.post("agui", "/ag-ui")
+      .setPayload(RunAgentInput)
+      .addSuccess(sse)
+      .annotate(
+        OpenApi.Description,
+        "AG-UI: takes a RunAgentInput (threadId is the session, runId the client id of its last user message) " +
+          "and answers AG-UI events over SSE; a tool call waiting for approval ends the run with an interrupt, " +
+          "answered by `resume` in the next input."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("chat", "/ui-message-stream")
+      .setPayload(ChatRequest)
+      .addSuccess(sse)
+      .annotate(
+        OpenApi.Description,
+        "The AI SDK's UI message stream, for `useChat`'s default transport (`api` pointed here): the chat id " +
+          "is the session, the last user message's id its client id."
+      )
+  )
+{}
+
+export class Api extends HttpApi.make("effect-agent")
+  .add(Sessions)
+  .add(Protocols)
+  .addError(Unauthorized)
+  .addError(NotFound)
+  .addError(Conflict)
+  .addError(BadRequest)
+  .addError(PayloadTooLarge)
+  .addError(ServerError)
+  .middleware(Authorization)
+  .annotate(OpenApi.Title, "effect-agent")
+{}

@@ -1,0 +1,364 @@
+/**
+ * The handlers of the server's API, its guard (token, body size, one-line decode errors, CORS) and the
+ * store queries they need beside the `Durable` entity's RPCs.
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpApiError from "@effect/platform/HttpApiError"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import * as Crypto from "node:crypto"
+import * as Durable from "../../Durable.js"
+import * as Message from "../../Message.js"
+import * as SessionSql from "../../services/SessionSql.js"
+import * as Api from "./api.js"
+import * as Protocols from "./protocols.js"
+import * as ServerStream from "./stream.js"
+
+/** The options the handlers and the guard take. */
+export interface HandlerOptions {
+  readonly token?: string | Redacted.Redacted<string> | undefined
+  readonly maxBodyBytes?: number | undefined
+  readonly policy?: Durable.Policy | undefined
+  readonly cors?: ReadonlyArray<string> | undefined
+  readonly sseBacklog?: number | undefined
+  readonly heartbeat?: Duration.DurationInput | undefined
+}
+
+export const defaultMaxBodyBytes = 1024 * 1024
+export const defaultSseBacklog = 256
+
+// -----------------------------------------------------------------------------
+// Tokens
+// -----------------------------------------------------------------------------
+
+const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8").digest()
+
+/** Compares in constant time (both sides hashed first, so their lengths do not show either). */
+export const tokenMatches = (expected: string, given: string): boolean =>
+  Crypto.timingSafeEqual(digest(expected), digest(given))
+
+/** A fresh token: 32 random bytes, base64url. */
+export const makeToken = (): string => Crypto.randomBytes(32).toString("base64url")
+
+const tokenOf = (options: HandlerOptions) =>
+  options.token === undefined
+    ? undefined
+    : Redacted.isRedacted(options.token)
+    ? Redacted.value(options.token)
+    : options.token
+
+const unauthorized = new Api.Unauthorized({ message: "A bearer token is required (Authorization: Bearer <token>)" })
+
+/** The `Authorization` middleware: a bearer token matching the server's, when it has one. */
+export const layerAuthorization = (options: HandlerOptions) =>
+  Layer.succeed(Api.Authorization, {
+    bearer: (given) =>
+      Effect.suspend(() => {
+        const token = tokenOf(options)
+        return token === undefined || tokenMatches(token, Redacted.value(given))
+          ? Effect.void
+          : Effect.fail(unauthorized)
+      })
+  })
+
+/** Every issue of a decode error, on one line. */
+export const oneLine = (error: HttpApiError.HttpApiDecodeError): string => {
+  const issues = error.issues.map((issue) =>
+    `${issue.path.length === 0 ? "body" : issue.path.map(String).join(".")}: ${issue.message.replace(/\s+/g, " ")}`
+  )
+  return issues.length === 0 ? error.message.replace(/\s+/g, " ") : issues.join("; ")
+}
+
+/**
+ * The guard around the whole application (the API, `/openapi.json` and `/docs`): the token of every
+ * request, the body limit, decode errors on one line, and CORS when asked for.
+ */
+export const layerGuard = (options: HandlerOptions) =>
+  HttpApiBuilder.middleware(Api.Api, (app: HttpApp.Default) => {
+    const token = tokenOf(options)
+    const limit = options.maxBodyBytes ?? defaultMaxBodyBytes
+    const tooLarge = new Api.PayloadTooLarge({ message: `The body is over the limit of ${limit} bytes` })
+    const guarded = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (token !== undefined) {
+        const header = request.headers["authorization"] ?? ""
+        const given = header.startsWith("Bearer ") ? header.slice(7) : ""
+        if (!tokenMatches(token, given)) return yield* unauthorized
+      }
+      if (Number(request.headers["content-length"] ?? 0) > limit) return yield* tooLarge
+      return yield* app.pipe(
+        HttpIncomingMessage.withMaxBodySize(Option.some(limit)),
+        Effect.catchAll(
+          (error: unknown): Effect.Effect<never, Api.BadRequest | Api.PayloadTooLarge | Api.ServerError> => {
+            const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
+            if (tag === "HttpApiDecodeError") {
+              return Effect.fail(new Api.BadRequest({ message: oneLine(error as HttpApiError.HttpApiDecodeError) }))
+            }
+            if (tag === "RequestError") {
+              const cause = (error as { cause?: unknown }).cause
+              return Effect.fail(
+                String((cause as Error | undefined)?.message).includes("maxBytes")
+                  ? tooLarge
+                  : new Api.BadRequest({ message: `The body is not JSON: ${describe(cause)}` })
+              )
+            }
+            // anything else (a route not found) goes on as it was
+            return Effect.fail(error as Api.ServerError)
+          }
+        )
+      )
+    })
+    return options.cors === undefined || options.cors.length === 0
+      ? guarded
+      : HttpMiddleware.cors({
+        allowedOrigins: options.cors,
+        allowedHeaders: ["authorization", "content-type", "last-event-id"],
+        exposedHeaders: ["content-type"]
+      })(guarded)
+  })
+
+// -----------------------------------------------------------------------------
+// Store queries
+// -----------------------------------------------------------------------------
+
+const serverError = (error: unknown) => new Api.ServerError({ message: describe(error) })
+
+const notFound = (sessionId: string) => new Api.NotFound({ message: `No session ${sessionId}` })
+
+/** Store failures as 500, an unknown session as 404. */
+const mapErrors = (sessionId: string) => <A, R>(effect: Effect.Effect<A, unknown, R>) =>
+  Effect.mapError(
+    effect,
+    (error) =>
+      error instanceof Api.NotFound || error instanceof Api.ServerError || error instanceof Api.Conflict ||
+        error instanceof Api.BadRequest
+        ? error
+        : error instanceof Durable.SessionNotFound
+        ? notFound(sessionId)
+        : serverError(error)
+  )
+
+export const requireSession = (sessionId: string) =>
+  Effect.flatMap(SessionSql.exists(sessionId), (exists) => exists ? Effect.void : Effect.fail(notFound(sessionId)))
+
+/** How many messages the session's log holds (the position the next one gets). */
+export const logSize = (sessionId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM effect_agent_messages
+        WHERE session_id = ${sessionId}`,
+      (rows) => Number(rows[0]?.n ?? 0)
+    ))
+
+/** The run going on in the session, if any. */
+export const runningRun = (sessionId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_runs
+        WHERE session_id = ${sessionId} AND status = 'running' ORDER BY created_at DESC LIMIT 1`,
+      (rows) => Option.fromNullable(rows[0]?.run_id)
+    ))
+
+/** The position after the assistant message that made `toolCallId` (the log's size when none did). */
+export const positionAfterCall = (sessionId: string, toolCallId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly message: string }>`SELECT message FROM effect_agent_messages
+        WHERE session_id = ${sessionId} ORDER BY id`,
+      (rows) => {
+        for (let i = rows.length - 1; i >= 0; i--) {
+          const message = JSON.parse(rows[i]!.message) as Message.Message
+          if (message.role === "assistant" && Message.toolCalls(message).some((call) => call.id === toolCallId)) {
+            return i + 1
+          }
+        }
+        return rows.length
+      }
+    ))
+
+const history = (sessionId: string) =>
+  Effect.gen(function*() {
+    yield* requireSession(sessionId)
+    const store = yield* SessionSql.makeSql(sessionId)
+    const entries = yield* (store.entries ?? Effect.succeed([]))
+    const branches = yield* (store.branches ?? Effect.succeed([]))
+    const running = yield* runningRun(sessionId)
+    return {
+      sessionId,
+      entries,
+      branches,
+      ...(Option.isSome(running) ? { running: running.value } : {})
+    }
+  })
+
+/** Whether the policy asks for an approval of this call. */
+export const asks = (policy: Durable.Policy | undefined): ServerStream.AsksApproval => (call) =>
+  policy?.({ toolCallId: call.id, toolName: call.name, input: call.input }) === "Ask"
+
+// -----------------------------------------------------------------------------
+// Handlers
+// -----------------------------------------------------------------------------
+
+export const layerSessions = (options: HandlerOptions) =>
+  HttpApiBuilder.group(Api.Api, "sessions", (handlers) =>
+    Effect.gen(function*() {
+      const makeClient = yield* Durable.client
+      const context = yield* Effect.context<SqlClient.SqlClient>()
+      const backlog = options.sseBacklog ?? defaultSseBacklog
+      const heartbeat = options.heartbeat ?? "15 seconds"
+      const asksApproval = asks(options.policy)
+      const run = <A>(sessionId: string, effect: Effect.Effect<A, unknown, SqlClient.SqlClient>) =>
+        effect.pipe(Effect.provide(context), mapErrors(sessionId))
+      return handlers
+        .handle("create", ({ payload }) => {
+          const sessionId = payload.sessionId ?? Crypto.randomUUID()
+          return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
+        })
+        .handle("list", ({ urlParams }) =>
+          run(
+            "",
+            Effect.gen(function*() {
+              const sql = yield* SqlClient.SqlClient
+              const limit = urlParams.limit ?? 50
+              const rows = yield* sql<{ readonly id: string; readonly created_at: number | string }>`
+                SELECT id, created_at FROM effect_agent_sessions WHERE id > ${urlParams.cursor ?? ""}
+                ORDER BY id LIMIT ${limit + 1}`
+              const page = rows.slice(0, limit).map((row) => ({ sessionId: row.id, createdAt: Number(row.created_at) }))
+              return rows.length > limit
+                ? { sessions: page, next: page[page.length - 1]!.sessionId }
+                : { sessions: page }
+            })
+          ))
+        .handle("history", ({ path }) => run(path.sessionId, history(path.sessionId)))
+        .handle("fork", ({ path, payload }) =>
+          run(
+            path.sessionId,
+            Effect.gen(function*() {
+              yield* requireSession(path.sessionId)
+              if (Option.isSome(yield* runningRun(path.sessionId))) {
+                return yield* new Api.Conflict({ message: "A run is going on: abort it or wait for its end first" })
+              }
+              const store = yield* SessionSql.makeSql(path.sessionId)
+              if (store.fork === undefined) return yield* new Api.BadRequest({ message: "This store cannot fork" })
+              yield* store.fork(payload.entryId).pipe(
+                Effect.catchTag(
+                  "SessionForkInvalid",
+                  (error) => Effect.fail(new Api.BadRequest({ message: error.message }))
+                )
+              )
+              return yield* history(path.sessionId)
+            })
+          ))
+        .handle("prompt", ({ path, payload }) =>
+          run(
+            path.sessionId,
+            Effect.zipRight(
+              requireSession(path.sessionId),
+              makeClient(path.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
+            )
+          ))
+        .handle("steer", ({ path, payload }) =>
+          run(
+            path.sessionId,
+            Effect.zipRight(
+              requireSession(path.sessionId),
+              Effect.as(makeClient(path.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
+            )
+          ))
+        .handle("abort", ({ path, payload }) =>
+          run(
+            path.sessionId,
+            Effect.zipRight(
+              requireSession(path.sessionId),
+              makeClient(path.sessionId).Abort({ requestId: payload.clientId })
+            )
+          ))
+        .handle("approve", ({ path, payload }) =>
+          run(
+            path.sessionId,
+            makeClient(path.sessionId).Approve({
+              toolCallId: payload.toolCallId,
+              decision: payload.approve
+                ? { _tag: "Allow" }
+                : { _tag: "Deny", reason: payload.reason ?? "Denied by the user" }
+            })
+          ))
+        .handle("events", ({ headers, path, urlParams }) =>
+          run(
+            path.sessionId,
+            Effect.gen(function*() {
+              yield* requireSession(path.sessionId)
+              const after = headers["last-event-id"] !== undefined
+                ? headers["last-event-id"] + 1
+                : urlParams.after ?? 0
+              const approvals = ServerStream.translator(asksApproval)
+              const events = ServerStream.follow(path.sessionId, after, urlParams.live !== "false").pipe(
+                Stream.mapConcat((event) => {
+                  if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
+                  const requested = approvals(event).flatMap((part) =>
+                    part._tag === "Approval"
+                      ? [ServerStream.sseEvent({
+                        _tag: "ApprovalRequested",
+                        toolCallId: part.id,
+                        toolName: part.name,
+                        input: part.input
+                      })]
+                      : []
+                  )
+                  return [ServerStream.sseEvent(event, { id: event.position }), ...requested]
+                }),
+                Stream.catchAll((error) =>
+                  Stream.make(`event: error\n${ServerStream.sseEvent({ message: describe(error) }).slice(0)}`)
+                ),
+                Stream.provideContext(context)
+              )
+              const body = Stream.merge(
+                events,
+                Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
+                { haltStrategy: "left" }
+              )
+              return HttpServerResponse.stream(
+                ServerStream.bounded(Stream.concat(Stream.make("retry: 1000\n\n"), body), backlog).pipe(
+                  Stream.encodeText
+                ),
+                {
+                  contentType: "text/event-stream",
+                  headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+                }
+              )
+            })
+          ))
+    }))
+
+export const layerProtocols = (options: HandlerOptions) =>
+  HttpApiBuilder.group(Api.Api, "protocols", (handlers) =>
+    Effect.gen(function*() {
+      const makeClient = yield* Durable.client
+      const context = yield* Effect.context<SqlClient.SqlClient>()
+      const backlog = options.sseBacklog ?? defaultSseBacklog
+      const deps: Protocols.Deps = { makeClient, context, asks: asks(options.policy), backlog }
+      return handlers
+        .handle("agui", ({ payload }) => Protocols.agui(deps, payload).pipe(mapErrors(payload.threadId)))
+        .handle("chat", ({ payload }) => Protocols.chat(deps, payload).pipe(mapErrors(payload.id)))
+    }))
+
+/** The handlers of every group, and the guard; need a `SqlClient` and the cluster's `Sharding`. */
+export const layerHandlers = (options: HandlerOptions) =>
+  Layer.mergeAll(layerSessions(options), layerProtocols(options), layerAuthorization(options), layerGuard(options))
+    .pipe(Layer.provideMerge(Layer.effectDiscard(Effect.orDie(Durable.migrate))))
+
+export const describe = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
+    error.message !== ""
+    ? error.message
+    : String(error)

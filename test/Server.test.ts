@@ -1,0 +1,300 @@
+import { HttpAgent } from "@ag-ui/client"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import { assert, describe, it } from "@effect/vitest"
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { EventSource } from "eventsource"
+import * as NodePath from "node:path"
+import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Server from "../src/Server.js"
+import * as Tool from "../src/Tool.js"
+import { tempDir } from "./utils/sqlStores.js"
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(`echo: ${text}`),
+  idempotent: true
+})
+
+const token = "test-token-0123456789"
+const auth = { authorization: `Bearer ${token}` }
+
+/** A server on 127.0.0.1 over a one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
+const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.HandlerOptions = {}) =>
+  Effect.gen(function*() {
+    const dir = yield* tempDir("effect-agent-server-")
+    const model = Model.scripted(script)
+    const runner = Durable.layer({ tools: [echo], policy: options.policy }).pipe(
+      Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+      Layer.provide(Layer.succeed(Model.Model, model)),
+      Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
+    )
+    const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(runner), Layer.orDie))
+    const server = Context.get(context, (yield* Effect.promise(() => import("@effect/platform/HttpServer"))).HttpServer)
+    const address = server.address as HttpServer.TcpAddress
+    return { url: `http://127.0.0.1:${address.port}`, model }
+  })
+
+const request = (url: string, init?: RequestInit) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    return { status: response.status, body: await response.text(), headers: response.headers }
+  })
+
+const post = (url: string, body: unknown, headers: Record<string, string> = auth) =>
+  request(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body)
+  })
+
+/** Reads a session's SSE stream with the `eventsource` package until `until` holds, then closes it. */
+const readEvents = (
+  url: string,
+  until: (events: ReadonlyArray<{ readonly id: string; readonly data: any }>) => boolean,
+  lastEventId?: string
+) =>
+  Effect.async<ReadonlyArray<{ readonly id: string; readonly data: any }>>((resume) => {
+    const events: Array<{ id: string; data: any }> = []
+    const source = new EventSource(url, {
+      fetch: (input, init) =>
+        fetch(input, {
+          ...init,
+          headers: {
+            ...init?.headers,
+            ...auth,
+            ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId })
+          }
+        })
+    })
+    source.onmessage = (event) => {
+      events.push({ id: event.lastEventId, data: JSON.parse(event.data) })
+      if (until(events)) {
+        source.close()
+        resume(Effect.succeed(events))
+      }
+    }
+    return Effect.sync(() => source.close())
+  })
+
+describe("Server", () => {
+  it.scopedLive(
+    "every request needs the token: none or a wrong one is 401 and names no session",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([])
+        yield* post(`${url}/sessions`, { sessionId: "secret-session" })
+        for (
+          const path of [
+            "/sessions",
+            "/sessions/secret-session",
+            "/sessions/secret-session/events",
+            "/openapi.json",
+            "/docs",
+            "/nothing-here"
+          ]
+        ) {
+          for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: token }]) {
+            const response = yield* request(`${url}${path}`, { headers })
+            assert.strictEqual(response.status, 401, `${path} with ${JSON.stringify(headers)}`)
+            assert.notInclude(response.body, "secret-session")
+          }
+        }
+        const wrongPost = yield* post(`${url}/sessions/secret-session/prompt`, { clientId: "c1", text: "hi" }, {
+          authorization: "Bearer wrong"
+        })
+        assert.strictEqual(wrongPost.status, 401)
+        const list = yield* request(`${url}/sessions`, { headers: auth })
+        assert.strictEqual(list.status, 200)
+        assert.deepStrictEqual(JSON.parse(list.body).sessions.map((s: { sessionId: string }) => s.sessionId), [
+          "secret-session"
+        ])
+      }),
+    60_000
+  )
+
+  it.scopedLive("a bad request gets its status: 400 on one line, 404, 413, bad ids", () =>
+    Effect.gen(function*() {
+      const { url } = yield* serve([])
+      yield* post(`${url}/sessions`, { sessionId: "s1" })
+      const notJson = yield* post(`${url}/sessions/s1/prompt`, "{not json")
+      assert.strictEqual(notJson.status, 400)
+      const missing = yield* post(`${url}/sessions/s1/prompt`, { text: 3 })
+      assert.strictEqual(missing.status, 400)
+      const message = JSON.parse(missing.body).message as string
+      assert.notInclude(message, "\n")
+      assert.include(message, "clientId")
+      const badId = yield* post(`${url}/sessions/s1/prompt`, { clientId: "../../etc/passwd", text: "x" })
+      assert.strictEqual(badId.status, 400)
+      const badSession = yield* request(`${url}/sessions/..%2F..%2Fetc`, { headers: auth })
+      assert.strictEqual(badSession.status, 400)
+      const unknown = yield* post(`${url}/sessions/nope/prompt`, { clientId: "c1", text: "x" })
+      assert.strictEqual(unknown.status, 404)
+      assert.strictEqual((yield* request(`${url}/sessions/nope`, { headers: auth })).status, 404)
+      assert.strictEqual((yield* request(`${url}/sessions/nope/events`, { headers: auth })).status, 404)
+      const big = yield* post(`${url}/sessions/s1/prompt`, { clientId: "c2", text: "x".repeat(1024 * 1024 + 1) })
+      assert.strictEqual(big.status, 413)
+      const spec = JSON.parse((yield* request(`${url}/openapi.json`, { headers: auth })).body)
+      const statuses = Object.keys(spec.paths["/sessions/{sessionId}/prompt"].post.responses)
+      for (const status of ["400", "401", "404", "413"]) assert.include(statuses, status)
+      const docs = yield* request(`${url}/docs`, { headers: auth })
+      assert.strictEqual(docs.status, 200)
+      // the Scalar bundle is inline (about 3 MB): the page works offline
+      assert.isAbove(docs.body.length, 1_000_000)
+    }), 60_000)
+
+  it.scopedLive(
+    "a retried prompt starts one run; the SSE stream has each message once and resumes with Last-Event-ID",
+    () =>
+      Effect.gen(function*() {
+        const { model, url } = yield* serve([
+          Message.assistant([Message.text("calling"), Message.toolCall("c1", "echo", { text: "a" })]),
+          Message.assistant("done")
+        ])
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const first = JSON.parse((yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })).body)
+        const again = JSON.parse((yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })).body)
+        assert.strictEqual(again.runId, first.runId)
+        const events = yield* readEvents(
+          `${url}/sessions/s1/events`,
+          (events) => events.some((event) => event.id === "3")
+        )
+        const stored = events.filter((event) => event.data._tag === "Message")
+        assert.deepStrictEqual(stored.map((event) => event.id), ["0", "1", "2", "3"])
+        assert.deepStrictEqual(stored.map((event) => event.data.message.role), [
+          "user",
+          "assistant",
+          "toolResult",
+          "assistant"
+        ])
+        assert.strictEqual(model.requests.length, 2)
+        const resumed = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.id === "3"),
+          "1"
+        )
+        assert.deepStrictEqual(resumed.map((event) => event.id), ["2", "3"])
+        const history = JSON.parse((yield* request(`${url}/sessions/s1`, { headers: auth })).body)
+        assert.strictEqual(history.entries.length, 4)
+        const fork = yield* post(`${url}/sessions/s1/fork`, { entryId: history.entries[0].id })
+        assert.strictEqual(fork.status, 200)
+        assert.strictEqual(JSON.parse(fork.body).entries.length, 1)
+        assert.strictEqual(JSON.parse(fork.body).branches.length, 2)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "AG-UI: HttpAgent runs a tool call, gets an approval interrupt, and resumes it",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([
+          Message.assistant([
+            { type: "thinking", thinking: "I should echo" },
+            Message.toolCall("call-1", "echo", { text: "hi" })
+          ]),
+          Message.assistant("echoed hi")
+        ], { policy: (request) => request.toolName === "echo" ? "Ask" : "Allow" })
+        const agent = new HttpAgent({ url: `${url}/ag-ui`, headers: auth, threadId: "thread-1" })
+        agent.addMessage({ id: "u1", role: "user", content: "echo hi" })
+        const seen: Array<string> = []
+        let interrupts: Array<{ id: string; toolCallId?: string }> = []
+        yield* Effect.promise(() =>
+          agent.runAgent({ runId: "run-1" }, {
+            onEvent: ({ event }) => {
+              seen.push(event.type)
+              if (event.type === "RUN_FINISHED") {
+                const outcome = (event as { outcome?: { type: string; interrupts?: typeof interrupts } }).outcome
+                interrupts = outcome?.interrupts ?? []
+              }
+            }
+          })
+        )
+        assert.includeMembers(seen, [
+          "RUN_STARTED",
+          "REASONING_START",
+          "TOOL_CALL_START",
+          "TOOL_CALL_ARGS",
+          "TOOL_CALL_END",
+          "RUN_FINISHED"
+        ])
+        assert.deepStrictEqual(interrupts.map((interrupt) => interrupt.toolCallId), ["call-1"])
+        const after: Array<string> = []
+        let result = ""
+        yield* Effect.promise(() =>
+          agent.runAgent({
+            runId: "run-2",
+            resume: [{ interruptId: interrupts[0]!.id, status: "resolved", payload: { approved: true } }]
+          }, {
+            onEvent: ({ event }) => {
+              after.push(event.type)
+              if (event.type === "TOOL_CALL_RESULT") result = (event as unknown as { content: string }).content
+            }
+          })
+        )
+        assert.strictEqual(result, "echo: hi")
+        assert.includeMembers(after, [
+          "TOOL_CALL_RESULT",
+          "TEXT_MESSAGE_START",
+          "TEXT_MESSAGE_CONTENT",
+          "MESSAGES_SNAPSHOT"
+        ])
+        assert.strictEqual(after[after.length - 1], "RUN_FINISHED")
+        const texts = agent.messages.flatMap((message) =>
+          message.role === "assistant" && typeof message.content === "string" ? [message.content] : []
+        )
+        assert.include(texts, "echoed hi")
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "the AI SDK's chat transport and readUIMessageStream read text, reasoning and a tool call",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([
+          Message.assistant([
+            { type: "thinking", thinking: "let me echo" },
+            Message.toolCall("call-9", "echo", { text: "x" })
+          ]),
+          Message.assistant("all done")
+        ])
+        const transport = new DefaultChatTransport<UIMessage>({ api: `${url}/ui-message-stream`, headers: auth })
+        const stream = yield* Effect.promise(() =>
+          transport.sendMessages({
+            chatId: "chat-1",
+            trigger: "submit-message",
+            messageId: undefined,
+            messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "echo x" }] }],
+            abortSignal: undefined
+          })
+        )
+        let last: UIMessage | undefined
+        yield* Effect.promise(async () => {
+          for await (const message of readUIMessageStream<UIMessage>({ stream })) last = message
+        })
+        const parts = last!.parts
+        const reasoning = parts.find((part) => part.type === "reasoning") as { text: string } | undefined
+        assert.strictEqual(reasoning?.text, "let me echo")
+        const tool = parts.find((part) => part.type === "dynamic-tool") as
+          | { toolCallId: string; state: string; input: unknown; output: unknown }
+          | undefined
+        assert.strictEqual(tool?.toolCallId, "call-9")
+        assert.strictEqual(tool?.state, "output-available")
+        assert.deepStrictEqual(tool?.input, { text: "x" })
+        assert.strictEqual(tool?.output, "echo: x")
+        const text = parts.filter((part) => part.type === "text").map((part) => (part as { text: string }).text).join(
+          ""
+        )
+        assert.strictEqual(text, "all done")
+      }),
+    60_000
+  )
+})
