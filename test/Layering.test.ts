@@ -60,7 +60,17 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
   { name: "the loop", modules: ["Loop", "Agent"] },
   {
     name: "integrations (optional peers)",
-    modules: ["Mcp", "internal/mcpStdio", "AiSdk", "AiModel", "Durable", "Testing", "internal/testing/*"]
+    modules: [
+      "Mcp",
+      "internal/mcpStdio",
+      "AiSdk",
+      "AiModel",
+      "Durable",
+      "Server",
+      "internal/server/*",
+      "Testing",
+      "internal/testing/*"
+    ]
   },
   { name: "entries: the package's index and the command", modules: ["index", "cli/*"] }
 ]
