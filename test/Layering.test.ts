@@ -49,7 +49,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
     ]
   },
   { name: "the loop", modules: ["Loop", "Agent"] },
-  { name: "integrations (optional peers)", modules: ["Mcp", "AiSdk", "AiModel", "Durable"] },
+  { name: "integrations (optional peers)", modules: ["Mcp", "internal/mcpServe", "AiSdk", "AiModel", "Durable"] },
   { name: "entries: the package's index and the command", modules: ["index", "cli/*"] }
 ]
 

@@ -42,6 +42,7 @@ import * as Tools from "../tools/index.js"
 import * as Export from "./Export.js"
 import * as Help from "./Help.js"
 import * as Interactive from "./Interactive.js"
+import * as McpServer from "./McpServer.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
@@ -539,13 +540,33 @@ const exportCommand = Command.make(
     })
 ).pipe(Command.withDescription("write a session file as one self-contained HTML page, and print its path"))
 
+/** `effect-agent mcp-server`: the agent of the options above, served over MCP. */
+const mcpServerCommand = McpServer.command({
+  options: { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions },
+  setup: (options) =>
+    Effect.gen(function*() {
+      const root = yield* Preflight.workspace(options.workspace)
+      const files = yield* PermissionFiles.load({ root, file: options.permissions })
+      const models = yield* modelLayer(options.provider, options)
+      return {
+        root,
+        model: models(Option.getOrElse(options.model, () => defaultModels[options.provider])),
+        rules: PermissionFiles.rules(files, { yes: options.yes, root, confirm: McpServer.cannotAsk }),
+        instructions: systemPrompt,
+        maxTurns: options.maxTurns,
+        services: trackedCommands
+      }
+    })
+})
+
 /** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
-const subcommands = [exportCommand] as const
-const help = Help.requested(process.argv.slice(2), subcommands.flatMap((command) => [...Command.getNames(command)]))
+const subcommands = [exportCommand, mcpServerCommand] as const
+const listed: ReadonlyArray<Command.Command<any, any, any, any>> = subcommands
+const help = Help.requested(process.argv.slice(2), listed.flatMap((command) => [...Command.getNames(command)]))
 const showHelp = (what: { readonly subcommand: string | undefined }) =>
   Effect.sync(() => {
     const color = Help.colorFor(process.stdout, process.env)
-    const sub = subcommands.find((command) => [...Command.getNames(command)].includes(what.subcommand ?? ""))
+    const sub = listed.find((command) => [...Command.getNames(command)].includes(what.subcommand ?? ""))
     process.stdout.write(
       sub === undefined
         ? Help.render(
@@ -574,8 +595,8 @@ const showHelp = (what: { readonly subcommand: string | undefined }) =>
 
 const cli = help !== undefined
   ? () => showHelp(help)
-  : process.argv[2] === "export"
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands([exportCommand])), {
+  : process.argv[2] === "export" || process.argv[2] === "mcp-server"
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(subcommands)), {
     name: "effect-agent",
     version: "0.1.0"
   })
