@@ -15,6 +15,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Agent from "../src/Agent.js"
+import * as Loop from "../src/Loop.js"
 import * as Mcp from "../src/Mcp.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -195,4 +196,47 @@ describe("effect-agent mcp-server", () => {
       assert.notStrictEqual(result.isError, true)
       assert.include(JSON.stringify(result.content), "notes.txt")
     }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "an effect-agent agent calls it through Mcp.stdio, and both runs keep their calls paired",
+    () =>
+      Effect.gen(function*() {
+        const main = yield* Effect.acquireRelease(
+          Effect.promise(() => Cli.bundle()),
+          (main) => Effect.promise(() => Cli.removeBundle(main))
+        )
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))),
+          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        Fs.writeFileSync(NodePath.join(dir, "plan.md"), "the plan")
+        const name = Mcp.toolName("inner", "ask_agent")
+        const session = Session.makeMemory()
+        const result = yield* Effect.gen(function*() {
+          const tools = yield* Mcp.tools
+          return yield* Loop.run({ input: "ask the inner agent", tools }).pipe(
+            Effect.provide(Model.layerScripted([
+              Message.assistant([Message.toolCall("m1", name, { prompt: "what is here?" })]),
+              Message.assistant("The inner agent answered.")
+            ]))
+          )
+        }).pipe(
+          Effect.provide(Mcp.stdio({
+            name: "inner",
+            command: process.execPath,
+            args: [main, "mcp-server", "--provider", "demo", "--workspace", dir]
+          })),
+          Effect.provideService(Session.Session, session)
+        )
+        assert.strictEqual(result.output, "The inner agent answered.")
+        const messages = yield* session.messages
+        assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+        const answer = messages.find((message) => message.role === "toolResult")
+        assert.isDefined(answer)
+        assert.isFalse(answer!.role === "toolResult" && answer!.isError)
+        // the inner run listed the workspace and answered after its own call had its result
+        assert.include(Message.textOf(answer!), "plan.md")
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })
