@@ -80,11 +80,11 @@ const inputSchema = (maxPromptLength: number) => ({
 const sessionMeta = "effect-agent/sessionId"
 
 /** Serves `agents`; the runs use the services of the Effect's context. */
-export const serve = <R>(
-  agents: ReadonlyArray<Agent.Agent<any, any, any, R>>,
+export const serve = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
   options: ServeOptions = {}
-): Effect.Effect<Served, never, Exclude<R, Session.Session | Permissions.Permissions>> =>
-  Effect.map(Effect.runtime<any>(), (runtime) => {
+): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  Effect.map(Effect.runtime<never>(), (runtime) => {
     const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
     const byTool = new Map(agents.map((agent) => [toolName(agent.name), agent] as const))
     const sessions = new Map<string, Session.Service>()
@@ -165,7 +165,7 @@ export const serve = <R>(
               : Effect.provide(permissions)
           )
         }).pipe(lock.withPermits(1))
-        const exit = await Runtime.runPromiseExit(runtime as Runtime.Runtime<never>)(
+        const exit = await Runtime.runPromiseExit(runtime)(
           run as Effect.Effect<Agent.Output<typeof agent>, unknown>,
           { signal: extra.signal }
         )
@@ -194,10 +194,10 @@ export const serve = <R>(
   })
 
 /** Serves `agents` on this process's stdin and stdout until stdin closes. */
-export const serveStdio = <R>(
-  agents: ReadonlyArray<Agent.Agent<any, any, any, R>>,
+export const serveStdio = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
   options?: ServeOptions
-): Effect.Effect<void, never, Exclude<R, Session.Session | Permissions.Permissions>> =>
+): Effect.Effect<void, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
   Effect.flatMap(serve(agents, options), (served) =>
     Effect.async<void>((resume) => {
       const transport = new StdioServerTransport()
@@ -218,13 +218,13 @@ export interface HttpOptions extends ServeOptions {
 }
 
 /** Serves `agents` over Streamable HTTP for the life of the Scope; returns the endpoint's URL. */
-export const serveHttp = <R>(
-  agents: ReadonlyArray<Agent.Agent<any, any, any, R>>,
+export const serveHttp = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
   options: HttpOptions = {}
 ): Effect.Effect<
   { readonly url: string },
   never,
-  Exclude<R, Session.Session | Permissions.Permissions> | Scope.Scope
+  Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions> | Scope.Scope
 > =>
   Effect.gen(function*() {
     const served = yield* serve(agents, options)
