@@ -11,6 +11,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -239,4 +240,43 @@ describe("effect-agent mcp-server", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.live("--http serves it over Streamable HTTP on 127.0.0.1", () =>
+    Effect.gen(function*() {
+      const main = yield* Effect.acquireRelease(Effect.promise(() => Cli.bundle()), (main) =>
+        Effect.promise(() => Cli.removeBundle(main)))
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))
+        ),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      Fs.writeFileSync(NodePath.join(dir, "todo.txt"), "things")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(
+            process.execPath,
+            [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
+            { stdio: ["ignore", "ignore", "pipe"] }
+          )
+        ),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      const url = yield* Effect.async<string>((resume) => {
+        let stderr = ""
+        child.stderr!.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString("utf8")
+          const found = /serving MCP at (\S+)/.exec(stderr)
+          if (found !== null) resume(Effect.succeed(found[1]!))
+        })
+      })
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+      const client = yield* connectHttp(url)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+      )
+      assert.include(JSON.stringify(result.content), "todo.txt")
+    }).pipe(Effect.scoped), 60_000)
 })
