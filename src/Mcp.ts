@@ -41,6 +41,7 @@ import { createHash } from "node:crypto"
 import * as NodePath from "node:path"
 import * as Errors from "./Errors.js"
 import * as JsonSchema from "./internal/jsonSchema.js"
+import * as McpServe from "./internal/mcpServe.js"
 import * as McpStdio from "./internal/mcpStdio.js"
 import * as ProcessGroup from "./internal/processGroup.js"
 import type * as Message from "./Message.js"
@@ -1093,3 +1094,66 @@ const checkNames = (json: unknown): Either.Either<void, string> => {
   }
   return Either.void
 }
+
+// -----------------------------------------------------------------------------
+// Serving agents (src/internal/mcpServe.ts)
+// -----------------------------------------------------------------------------
+
+/**
+ * Serves agents as an MCP server: each agent is the tool `ask_<agent>` with `{ prompt, sessionId? }` as
+ * input; its typed answer is the result's `structuredContent`; the run's events are progress
+ * notifications; `notifications/cancelled` aborts the run. Gives a factory of SDK servers for any
+ * transport (`serveStdio` and `serveHttp` use it).
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const serve = McpServe.serve
+
+/**
+ * Serves agents on this process's stdin and stdout until stdin closes.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const serveStdio = McpServe.serveStdio
+
+/**
+ * Serves agents over Streamable HTTP (on 127.0.0.1 by default) for the life of the Scope.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const serveHttp = McpServe.serveHttp
+
+/**
+ * The name of an agent's tool when it is served: `ask_<agent>`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const servedToolName = McpServe.toolName
+
+/**
+ * The options of `serve`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type ServeOptions = McpServe.ServeOptions
+
+/**
+ * The options of `serveHttp`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type ServeHttpOptions = McpServe.HttpOptions
+
+/**
+ * Agents served over MCP: a factory of SDK servers.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type Served = McpServe.Served

@@ -63,6 +63,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
     modules: [
       "Mcp",
       "internal/mcpStdio",
+      "internal/mcpServe",
       "AiSdk",
       "AiModel",
       "Durable",

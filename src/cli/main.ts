@@ -35,6 +35,7 @@ import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
 import * as Help from "./Help.js"
+import * as McpServer from "./McpServer.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
 import * as Report from "./Report.js"
@@ -605,8 +606,32 @@ const serveCommand = Serve.command(
   { modelLayer, defaultModel: (name) => defaultModels[name], systemPrompt, write: writeErr }
 )
 
+/** `effect-agent mcp-server`: the agent of the options above, served over MCP. */
+const mcpServerCommand = McpServer.command({
+  options: { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions },
+  setup: (options) =>
+    Effect.gen(function*() {
+      const root = yield* Preflight.workspace(options.workspace)
+      const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
+      for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
+      // no one is at a terminal to accept the workspace's file: its widening rules stay off until trusted
+      if (loaded.untrusted !== undefined) {
+        yield* Effect.logWarning(PermissionFiles.untrustedWarning(loaded.untrusted, root))
+      }
+      const models = yield* modelLayer(options.provider, options)
+      return {
+        root,
+        model: models(Option.getOrElse(options.model, () => defaultModels[options.provider])),
+        rules: PermissionFiles.rules(loaded.rules, { yes: options.yes, root, confirm: McpServer.cannotAsk }),
+        instructions: systemPrompt,
+        maxTurns: options.maxTurns,
+        services: trackedCommands
+      }
+    })
+})
+
 /** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
-const subcommands = [exportCommand, trustCommand, serveCommand] as const
+const subcommands = [exportCommand, trustCommand, serveCommand, mcpServerCommand] as const
 const namesOf = (command: Command.Command<any, any, any, any>) => [...Command.getNames(command)]
 const help = Help.requested(process.argv.slice(2), subcommands.flatMap(namesOf))
 const showHelp = (what: { readonly subcommand: string | undefined }) =>
@@ -643,7 +668,8 @@ const showHelp = (what: { readonly subcommand: string | undefined }) =>
 
 const cli = help !== undefined
   ? () => showHelp(help)
-  : process.argv[2] === "export" || process.argv[2] === "trust" || process.argv[2] === "serve"
+  : process.argv[2] === "export" || process.argv[2] === "trust" || process.argv[2] === "serve" ||
+      process.argv[2] === "mcp-server"
   ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(subcommands)), {
     name: "effect-agent",
     version: "0.1.0"

@@ -1,0 +1,368 @@
+/**
+ * Agents served as an MCP server (`Mcp.serve`): each agent is one tool, `ask_<agent>`, whose call is a
+ * run of the agent on `{ prompt, sessionId? }` in a session the server keeps. The run's events become
+ * progress notifications, `notifications/cancelled` interrupts the run (so its calls are paired, as an
+ * abort leaves them), and a typed answer is the result's `structuredContent`. Built on the official
+ * SDK's low-level `Server`, over stdio or Streamable HTTP.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  isInitializeRequest,
+  ListToolsRequestSchema,
+  McpError,
+  type Tool as McpToolDefinition
+} from "@modelcontextprotocol/sdk/types.js"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import { randomUUID } from "node:crypto"
+import * as NodeHttp from "node:http"
+import type { AddressInfo } from "node:net"
+import * as Agent from "../Agent.js"
+import type * as Event from "../Event.js"
+import * as Message from "../Message.js"
+import * as Permissions from "../services/Permissions.js"
+import * as Session from "../services/Session.js"
+
+/** The options of `serve`. */
+export interface ServeOptions {
+  /** The server's name in `initialize` (default `"effect-agent"`). */
+  readonly name?: string | undefined
+  readonly version?: string | undefined
+  /** The longest prompt accepted, in characters (default 100 000). */
+  readonly maxPromptLength?: number | undefined
+  /**
+   * The rules the runs' calls are checked with. A call they leave to a person (an `ask` rule) is
+   * denied, unless the rules' own `confirm` decides it: an MCP client cannot answer a question.
+   * Without rules, the `Permissions` of the context decide (none: every call is allowed).
+   */
+  readonly permissions?: Permissions.Rules | undefined
+  /** Opens the session of an id (default: in memory, for the life of the server). */
+  readonly openSession?: ((id: string) => Effect.Effect<Session.Service, unknown>) | undefined
+}
+
+/** Agents served over MCP: a new SDK `Server` per connection, and the two transports. */
+export interface Served {
+  /** A new SDK server with the agents' tools, for a transport of your own. */
+  readonly server: () => Server
+  /** Connects a new server to `transport`. */
+  readonly connect: (transport: Transport) => Promise<void>
+}
+
+/** The default `maxPromptLength`. */
+export const defaultMaxPromptLength = 100_000
+
+/** The name of an agent's tool. */
+export const toolName = (agent: string): string => `ask_${agent.replace(/[^A-Za-z0-9_-]/g, "_")}`
+
+const inputSchema = (maxPromptLength: number) => ({
+  type: "object" as const,
+  properties: {
+    prompt: { type: "string", description: "What to ask the agent", maxLength: maxPromptLength },
+    sessionId: {
+      type: "string",
+      description: "The sessionId an earlier answer returned, to continue that conversation (none: a new one)"
+    }
+  },
+  required: ["prompt"]
+})
+
+const sessionMeta = "effect-agent/sessionId"
+
+/** Serves `agents`; the runs use the services of the Effect's context. */
+export const serve = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options: ServeOptions = {}
+): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  Effect.map(Effect.runtime<never>(), (runtime) => {
+    const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
+    const byTool = new Map(agents.map((agent) => [toolName(agent.name), agent] as const))
+    const sessions = new Map<string, Session.Service>()
+    const locks = new Map<string, Effect.Semaphore>()
+    const openSession = options.openSession ??
+      ((id: string) => Effect.sync(() => sessions.get(id) ?? Session.makeMemory()))
+    const rules = options.permissions
+    const permissions = rules === undefined ? undefined : Permissions.layerRules({
+      ...rules,
+      confirm: rules.confirm ?? cannotAsk
+    })
+    const tools: Array<McpToolDefinition> = agents.map((agent) => ({
+      name: toolName(agent.name),
+      description: agent.description,
+      inputSchema: inputSchema(maxPromptLength),
+      ...(agent.output === undefined ? {} : { outputSchema: outputSchema(agent.output) })
+    }))
+
+    const server = (): Server => {
+      const server = new Server(
+        { name: options.name ?? "effect-agent", version: options.version ?? "0.1.0" },
+        { capabilities: { tools: {} } }
+      )
+      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
+      server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+        const agent = byTool.get(request.params.name)
+        if (agent === undefined) {
+          throw new McpError(
+            ErrorCode.InvalidParams,
+            `unknown tool ${JSON.stringify(request.params.name)}: this server has ${[...byTool.keys()].join(", ")}`
+          )
+        }
+        const args = request.params.arguments ?? {}
+        const prompt = args.prompt
+        if (typeof prompt !== "string" || prompt.trim() === "") {
+          throw new McpError(ErrorCode.InvalidParams, `${request.params.name} needs a "prompt": a non-empty string`)
+        }
+        if (prompt.length > maxPromptLength) {
+          throw new McpError(
+            ErrorCode.InvalidParams,
+            `the prompt has ${prompt.length} characters, over this server's limit of ${maxPromptLength}: ` +
+              `shorten it, or pass a file's path instead of its contents`
+          )
+        }
+        const given = args.sessionId
+        if (given !== undefined && (typeof given !== "string" || !locks.has(given))) {
+          throw new McpError(
+            ErrorCode.InvalidParams,
+            `unknown session ${JSON.stringify(given)}: pass a sessionId this server returned, or none to start ` +
+              `a new conversation`
+          )
+        }
+        const sessionId = given ?? randomUUID()
+        const lock = locks.get(sessionId) ?? Effect.unsafeMakeSemaphore(1)
+        locks.set(sessionId, lock)
+        const progressToken = extra._meta?.progressToken
+        let progress = 0
+        const onEvent = (event: Event.AgentEvent<unknown>): Effect.Effect<void> => {
+          if (progressToken === undefined) return Effect.void
+          const message = describe(event)
+          if (message === undefined) return Effect.void
+          progress += 1
+          const sent = progress
+          return Effect.promise(() =>
+            extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken, progress: sent, message }
+            }).catch(() => undefined)
+          )
+        }
+        const run = Effect.gen(function*() {
+          const session = yield* openSession(sessionId)
+          sessions.set(sessionId, session)
+          return yield* Agent.run(agent, prompt, { onEvent }).pipe(
+            Effect.provideService(Session.Session, session),
+            permissions === undefined
+              ? (effect) => effect
+              : Effect.provide(permissions)
+          )
+        }).pipe(lock.withPermits(1))
+        const exit = await Runtime.runPromiseExit(runtime)(
+          run as Effect.Effect<Agent.Output<typeof agent>, unknown>,
+          { signal: extra.signal }
+        )
+        const _meta = { [sessionMeta]: sessionId }
+        const session = { type: "text" as const, text: `sessionId: ${sessionId} (pass it to continue)` }
+        if (Exit.isFailure(exit)) {
+          const text = Cause.isInterruptedOnly(exit.cause)
+            ? "the run was cancelled"
+            : failureText(Cause.squash(exit.cause))
+          return { content: [{ type: "text", text }, session], isError: true, _meta }
+        }
+        const result = exit.value as { readonly output: unknown }
+        if (agent.output === undefined) {
+          return { content: [{ type: "text", text: String(result.output) }, session], _meta }
+        }
+        const structured = structuredOf(agent.output, result.output)
+        return {
+          content: [{ type: "text", text: JSON.stringify(structured) }, session],
+          structuredContent: structured,
+          _meta
+        }
+      })
+      return server
+    }
+    return { server, connect: (transport) => server().connect(transport) }
+  })
+
+/** Serves `agents` on this process's stdin and stdout until stdin closes. */
+export const serveStdio = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options?: ServeOptions
+): Effect.Effect<void, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  Effect.flatMap(serve(agents, options), (served) =>
+    Effect.async<void>((resume) => {
+      const transport = new StdioServerTransport()
+      transport.onclose = () => resume(Effect.void)
+      process.stdin.once("end", () => resume(Effect.void))
+      served.connect(transport).catch(() => resume(Effect.void))
+      return Effect.promise(() => transport.close())
+    }))
+
+/** The options of `serveHttp`. */
+export interface HttpOptions extends ServeOptions {
+  /** Default 0: a free port. */
+  readonly port?: number | undefined
+  /** Default `"127.0.0.1"`. */
+  readonly host?: string | undefined
+  /** Default `"/mcp"`. */
+  readonly path?: string | undefined
+}
+
+/** Serves `agents` over Streamable HTTP for the life of the Scope; returns the endpoint's URL. */
+export const serveHttp = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options: HttpOptions = {}
+): Effect.Effect<
+  { readonly url: string },
+  never,
+  Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions> | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const served = yield* serve(agents, options)
+    const path = options.path ?? "/mcp"
+    const transports = new Map<string, StreamableHTTPServerTransport>()
+    const handle = async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse) => {
+      if ((request.url ?? "").split("?")[0] !== path) {
+        return rpcError(response, 404, ErrorCode.InvalidRequest, `not found: the MCP endpoint is ${path}`)
+      }
+      const id = request.headers["mcp-session-id"]
+      const known = typeof id === "string" ? transports.get(id) : undefined
+      if (request.method !== "POST") {
+        if (known === undefined) {
+          return rpcError(response, 400, ErrorCode.InvalidRequest, unknownSession(id))
+        }
+        return known.handleRequest(request, response)
+      }
+      const text = await readBody(request)
+      let body: unknown
+      try {
+        body = JSON.parse(text)
+      } catch {
+        return rpcError(
+          response,
+          400,
+          ErrorCode.ParseError,
+          "the request body is not JSON: send a JSON-RPC 2.0 message"
+        )
+      }
+      if (known !== undefined) return known.handleRequest(request, response, body)
+      if (id !== undefined) return rpcError(response, 404, ErrorCode.InvalidRequest, unknownSession(id))
+      if (!isInitializeRequest(body)) {
+        return rpcError(
+          response,
+          400,
+          ErrorCode.InvalidRequest,
+          "no MCP session: send an initialize request first, then its Mcp-Session-Id header with every request"
+        )
+      }
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sessionId) => {
+          transports.set(sessionId, transport)
+        }
+      })
+      transport.onclose = () => {
+        if (transport.sessionId !== undefined) transports.delete(transport.sessionId)
+      }
+      await served.connect(transport)
+      return transport.handleRequest(request, response, body)
+    }
+    const server = NodeHttp.createServer((request, response) => {
+      handle(request, response).catch((error) => {
+        if (!response.headersSent) rpcError(response, 500, ErrorCode.InternalError, String(error))
+      })
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => resume(Effect.void))
+      }),
+      () =>
+        Effect.promise(async () => {
+          await Promise.all([...transports.values()].map((transport) => transport.close()))
+          server.closeAllConnections()
+          await new Promise((resolve) => server.close(resolve))
+        })
+    )
+    const address = server.address() as AddressInfo
+    const host = address.family === "IPv6" ? `[${address.address}]` : address.address
+    return { url: `http://${host}:${address.port}${path}` }
+  })
+
+/** What a call that needs approval gets: an MCP client cannot answer a question. */
+export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
+  Permissions.deny(
+    `${request.toolName} needs approval, and an MCP client cannot answer a question: start the server with ` +
+      `rules that allow it`
+  )
+
+// -----------------------------------------------------------------------------
+// Helpers
+// -----------------------------------------------------------------------------
+
+/** A line for a progress notification, for the events a caller would want to see. */
+const describe = (event: Event.AgentEvent<unknown>, prefix = ""): string | undefined => {
+  switch (event._tag) {
+    case "TurnStart":
+      return `${prefix}turn ${event.turn}`
+    case "ToolStart":
+      return `${prefix}calling ${event.toolName}`
+    case "ToolEnd":
+      return `${prefix}${event.toolName} ${event.result.isError ? "failed" : "done"}`
+    case "MessageEnd":
+      return event.message.role === "assistant" && Message.textOf(event.message).trim() !== ""
+        ? `${prefix}${Message.textOf(event.message).trim().slice(0, 200)}`
+        : undefined
+    case "Subagent":
+      return describe(event.event, `${prefix}${event.path.map((segment) => segment.agent).join(" > ")}: `)
+    default:
+      return undefined
+  }
+}
+
+const failureText = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+const isObjectSchema = (schema: Schema.Schema<any, any, never>): boolean => {
+  const json = JSONSchema.make(schema) as { readonly type?: unknown }
+  return json.type === "object"
+}
+
+const outputSchema = (schema: Schema.Schema<any, any, never>): McpToolDefinition["outputSchema"] & object => {
+  const { $schema: _, ...json } = JSONSchema.make(schema) as unknown as { readonly [key: string]: unknown }
+  return isObjectSchema(schema)
+    ? json as { type: "object" }
+    : { type: "object", properties: { value: json }, required: ["value"] }
+}
+
+/** The answer encoded with its Schema, as an object (a non-object answer is `{ value }`). */
+const structuredOf = (schema: Schema.Schema<any, any, never>, value: unknown): { [key: string]: unknown } => {
+  const encoded = Schema.encodeUnknownSync(schema)(value)
+  return isObjectSchema(schema) ? encoded as { [key: string]: unknown } : { value: encoded }
+}
+
+const unknownSession = (id: unknown): string =>
+  `unknown MCP session ${JSON.stringify(id)}: it ended or never existed; send a new initialize request`
+
+const rpcError = (response: NodeHttp.ServerResponse, status: number, code: number, message: string): void => {
+  response.writeHead(status, { "content-type": "application/json" })
+  response.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
+}
+
+const readBody = (request: NodeHttp.IncomingMessage): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    request.on("error", reject)
+  })

@@ -1,0 +1,282 @@
+/**
+ * Agents served over MCP (`Mcp.serveHttp`, `effect-agent mcp-server`), called by the official MCP
+ * client SDK on 127.0.0.1 and over stdio.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as Agent from "../src/Agent.js"
+import * as Loop from "../src/Loop.js"
+import * as Mcp from "../src/Mcp.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
+import * as Cli from "./utils/cli.js"
+
+const connectHttp = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new Client({ name: "test", version: "1.0.0" })
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+      return client
+    }),
+    (client) => Effect.promise(() => client.close())
+  )
+
+const typed = Agent.make({
+  name: "counter",
+  description: "Counts things",
+  instructions: "Count.",
+  output: Schema.Struct({ count: Schema.Number }),
+  model: Model.scripted([
+    Message.assistant("Counting."),
+    Message.assistant([Message.toolCall("c1", "final_answer", { count: 3 })])
+  ])
+})
+
+const errorOf = (promise: Promise<unknown>) =>
+  Effect.promise(() => promise.then(() => undefined, (error: unknown) => error))
+
+describe("Mcp.serveHttp", () => {
+  it.live("lists the agents as tools and answers a call with the typed answer, with progress", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Mcp.serveHttp([typed])
+      const client = yield* connectHttp(url)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_counter"])
+      assert.strictEqual(tools[0]?.outputSchema?.type, "object")
+      const progress: Array<string> = []
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_counter", arguments: { prompt: "how many?" } }, CallToolResultSchema, {
+          onprogress: (update) => progress.push(update.message ?? "")
+        })
+      )
+      assert.deepStrictEqual(result.structuredContent, { count: 3 })
+      assert.notStrictEqual(result.isError, true)
+      assert.include(progress, "turn 1")
+      assert.include(progress, "calling final_answer")
+      assert.isString((result._meta as Record<string, unknown>)["effect-agent/sessionId"])
+    }).pipe(Effect.scoped))
+
+  it.live("a cancelled call aborts the run, and every call of the run is paired", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const opened: Array<Session.Service> = []
+      const blocking = Tool.make({
+        name: "wait",
+        description: "Waits forever",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+      })
+      const waiter = Agent.make({
+        name: "waiter",
+        description: "Waits",
+        instructions: "Wait.",
+        tools: [blocking],
+        model: Model.scripted([Message.assistant([Message.toolCall("w1", "wait", {})])])
+      })
+      const { url } = yield* Mcp.serveHttp([waiter], {
+        openSession: () =>
+          Effect.sync(() => {
+            const session = Session.makeMemory()
+            opened.push(session)
+            return session
+          })
+      })
+      const client = yield* connectHttp(url)
+      const abort = new AbortController()
+      const call = client.callTool({ name: "ask_waiter", arguments: { prompt: "wait" } }, CallToolResultSchema, {
+        signal: abort.signal
+      })
+      yield* Deferred.await(started)
+      abort.abort()
+      const error = yield* errorOf(call)
+      assert.isDefined(error)
+      // the run ends, its call closed with an aborted result
+      let messages: ReadonlyArray<Message.Message> = []
+      while (!messages.some((message) => message.role === "toolResult")) {
+        messages = yield* opened[0]!.messages
+        yield* Effect.sleep("20 millis")
+      }
+      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+    }).pipe(Effect.scoped))
+
+  it.live("bad input gets the protocol's error with a message a person can act on", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Mcp.serveHttp([typed], { maxPromptLength: 10 })
+      const client = yield* connectHttp(url)
+      const long = yield* errorOf(client.callTool({ name: "ask_counter", arguments: { prompt: "x".repeat(11) } }))
+      assert.instanceOf(long, McpError)
+      assert.strictEqual((long as McpError).code, ErrorCode.InvalidParams)
+      assert.include((long as McpError).message, "over this server's limit of 10")
+      const unknown = yield* errorOf(
+        client.callTool({ name: "ask_counter", arguments: { prompt: "hi", sessionId: "nope" } })
+      )
+      assert.strictEqual((unknown as McpError).code, ErrorCode.InvalidParams)
+      assert.include((unknown as McpError).message, "unknown session \"nope\"")
+      const response = yield* Effect.promise(() =>
+        fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+          body: "{\"jsonrpc\": \"2.0\", "
+        })
+      )
+      assert.strictEqual(response.status, 400)
+      const body = yield* Effect.promise(() => response.json() as Promise<{ error: { code: number; message: string } }>)
+      assert.strictEqual(body.error.code, ErrorCode.ParseError)
+      assert.include(body.error.message, "not JSON")
+    }).pipe(Effect.scoped))
+
+  it.live("a call that needs approval is denied with a clear message", () =>
+    Effect.gen(function*() {
+      const write = Tool.make({
+        name: "write",
+        description: "Writes",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.succeed("written")
+      })
+      const writer = Agent.make({
+        name: "writer",
+        description: "Writes",
+        instructions: "Write.",
+        tools: [write],
+        model: Model.scripted([Message.assistant([Message.toolCall("w1", "write", {})])])
+      })
+      const { url } = yield* Mcp.serveHttp([writer], { permissions: { ask: [{ tools: ["write"] }] } })
+      const client = yield* connectHttp(url)
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_writer", arguments: { prompt: "write it" } }, CallToolResultSchema)
+      )
+      assert.isTrue(result.isError)
+      assert.include(JSON.stringify(result.content), "an MCP client cannot answer a question")
+    }).pipe(Effect.scoped))
+})
+
+describe("effect-agent mcp-server", () => {
+  it.live("serves the command's agent over stdio to the official client", () =>
+    Effect.gen(function*() {
+      const main = yield* Effect.acquireRelease(Effect.promise(() => Cli.bundle()), (main) =>
+        Effect.promise(() => Cli.removeBundle(main)))
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))
+        ),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      Fs.writeFileSync(NodePath.join(dir, "notes.txt"), "hello")
+      const client = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Client({ name: "test", version: "1.0.0" })
+          await client.connect(
+            new StdioClientTransport({
+              command: process.execPath,
+              args: [main, "mcp-server", "--provider", "demo", "--workspace", dir],
+              stderr: "ignore"
+            })
+          )
+          return client
+        }),
+        (client) => Effect.promise(() => client.close())
+      )
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_agent"])
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_agent", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+      )
+      assert.notStrictEqual(result.isError, true)
+      assert.include(JSON.stringify(result.content), "notes.txt")
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "an effect-agent agent calls it through Mcp.stdio, and both runs keep their calls paired",
+    () =>
+      Effect.gen(function*() {
+        const main = yield* Effect.acquireRelease(
+          Effect.promise(() => Cli.bundle()),
+          (main) => Effect.promise(() => Cli.removeBundle(main))
+        )
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))),
+          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        Fs.writeFileSync(NodePath.join(dir, "plan.md"), "the plan")
+        const name = Mcp.toolName("inner", "ask_agent")
+        const session = Session.makeMemory()
+        const result = yield* Effect.gen(function*() {
+          const tools = yield* Mcp.tools
+          return yield* Loop.run({ input: "ask the inner agent", tools }).pipe(
+            Effect.provide(Model.layerScripted([
+              Message.assistant([Message.toolCall("m1", name, { prompt: "what is here?" })]),
+              Message.assistant("The inner agent answered.")
+            ]))
+          )
+        }).pipe(
+          Effect.provide(Mcp.stdio({
+            name: "inner",
+            command: process.execPath,
+            args: [main, "mcp-server", "--provider", "demo", "--workspace", dir]
+          })),
+          Effect.provideService(Session.Session, session)
+        )
+        assert.strictEqual(result.output, "The inner agent answered.")
+        const messages = yield* session.messages
+        assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+        const answer = messages.find((message) => message.role === "toolResult")
+        assert.isDefined(answer)
+        assert.isFalse(answer!.role === "toolResult" && answer!.isError)
+        // the inner run listed the workspace and answered after its own call had its result
+        assert.include(Message.textOf(answer!), "plan.md")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live("--http serves it over Streamable HTTP on 127.0.0.1", () =>
+    Effect.gen(function*() {
+      const main = yield* Effect.acquireRelease(Effect.promise(() => Cli.bundle()), (main) =>
+        Effect.promise(() => Cli.removeBundle(main)))
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))
+        ),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      Fs.writeFileSync(NodePath.join(dir, "todo.txt"), "things")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(
+            process.execPath,
+            [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
+            { stdio: ["ignore", "ignore", "pipe"] }
+          )
+        ),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      const url = yield* Effect.async<string>((resume) => {
+        let stderr = ""
+        child.stderr!.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString("utf8")
+          const found = /serving MCP at (\S+)/.exec(stderr)
+          if (found !== null) resume(Effect.succeed(found[1]!))
+        })
+      })
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+      const client = yield* connectHttp(url)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+      )
+      assert.include(JSON.stringify(result.content), "todo.txt")
+    }).pipe(Effect.scoped), 60_000)
+})
