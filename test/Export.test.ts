@@ -197,7 +197,7 @@ describe("the export page", () => {
         assert.include(branches[0]!, "Write a haiku")
         assert.match(
           branches[1]!,
-          /^branch 2 \(current, shown below\) · forked from entry [0-9a-f]{8}, 2 messages since · 3 messages/
+          /^branch 2 \(current, shown below\) · forked from entry [0-9a-f]{6}-[0-9a-z]+, 2 messages since · 3 messages/
         )
         assert.include(branches[1]!, "Now a limerick")
       }),
