@@ -84,6 +84,11 @@ try {
   }
   console.log(`only package.json, README.md, LICENSE, dist/ and src/; every exports and bin target is present`)
 
+  step("no script runs when the package is installed")
+  const installHooks = ["preinstall", "install", "postinstall", "prepare"].filter((hook) => pkg.scripts?.[hook])
+  if (installHooks.length > 0) fail(`package.json runs ${installHooks.join(", ")} on a user's install`)
+  console.log("no preinstall, install, postinstall or prepare script")
+
   step("publint")
   run(bin("publint"), ["run", tarball, "--strict"])
 
