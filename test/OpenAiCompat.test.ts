@@ -242,7 +242,9 @@ describe("OpenAiCompat requests", () => {
       const result = yield* Loop.run({ input: "again", tools: [weather] }).pipe(
         Effect.provide(Layer.merge(provider(server), Session.layerMemory(history)))
       )
-      const answer = result.messages.find((message) => Message.toolCalls(message).length > 0)!
+      const answer = result.messages.find((message): message is Message.AssistantMessage =>
+        message.role === "assistant" && Message.toolCalls(message).length > 0
+      )!
       const [call] = Message.toolCalls(answer)
       assert.notStrictEqual(call!.id, "call_79382389")
       assert.isTrue(call!.id.startsWith("call_79382389_"))
