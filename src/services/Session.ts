@@ -1011,8 +1011,9 @@ const lockSync = (
   // (again) when a release removed the directory under us, which it can do between the two steps
   const prepare = () => {
     for (let attempt = 0;; attempt++) {
-      NodeFs.mkdirSync(lockPath, { recursive: true })
       try {
+        // a recursive mkdir fails with ENOENT too when a release renames the directory while it looks
+        NodeFs.mkdirSync(lockPath, { recursive: true })
         return NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
       } catch (error) {
         if (!gone(error) || attempt >= 100) throw error
@@ -1051,7 +1052,26 @@ const lockSync = (
         prepare()
         continue
       }
-      const after = epochsIn(lockPath)
+      let after: Array<number>
+      try {
+        after = epochsIn(lockPath)
+      } catch (error) {
+        if (!gone(error)) throw error
+        // released and removed by the one before us since our link: start again in a fresh directory
+        prepare()
+        continue
+      }
+      let ours = false
+      try {
+        ours = NodeFs.readFileSync(mine, "utf8").includes(token)
+      } catch (error) {
+        if (!gone(error)) throw error
+      }
+      if (!ours) {
+        // the directory we linked into was released and replaced since: our epoch is not in this one
+        prepare()
+        continue
+      }
       if (after[after.length - 1]! > highest + 1) {
         // someone already went past this epoch: let the higher one decide
         NodeFs.rmSync(mine, { force: true })
