@@ -31,6 +31,8 @@ export interface Setup {
   readonly rules: Permissions.Rules
   readonly instructions: string
   readonly maxTurns: number
+  /** Files the agent's own tools may never write (the permission files, the user's settings, sessions). */
+  readonly protect: ReadonlyArray<string>
   /** Services the tools need beyond the workspace (the command's tracked child processes). */
   readonly services: Layer.Layer<any, any, any>
 }
@@ -108,7 +110,9 @@ export const command = <Config extends Command.Command.Config, E, R>(shared: {
         }).pipe(Effect.scoped)
         : Mcp.serveStdio([agent], serveOptions)
       yield* served.pipe(
-        Effect.provide(Layer.mergeAll(setup.model, Workspace.layer(setup.root), setup.services))
+        Effect.provide(
+          Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
+        )
       ) as Effect.Effect<void>
     })).pipe(
       Command.withDescription(

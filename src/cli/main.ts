@@ -625,6 +625,12 @@ const mcpServerCommand = McpServer.command({
         rules: PermissionFiles.rules(loaded.rules, { yes: options.yes, root, confirm: McpServer.cannotAsk }),
         instructions: systemPrompt,
         maxTurns: options.maxTurns,
+        protect: PermissionFiles.protectedPaths({
+          permissions: options.permissions,
+          mcp: Option.none(),
+          session: Sessions.directory(root),
+          sessionsDir: Sessions.directory(root)
+        }),
         services: trackedCommands
       }
     })
