@@ -16,13 +16,10 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Http from "node:http"
-import type * as Durable from "./Durable.js"
 import * as Api from "./internal/server/api.js"
 import * as Handlers from "./internal/server/handlers.js"
 
@@ -120,20 +117,7 @@ export class TokenRequired extends Schema.TaggedError<TokenRequired>("effect-age
  * @since 0.1.0
  * @category Models
  */
-export interface HandlerOptions {
-  /** The bearer token every request must carry; none: requests are not checked (loopback only with `layer`). */
-  readonly token?: string | Redacted.Redacted<string> | undefined
-  /** The largest body, in bytes (default 1 MiB); a larger one is 413. */
-  readonly maxBodyBytes?: number | undefined
-  /** The runner's permission policy, to tell which tool calls wait for an approval. */
-  readonly policy?: Durable.Policy | undefined
-  /** Origins allowed by CORS (default: none, CORS off). */
-  readonly cors?: ReadonlyArray<string> | undefined
-  /** How many batches of events a client may fall behind before it is cut off (default 256). */
-  readonly sseBacklog?: number | undefined
-  /** How often an idle event stream sends a comment (default 15 seconds). */
-  readonly heartbeat?: Duration.DurationInput | undefined
-}
+export interface HandlerOptions extends Handlers.HandlerOptions {}
 
 /**
  * The options of `layer`.

@@ -24,13 +24,19 @@ import * as Api from "./api.js"
 import * as Protocols from "./protocols.js"
 import * as ServerStream from "./stream.js"
 
-/** The options the handlers and the guard take. */
+/** The options the handlers and the guard take (`Server.HandlerOptions`). */
 export interface HandlerOptions {
+  /** The bearer token every request must carry; none: requests are not checked (loopback only with `layer`). */
   readonly token?: string | Redacted.Redacted<string> | undefined
+  /** The largest body, in bytes (default 1 MiB); a larger one is 413. */
   readonly maxBodyBytes?: number | undefined
+  /** The runner's permission policy, to tell which tool calls wait for an approval. */
   readonly policy?: Durable.Policy | undefined
+  /** Origins allowed by CORS (default: none, CORS off). */
   readonly cors?: ReadonlyArray<string> | undefined
+  /** How many batches of events a client may fall behind before it is cut off (default 256). */
   readonly sseBacklog?: number | undefined
+  /** How often an idle event stream sends a comment (default 15 seconds). */
   readonly heartbeat?: Duration.DurationInput | undefined
 }
 
