@@ -12,6 +12,7 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
@@ -72,13 +73,31 @@ const describe = (event: Durable.SessionEvent): string => {
   }
 }
 
+/**
+ * Tries `self` again on every cause but interruption. A socket to a runner that is SIGKILLed can end a
+ * request with a defect (a `SocketError` on write), not a typed failure, and `Effect.retry` alone would
+ * let that end the client.
+ */
+const retryOnAnyCause = <A, E, R>(self: Effect.Effect<A, E, R>, interval: Duration.DurationInput) =>
+  self.pipe(
+    Effect.sandbox,
+    Effect.retry({
+      schedule: Schedule.spaced(interval),
+      while: (cause) => !Cause.isInterruptedOnly(cause)
+    }),
+    Effect.unsandbox
+  )
+
 /** Prompts a session, follows its events until its run ends, and prints the outcome. */
 const follow = (session: Shared.ExampleSession) =>
   Effect.gen(function*() {
     const print = (line: string) => Console.log(`[client] ${session.id.padEnd(5)} ${line}`)
     const entity = (yield* Durable.client)(session.id)
     // deduplicated by its id: sent again (a retry), it starts nothing new
-    const { runId } = yield* entity.Prompt({ inputId: `${session.id}-prompt`, text: session.prompt })
+    const { runId } = yield* retryOnAnyCause(
+      entity.Prompt({ inputId: `${session.id}-prompt`, text: session.prompt }),
+      "500 millis"
+    )
     yield* print(`prompted: run ${runId}`)
     // the stream ends once no run of the session is going. When the runner that streams it dies, the
     // cluster sends the request again to the runner that takes the session over, and the stream starts
@@ -86,32 +105,34 @@ const follow = (session: Shared.ExampleSession) =>
     // opened again after the last message received.
     let next = 0
     let replaying = false
-    yield* Effect.suspend(() =>
-      entity.Events({ after: next }).pipe(
-        Stream.runForEach((event) => {
-          if (event._tag !== "Message") return print(describe(event))
-          if (event.position < next) {
-            if (replaying) return Effect.void
-            replaying = true
-            return print(
-              `the stream starts again on the runner that took over: skipping #${event.position}-#${
-                next - 1
-              }, received already`
-            )
-          }
-          replaying = false
-          next = event.position + 1
-          return print(describe(event))
-        })
-      )
-    ).pipe(
-      Effect.tapErrorCause((cause) =>
-        print(`event stream broke off (${Cause.squash(cause)}); opening it again after #${next - 1}`)
+    yield* retryOnAnyCause(
+      Effect.suspend(() =>
+        entity.Events({ after: next }).pipe(
+          Stream.runForEach((event) => {
+            if (event._tag !== "Message") return print(describe(event))
+            if (event.position < next) {
+              if (replaying) return Effect.void
+              replaying = true
+              return print(
+                `the stream starts again on the runner that took over: skipping #${event.position}-#${
+                  next - 1
+                }, received already`
+              )
+            }
+            replaying = false
+            next = event.position + 1
+            return print(describe(event))
+          })
+        )
+      ).pipe(
+        Effect.tapErrorCause((cause) =>
+          print(`event stream broke off (${Cause.squash(cause)}); opening it again after #${next - 1}`)
+        )
       ),
-      Effect.retry(Schedule.spaced("200 millis"))
+      "200 millis"
     )
-    const outcome = yield* entity.Wait({ runId }).pipe(Effect.retry(Schedule.spaced("500 millis")))
-    const history = yield* entity.History().pipe(Effect.retry(Schedule.spaced("500 millis")))
+    const outcome = yield* retryOnAnyCause(entity.Wait({ runId }), "500 millis")
+    const history = yield* retryOnAnyCause(entity.History(), "500 millis")
     const last = history[history.length - 1]
     yield* print(
       `outcome ${outcome._tag} after ${outcome.turns} turns, ${history.length} messages; the answer: ${
