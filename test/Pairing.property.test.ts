@@ -196,7 +196,8 @@ describe("the pairing law", () => {
             }
           }
         }).pipe(Effect.scoped),
-      { fastCheck: { numRuns: 200 } }
+      // 200 scenarios take seconds on an idle machine; the limit is a safety net for a loaded one
+      { fastCheck: { numRuns: 200 }, timeout: 240_000 }
     )
   }
 })
