@@ -20,8 +20,8 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
+import * as CompactionEntry from "../internal/compactionEntry.js"
 import * as Message from "../Message.js"
 import * as Tree from "./internal/tree.js"
 
@@ -39,9 +39,9 @@ export interface Service {
   /** Makes what was appended durable (called at every turn boundary; a no-op in memory). */
   readonly sync: Effect.Effect<void, Errors.SessionStoreFailed>
   /** The latest compaction entry, if the history was compacted. */
-  readonly latestCompaction: Effect.Effect<Compaction.Compaction | undefined, Errors.SessionStoreFailed>
+  readonly latestCompaction: Effect.Effect<CompactionEntry.Compaction | undefined, Errors.SessionStoreFailed>
   /** Records a compaction entry (the history itself is kept). */
-  readonly appendCompaction: (compaction: Compaction.Compaction) => Effect.Effect<void, Errors.SessionStoreFailed>
+  readonly appendCompaction: (compaction: CompactionEntry.Compaction) => Effect.Effect<void, Errors.SessionStoreFailed>
   /**
    * The messages of the current branch with the ids of their entries (what `fork` takes). Optional,
    * like `fork` and `branches`: a store that keeps a single branch leaves them out (use the
@@ -324,7 +324,7 @@ export const Entry = Schema.Union(
     type: Schema.Literal("compaction"),
     id: Schema.optional(Schema.String),
     parentId: Schema.optional(Schema.NullOr(Schema.String)),
-    compaction: Compaction.Compaction
+    compaction: CompactionEntry.Compaction
   }),
   Schema.Struct({
     type: Schema.Literal("fork"),
@@ -357,7 +357,7 @@ export interface JsonlContents {
   /** For each message, its entry's id (in a version-1 file, `L` and its line number). */
   readonly entries: ReadonlyArray<BranchEntry>
   /** The latest compaction entry of the current branch, if any. */
-  readonly compaction: Compaction.Compaction | undefined
+  readonly compaction: CompactionEntry.Compaction | undefined
   /** The branches of the session, the first one first. */
   readonly branches: ReadonlyArray<Branch>
   /** The last line, when a crash cut it off mid-write (it is not part of `messages`). */

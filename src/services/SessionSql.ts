@@ -15,8 +15,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
-import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
+import * as CompactionEntry from "../internal/compactionEntry.js"
 import * as Message from "../Message.js"
 import * as Tree from "./internal/tree.js"
 import * as Session from "./Session.js"
@@ -190,13 +190,13 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
       Effect.flatMap((json) =>
         json === undefined
           ? Effect.succeed(undefined)
-          : Schema.decodeUnknown(Schema.parseJson(Compaction.Compaction))(json)
+          : Schema.decodeUnknown(Schema.parseJson(CompactionEntry.Compaction))(json)
       ),
       Effect.mapError(fail("reading the compaction"))
     ),
     appendCompaction: (compaction) =>
       Effect.suspend(() => {
-        const json = JSON.stringify(Schema.encodeSync(Compaction.Compaction)(compaction))
+        const json = JSON.stringify(Schema.encodeSync(CompactionEntry.Compaction)(compaction))
         // the entry it follows: the leaf, or the last row of a session never forked
         return branch === undefined
           ? sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
