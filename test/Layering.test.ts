@@ -195,6 +195,21 @@ describe("the layering of src/", () => {
     assert.deepStrictEqual(found, [], "services take the compaction entry's Schema from internal/compactionEntry")
   })
 
+  it("the parts of Session are imported only by the services, and take only types from the face", () => {
+    const found = all.flatMap((module) =>
+      importsOf(module).flatMap(({ target, typeOnly }) => {
+        if (target.startsWith("services/internal/session/") && !module.startsWith("services/")) {
+          return [`${module} imports ${target}`]
+        }
+        if (module.startsWith("services/internal/session/") && target === "services/Session" && !typeOnly) {
+          return [`${module} imports a value of services/Session`]
+        }
+        return []
+      })
+    )
+    assert.deepStrictEqual(found, [])
+  })
+
   it("only the command imports the command's modules", () => {
     const outside = all.flatMap((module) =>
       module.startsWith("cli/") ? [] : importsOf(module).filter(({ target }) => target.startsWith("cli/")).map(
