@@ -8,8 +8,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import type * as Errors from "./Errors.js"
+import * as CompactionEntry from "./internal/compactionEntry.js"
 import * as Message from "./Message.js"
 import type * as Model from "./Model.js"
 
@@ -24,18 +24,13 @@ import type * as Model from "./Model.js"
  * @since 0.1.0
  * @category Models
  */
-export const Compaction = Schema.Struct({
-  summary: Schema.String,
-  firstKeptIndex: Schema.Number,
-  tokensBefore: Schema.Number,
-  timestamp: Schema.Number
-})
+export const Compaction = CompactionEntry.Compaction
 
 /**
  * @since 0.1.0
  * @category Models
  */
-export interface Compaction extends Schema.Schema.Type<typeof Compaction> {}
+export interface Compaction extends CompactionEntry.Compaction {}
 
 /**
  * When to compact: once the estimated context passes `maxContextTokens`, everything but the most recent

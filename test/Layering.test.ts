@@ -25,6 +25,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "Tracing",
       "internal/glob",
       "internal/jsonSchema",
+      "internal/compactionEntry",
       "internal/sqliteShared",
       "internal/processGroup"
     ]
@@ -184,6 +185,29 @@ describe("the layering of src/", () => {
       }
     }
     assert.deepStrictEqual(upward, [])
+  })
+
+  it("no service imports the loop's summarizer: a compaction entry is session data", () => {
+    const services = all.filter((module) => module.startsWith("services/"))
+    const found = services.flatMap((module) =>
+      importsOf(module).filter(({ target }) => target === "Compaction").map(() => `${module} imports Compaction`)
+    )
+    assert.deepStrictEqual(found, [], "services take the compaction entry's Schema from internal/compactionEntry")
+  })
+
+  it("the parts of Session are imported only by the services, and take only types from the face", () => {
+    const found = all.flatMap((module) =>
+      importsOf(module).flatMap(({ target, typeOnly }) => {
+        if (target.startsWith("services/internal/session/") && !module.startsWith("services/")) {
+          return [`${module} imports ${target}`]
+        }
+        if (module.startsWith("services/internal/session/") && target === "services/Session" && !typeOnly) {
+          return [`${module} imports a value of services/Session`]
+        }
+        return []
+      })
+    )
+    assert.deepStrictEqual(found, [])
   })
 
   it("only the command imports the command's modules", () => {

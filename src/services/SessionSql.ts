@@ -15,9 +15,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
-import * as Compaction from "../Compaction.js"
 import * as Errors from "../Errors.js"
+import * as CompactionEntry from "../internal/compactionEntry.js"
 import * as Message from "../Message.js"
+import * as Branches from "./internal/session/branches.js"
 import * as Tree from "./internal/tree.js"
 import * as Session from "./Session.js"
 
@@ -107,57 +108,11 @@ export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = 
 export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: string, options?: Options) {
   const sql = yield* SqlClient.SqlClient
   yield* migrate()
-  const fail = (description: string) => (error: unknown) => storeFailed(description, error, sessionId)
-  yield* sql`INSERT INTO effect_agent_sessions (id, created_at) VALUES (${sessionId}, ${Date.now()})
-    ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(fail("creating the session")))
-  // where the next append goes once the session was forked (before that: after the last row)
-  let branch = yield* sql<{ readonly leaf_id: string | null; readonly fork_key: string | null }>`
-    SELECT leaf_id, fork_key FROM effect_agent_sessions WHERE id = ${sessionId}`.pipe(
-    Effect.map((rows) =>
-      rows[0]?.leaf_id === null || rows[0]?.leaf_id === undefined
-        ? undefined
-        : { leaf: rows[0].leaf_id === "" ? null : rows[0].leaf_id, forkKey: rows[0].fork_key ?? "" }
-    ),
-    Effect.mapError(fail("reading the session"))
-  )
+  const at = yield* openSession(sql, sessionId)
+  const insert = inserter(sql, sessionId, at)
+  const tree = readTree(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   const dedupOf = options?.dedupId ?? dedupId
   let lastAssistant: string | undefined
-  const insertLinear = (entries: ReadonlyArray<Keyed>) =>
-    Effect.forEach(
-      entries,
-      ({ dedupId, message }) =>
-        sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
-        VALUES (${sessionId}, ${dedupId}, ${message.role}, ${JSON.stringify(encodeMessage(message))})
-        ON CONFLICT (session_id, dedup_id) DO NOTHING`,
-      { discard: true }
-    ).pipe(entries.length > 1 ? sql.withTransaction : (effect) => effect)
-  // after a fork: each row names its parent, the keys are the branch's (the same message on two
-  // branches is two rows), and the session's leaf follows the appends
-  const insertOnBranch = (
-    entries: ReadonlyArray<Keyed>,
-    on: { readonly leaf: string | null; readonly forkKey: string }
-  ) =>
-    Effect.gen(function*() {
-      let leaf = on.leaf
-      for (const { dedupId, message } of entries) {
-        const key = `${on.forkKey}:${dedupId}`
-        yield* sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message, parent_id)
-          VALUES (${sessionId}, ${key}, ${message.role}, ${JSON.stringify(encodeMessage(message))}, ${leaf ?? ""})
-          ON CONFLICT (session_id, dedup_id) DO NOTHING`
-        const rows = yield* sql<{ readonly id: number | string }>`SELECT id FROM effect_agent_messages
-          WHERE session_id = ${sessionId} AND dedup_id = ${key}`
-        leaf = String(rows[0]!.id)
-      }
-      yield* sql`UPDATE effect_agent_sessions SET leaf_id = ${leaf ?? ""} WHERE id = ${sessionId}`
-      return leaf
-    }).pipe(
-      sql.withTransaction,
-      Effect.tap((leaf) => Effect.sync(() => (branch = { leaf, forkKey: on.forkKey })))
-    )
-  const insert = (entries: ReadonlyArray<Keyed>) =>
-    Effect.suspend(() => branch === undefined ? insertLinear(entries) : Effect.asVoid(insertOnBranch(entries, branch)))
-      .pipe(Effect.mapError(fail("appending to the session")))
-  const tree = readTree(sessionId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   const service: Service = {
     sessionId,
     messages: Effect.map(tree, (tree) => tree.messages),
@@ -172,53 +127,18 @@ export const makeSql = Effect.fn("SessionSql.makeSql")(function*(sessionId: stri
       }),
     appendKeyed: insert,
     sync: Effect.void,
-    latestCompaction: Effect.suspend(() =>
-      branch === undefined
-        ? sql<{ readonly compaction: string }>`SELECT compaction FROM effect_agent_compactions
-          WHERE session_id = ${sessionId} ORDER BY id DESC LIMIT 1`.pipe(
-          Effect.map((rows) => rows[0]?.compaction)
-        )
-        : Effect.gen(function*() {
-          // the latest compaction made on the current branch
-          const current = yield* tree
-          const onPath = new Set(current.path(current.leaf).map((node) => node.id))
-          const rows = yield* sql<{ readonly compaction: string; readonly parent_id: string | null }>`
-            SELECT compaction, parent_id FROM effect_agent_compactions WHERE session_id = ${sessionId} ORDER BY id DESC`
-          return rows.find((row) => row.parent_id !== null && onPath.has(row.parent_id))?.compaction
-        })
-    ).pipe(
-      Effect.flatMap((json) =>
-        json === undefined
-          ? Effect.succeed(undefined)
-          : Schema.decodeUnknown(Schema.parseJson(Compaction.Compaction))(json)
-      ),
-      Effect.mapError(fail("reading the compaction"))
-    ),
-    appendCompaction: (compaction) =>
-      Effect.suspend(() => {
-        const json = JSON.stringify(Schema.encodeSync(Compaction.Compaction)(compaction))
-        // the entry it follows: the leaf, or the last row of a session never forked
-        return branch === undefined
-          ? sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
-            VALUES (${sessionId}, ${json}, (SELECT CAST(MAX(id) AS TEXT) FROM effect_agent_messages
-              WHERE session_id = ${sessionId}))`
-          : sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
-            VALUES (${sessionId}, ${json}, ${branch.leaf ?? ""})`
-      }).pipe(
-        Effect.asVoid,
-        Effect.mapError(fail("appending the compaction"))
-      ),
+    latestCompaction: latestCompaction(sql, sessionId, at, tree),
+    appendCompaction: (compaction) => appendCompaction(sql, sessionId, at, compaction),
     entries: Effect.map(tree, (tree) => tree.branch.entries),
     fork: (entryId) =>
       Effect.gen(function*() {
-        const current = yield* tree
-        if (entryId === current.leaf) return
-        const problem = Tree.forkProblem(current, entryId)
-        if (problem !== undefined) return yield* new Session.SessionForkInvalid({ entryId, reason: problem })
+        if (!(yield* Branches.checkFork(yield* tree, entryId))) return
         const forkKey = Crypto.randomUUID().slice(0, 8)
         yield* sql`UPDATE effect_agent_sessions SET leaf_id = ${entryId ?? ""}, fork_key = ${forkKey}
-          WHERE id = ${sessionId}`.pipe(Effect.mapError(fail("forking the session")))
-        branch = { leaf: entryId, forkKey }
+          WHERE id = ${sessionId}`.pipe(
+          Effect.mapError((error) => storeFailed("forking the session", error, sessionId))
+        )
+        at.branch = { leaf: entryId, forkKey }
       }),
     branches: Effect.map(tree, (tree) => tree.branches())
   }
@@ -324,6 +244,119 @@ const readTree = (sessionId: string): Effect.Effect<Tree.Tree, Errors.SessionSto
       }
       return tree
     }).pipe(Effect.mapError((error) => storeFailed("reading the session", error, sessionId))))
+
+/** Where the next append goes once the session was forked: under `leaf`, with the branch's key. */
+interface Branch {
+  readonly leaf: string | null
+  readonly forkKey: string
+}
+
+/** The session's branch, which appends and forks move (`undefined` until the session is forked: after the last row). */
+interface Cursor {
+  branch: Branch | undefined
+}
+
+/** Creates the session when missing, and reads where its next append goes. */
+const openSession = (sql: SqlClient.SqlClient, sessionId: string): Effect.Effect<Cursor, Errors.SessionStoreFailed> =>
+  Effect.gen(function*() {
+    const fail = (description: string) => (error: unknown) => storeFailed(description, error, sessionId)
+    yield* sql`INSERT INTO effect_agent_sessions (id, created_at) VALUES (${sessionId}, ${Date.now()})
+      ON CONFLICT (id) DO NOTHING`.pipe(Effect.mapError(fail("creating the session")))
+    const branch = yield* sql<{ readonly leaf_id: string | null; readonly fork_key: string | null }>`
+      SELECT leaf_id, fork_key FROM effect_agent_sessions WHERE id = ${sessionId}`.pipe(
+      Effect.map((rows): Branch | undefined =>
+        rows[0]?.leaf_id === null || rows[0]?.leaf_id === undefined
+          ? undefined
+          : { leaf: rows[0].leaf_id === "" ? null : rows[0].leaf_id, forkKey: rows[0].fork_key ?? "" }
+      ),
+      Effect.mapError(fail("reading the session"))
+    )
+    return { branch }
+  })
+
+/** Appends keyed messages: after the last row, or, once forked, on the branch at `at`. */
+const inserter = (sql: SqlClient.SqlClient, sessionId: string, at: Cursor) => {
+  const linear = (entries: ReadonlyArray<Keyed>) =>
+    Effect.forEach(
+      entries,
+      ({ dedupId, message }) =>
+        sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
+        VALUES (${sessionId}, ${dedupId}, ${message.role}, ${JSON.stringify(encodeMessage(message))})
+        ON CONFLICT (session_id, dedup_id) DO NOTHING`,
+      { discard: true }
+    ).pipe(entries.length > 1 ? sql.withTransaction : (effect) => effect)
+  // after a fork: each row names its parent, the keys are the branch's (the same message on two
+  // branches is two rows), and the session's leaf follows the appends
+  const onBranch = (entries: ReadonlyArray<Keyed>, on: Branch) =>
+    Effect.gen(function*() {
+      let leaf = on.leaf
+      for (const { dedupId, message } of entries) {
+        const key = `${on.forkKey}:${dedupId}`
+        yield* sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message, parent_id)
+          VALUES (${sessionId}, ${key}, ${message.role}, ${JSON.stringify(encodeMessage(message))}, ${leaf ?? ""})
+          ON CONFLICT (session_id, dedup_id) DO NOTHING`
+        const rows = yield* sql<{ readonly id: number | string }>`SELECT id FROM effect_agent_messages
+          WHERE session_id = ${sessionId} AND dedup_id = ${key}`
+        leaf = String(rows[0]!.id)
+      }
+      yield* sql`UPDATE effect_agent_sessions SET leaf_id = ${leaf ?? ""} WHERE id = ${sessionId}`
+      return leaf
+    }).pipe(
+      sql.withTransaction,
+      Effect.tap((leaf) => Effect.sync(() => (at.branch = { leaf, forkKey: on.forkKey })))
+    )
+  return (entries: ReadonlyArray<Keyed>): Effect.Effect<void, Errors.SessionStoreFailed> =>
+    Effect.suspend(() => at.branch === undefined ? linear(entries) : Effect.asVoid(onBranch(entries, at.branch)))
+      .pipe(Effect.mapError((error) => storeFailed("appending to the session", error, sessionId)))
+}
+
+const decodeCompaction = Schema.decodeUnknown(Schema.parseJson(CompactionEntry.Compaction))
+const encodeCompaction = Schema.encodeSync(CompactionEntry.Compaction)
+
+/** The latest compaction of the session (once forked: the latest made on the current branch). */
+const latestCompaction = (
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  at: Cursor,
+  tree: Effect.Effect<Tree.Tree, Errors.SessionStoreFailed>
+): Effect.Effect<CompactionEntry.Compaction | undefined, Errors.SessionStoreFailed> =>
+  Effect.suspend(() =>
+    at.branch === undefined
+      ? sql<{ readonly compaction: string }>`SELECT compaction FROM effect_agent_compactions
+        WHERE session_id = ${sessionId} ORDER BY id DESC LIMIT 1`.pipe(
+        Effect.map((rows) => rows[0]?.compaction)
+      )
+      : Effect.gen(function*() {
+        const current = yield* tree
+        const onPath = new Set(current.path(current.leaf).map((node) => node.id))
+        const rows = yield* sql<{ readonly compaction: string; readonly parent_id: string | null }>`
+          SELECT compaction, parent_id FROM effect_agent_compactions WHERE session_id = ${sessionId} ORDER BY id DESC`
+        return rows.find((row) => row.parent_id !== null && onPath.has(row.parent_id))?.compaction
+      })
+  ).pipe(
+    Effect.flatMap((json) => json === undefined ? Effect.succeed(undefined) : decodeCompaction(json)),
+    Effect.mapError((error) => storeFailed("reading the compaction", error, sessionId))
+  )
+
+/** Records a compaction after the entry it follows: the leaf, or the last row of a session never forked. */
+const appendCompaction = (
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  at: Cursor,
+  compaction: CompactionEntry.Compaction
+): Effect.Effect<void, Errors.SessionStoreFailed> =>
+  Effect.suspend(() => {
+    const json = JSON.stringify(encodeCompaction(compaction))
+    return at.branch === undefined
+      ? sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
+        VALUES (${sessionId}, ${json}, (SELECT CAST(MAX(id) AS TEXT) FROM effect_agent_messages
+          WHERE session_id = ${sessionId}))`
+      : sql`INSERT INTO effect_agent_compactions (session_id, compaction, parent_id)
+        VALUES (${sessionId}, ${json}, ${at.branch.leaf ?? ""})`
+  }).pipe(
+    Effect.asVoid,
+    Effect.mapError((error) => storeFailed("appending the compaction", error, sessionId))
+  )
 
 const digest = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url").slice(0, 32)
 

@@ -3,13 +3,13 @@
  * entry before it on its branch), and the current branch is the path from the latest entry (the leaf)
  * back to the root. Shared by the in-memory and the JSON Lines stores of `Session`; pure, no effects.
  */
-import type * as Compaction from "../../Compaction.js"
+import type * as CompactionEntry from "../../internal/compactionEntry.js"
 import * as Message from "../../Message.js"
 
 /** What an entry records. A `fork` entry records nothing but where the next entries go. */
 export type Payload =
   | { readonly type: "message"; readonly message: Message.Message }
-  | { readonly type: "compaction"; readonly compaction: Compaction.Compaction }
+  | { readonly type: "compaction"; readonly compaction: CompactionEntry.Compaction }
   | {
     readonly type: "repair"
     readonly timestamp: number
@@ -61,7 +61,7 @@ export interface Replayed {
   readonly messages: Array<Message.Message>
   readonly entries: Array<BranchEntry>
   readonly lines: Array<number>
-  compaction: Compaction.Compaction | undefined
+  compaction: CompactionEntry.Compaction | undefined
 }
 
 /**
@@ -89,7 +89,7 @@ export class Tree {
   private leafAt = -1
   /** The messages of the current branch; `undefined` while it must be replayed. */
   private current: Array<Message.Message> | undefined = []
-  private currentCompaction: Compaction.Compaction | undefined
+  private currentCompaction: CompactionEntry.Compaction | undefined
 
   /** A tree holding `messages` as one branch, in one step (no per-message work but the columns). */
   static fromMessages(messages: ReadonlyArray<Message.Message>): Tree {
@@ -119,7 +119,7 @@ export class Tree {
     return this.current ??= this.replayAt(this.leafAt).messages
   }
   /** The latest compaction of the current branch. */
-  get compaction(): Compaction.Compaction | undefined {
+  get compaction(): CompactionEntry.Compaction | undefined {
     if (this.current === undefined) void this.messages
     return this.currentCompaction
   }
