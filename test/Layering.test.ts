@@ -70,6 +70,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "Durable",
       "Server",
       "internal/server/*",
+      "internal/durable/*",
       "Testing",
       "internal/testing/*"
     ]

@@ -1,0 +1,84 @@
+/**
+ * The session entity's handlers: `Prompt` and `Steer` store their input and start a run when none is
+ * going, `Abort` marks the running run, `Approve` and the approval's deadline decide a waiting call, and
+ * `History`, `Wait` and `Events` read the store.
+ */
+import * as Entity from "@effect/cluster/Entity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as SessionSql from "../../services/SessionSql.js"
+import { decide } from "./approvals.js"
+import { checkSize, SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
+import { events } from "./events.js"
+import { approvalTimedOutText } from "./models.js"
+import { RunWorkflow, SessionEntity } from "./protocol.js"
+import { enqueue, insertAbort, insertRun, runningRun, waitForRun } from "./store.js"
+
+export const handlers = (maxPromptBytes: number) =>
+  Effect.gen(function*() {
+    const address = yield* Entity.CurrentAddress
+    const sessionId = address.entityId
+    const context = yield* Effect.context<WorkflowEngine.WorkflowEngine | SqlClient.SqlClient>()
+    const withStore = <A, E>(
+      effect: Effect.Effect<A, E, SqlClient.SqlClient | WorkflowEngine.WorkflowEngine>
+    ): Effect.Effect<A, StoreFailed> => effect.pipe(Effect.provide(context), Effect.mapError(storeFailed))
+    const requireSession = Effect.flatMap(
+      Effect.provide(SessionSql.exists(sessionId), context),
+      (exists) => exists ? Effect.void : Effect.fail(new SessionNotFound({ sessionId }))
+    ).pipe(Effect.catchTag("SessionStoreFailed", (error) => Effect.fail(storeFailed(error))))
+    /** Stores an input of the session (deduplicated by its id). */
+    const store = (inputId: string, text: string) =>
+      Effect.zipRight(
+        checkSize(text, maxPromptBytes),
+        withStore(Effect.zipRight(SessionSql.makeSql(sessionId), enqueue(sessionId, inputId, text)))
+      )
+
+    return SessionEntity.of({
+      Prompt: ({ payload }) =>
+        Effect.zipRight(
+          store(payload.inputId, payload.text),
+          withStore(Effect.gen(function*() {
+            const running = yield* runningRun(sessionId)
+            if (Option.isSome(running)) return { runId: running.value.run_id, queued: true }
+            const runId = `${sessionId}/${payload.inputId}`
+            yield* insertRun(sessionId, runId)
+            yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
+            return { runId, queued: false }
+          }))
+        ),
+      Steer: ({ payload }) => Effect.asVoid(store(payload.inputId, payload.text)),
+      Abort: () =>
+        withStore(Effect.gen(function*() {
+          const running = yield* runningRun(sessionId)
+          if (Option.isNone(running)) return {}
+          yield* insertAbort(running.value.run_id)
+          return { runId: running.value.run_id }
+        })),
+      Approve: ({ payload }) =>
+        Effect.zipRight(
+          requireSession,
+          withStore(Effect.gen(function*() {
+            const running = yield* runningRun(sessionId)
+            if (Option.isNone(running)) return {}
+            yield* decide(sessionId, running.value.run_id, payload.toolCallId, payload.decision)
+            return { runId: running.value.run_id }
+          }))
+        ),
+      ApprovalTimeout: ({ payload }) =>
+        withStore(decide(sessionId, payload.runId, payload.toolCallId, {
+          _tag: "Deny",
+          reason: approvalTimedOutText(Duration.millis(payload.after))
+        })),
+      History: () =>
+        Effect.zipRight(
+          requireSession,
+          Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
+        ),
+      Wait: ({ payload }) => withStore(waitForRun(payload.runId)),
+      Events: ({ payload }) => events(sessionId, payload).pipe(Stream.provideContext(context))
+    })
+  })

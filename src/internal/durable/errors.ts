@@ -1,0 +1,62 @@
+/**
+ * The errors of durable runs, and how any failure of the store becomes one.
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+export class SessionNotFound
+  extends Schema.TaggedError<SessionNotFound>("effect-agent/SessionNotFound")("SessionNotFound", {
+    sessionId: Schema.String
+  })
+{
+  override get message(): string {
+    return `No session ${this.sessionId}: send a Prompt to start it`
+  }
+}
+
+export class DatabaseUnreachable
+  extends Schema.TaggedError<DatabaseUnreachable>("effect-agent/DatabaseUnreachable")("DatabaseUnreachable", {
+    url: Schema.String,
+    description: Schema.String
+  })
+{
+  override get message(): string {
+    return `Cannot reach the database ${this.url}: ${this.description}`
+  }
+}
+
+export class StoreFailed extends Schema.TaggedError<StoreFailed>("effect-agent/DurableStoreFailed")("StoreFailed", {
+  description: Schema.String
+}) {}
+
+export class PromptTooLarge
+  extends Schema.TaggedError<PromptTooLarge>("effect-agent/PromptTooLarge")("PromptTooLarge", {
+    bytes: Schema.Number,
+    maxBytes: Schema.Number
+  })
+{
+  override get message(): string {
+    return `The prompt is ${this.bytes} bytes, more than the ${this.maxBytes} this runner accepts (maxPromptBytes)`
+  }
+}
+
+/** The message of an error, or the pretty print of a cause, or the value as text. */
+export const describe = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
+    error.message !== ""
+    ? error.message
+    : Cause.isCause(error)
+    ? Cause.pretty(error)
+    : String(error)
+
+export const storeFailed = (error: unknown): StoreFailed =>
+  error instanceof StoreFailed ? error : new StoreFailed({ description: describe(error) })
+
+/** Fails with `PromptTooLarge` for a text of more than `maxBytes` UTF-8 bytes. */
+export const checkSize = (text: string, maxBytes: number): Effect.Effect<void, PromptTooLarge> => {
+  // a UTF-8 character takes at most 3 bytes per UTF-16 unit: only a text near the limit is measured
+  if (text.length * 3 <= maxBytes) return Effect.void
+  const bytes = Buffer.byteLength(text, "utf8")
+  return bytes > maxBytes ? Effect.fail(new PromptTooLarge({ bytes, maxBytes })) : Effect.void
+}

@@ -1,0 +1,173 @@
+/**
+ * The events of a session, read from the store: its stored messages, the ends of its runs, and the live
+ * events of the steps that run meanwhile, each before the message it leads to. Any process that reaches
+ * the database can read them, runner or not.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Message from "../../Message.js"
+import * as SessionSql from "../../services/SessionSql.js"
+import { SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
+import { LiveEvent, Outcome, type SessionEvent } from "./models.js"
+import { type RunRow, uncancelled } from "./store.js"
+
+export const events = (
+  sessionId: string,
+  options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
+): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const exists = yield* SessionSql.exists(sessionId).pipe(Effect.mapError(storeFailed))
+    if (!exists) return yield* new SessionNotFound({ sessionId })
+    return tail(sessionId, options.after ?? 0, options.live ?? true).pipe(Stream.mapError(storeFailed))
+  }))
+
+/** How often the tail reads the store. */
+const pollInterval = "100 millis"
+
+interface LiveRow {
+  readonly id: number
+  readonly position: number | null
+  readonly callId: string | null
+  readonly events: ReadonlyArray<LiveEvent>
+}
+
+const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
+const decodeMessage = Schema.decodeUnknown(Schema.parseJson(Message.Message))
+const decodeOutcome = Schema.decodeUnknown(Schema.parseJson(Outcome))
+
+/** What the tail has delivered so far. */
+interface Cursor {
+  lastId: number
+  lastLiveId: number
+  position: number
+  first: boolean
+  readonly storedResults: Set<string>
+  readonly endedRuns: Set<string>
+}
+
+/**
+ * Polls the log, the live events and the runs. Each poll reads the log first and the live events after,
+ * so the events of a message read in this poll are all there (a step writes its last events before its
+ * message is stored) and go out before it; the events of a message delivered earlier are skipped. It
+ * ends at the first poll that finds no run going, once everything stored was delivered.
+ */
+const tail = (
+  sessionId: string,
+  after: number,
+  live: boolean
+): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const cursor: Cursor = {
+      lastId: 0,
+      lastLiveId: 0,
+      position: 0,
+      first: true,
+      storedResults: new Set(),
+      endedRuns: new Set()
+    }
+    const poll = Effect.gen(function*() {
+      const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
+        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
+      const liveRows = live ? yield* readLive(sql, sessionId, cursor) : []
+      const out = yield* messagesWithLive(rows, liveRows, after, cursor)
+      const runs = yield* runEnds(sql, sessionId, cursor)
+      cursor.first = false
+      return { events: [...out, ...runs.events], done: !runs.running }
+    })
+    return Stream.paginateChunkEffect(0, (round) =>
+      Effect.map(
+        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep(pollInterval), uncancelled(poll)),
+        ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
+      ))
+  }))
+
+/** The live events written since the last poll; a batch that does not decode is skipped (best-effort). */
+const readLive = (sql: SqlClient.SqlClient, sessionId: string, cursor: Cursor) =>
+  Effect.gen(function*() {
+    const raw = yield* sql<
+      {
+        readonly id: number
+        readonly message_position: number | null
+        readonly call_id: string | null
+        readonly events: string
+      }
+    >`SELECT id, message_position, call_id, events FROM effect_agent_live
+      WHERE session_id = ${sessionId} AND id > ${cursor.lastLiveId} ORDER BY id`
+    const rows: Array<LiveRow> = []
+    for (const row of raw) {
+      cursor.lastLiveId = Number(row.id)
+      const decoded = yield* Effect.option(decodeLiveEvents(row.events))
+      if (Option.isNone(decoded)) continue
+      rows.push({
+        id: Number(row.id),
+        position: row.message_position === null ? null : Number(row.message_position),
+        callId: row.call_id,
+        events: decoded.value
+      })
+    }
+    return rows
+  })
+
+/**
+ * The new messages from position `after` on, each after the live events that lead to it, then the live
+ * events of steps whose message is not stored yet.
+ */
+const messagesWithLive = (
+  rows: ReadonlyArray<{ readonly id: number; readonly message: string }>,
+  liveRows: ReadonlyArray<LiveRow>,
+  after: number,
+  cursor: Cursor
+) =>
+  Effect.gen(function*() {
+    const out: Array<SessionEvent> = []
+    const taken = new Set<LiveRow>()
+    const take = (emit: boolean, leadsTo: (row: LiveRow) => boolean) => {
+      for (const row of liveRows) {
+        if (taken.has(row) || !leadsTo(row)) continue
+        taken.add(row)
+        if (emit) out.push(...row.events)
+      }
+    }
+    for (const row of rows) {
+      cursor.lastId = Number(row.id)
+      const at = cursor.position++
+      const message = yield* decodeMessage(row.message)
+      const callId = message.role === "toolResult" ? message.toolCallId : undefined
+      // the live events of messages stored before the stream started are not replayed
+      take(
+        at >= after && !cursor.first,
+        (live) => live.position === at || (callId !== undefined && live.callId === callId)
+      )
+      if (callId !== undefined) cursor.storedResults.add(callId)
+      if (at >= after) out.push({ _tag: "Message", position: at, message })
+    }
+    take(true, (live) =>
+      live.position !== null
+        ? live.position >= Math.max(cursor.position, after)
+        : live.callId !== null && !cursor.storedResults.has(live.callId))
+    return out
+  })
+
+/** The ends of runs not announced yet (those that ended before the stream started are not), and whether a run is going. */
+const runEnds = (sql: SqlClient.SqlClient, sessionId: string, cursor: Cursor) =>
+  Effect.gen(function*() {
+    const runs = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+      WHERE session_id = ${sessionId} ORDER BY created_at`
+    const events: Array<SessionEvent> = []
+    let running = false
+    for (const run of runs) {
+      if (run.status === "running") running = true
+      else if (run.outcome !== null && !cursor.endedRuns.has(run.run_id)) {
+        if (!cursor.first) {
+          events.push({ _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) })
+        }
+        cursor.endedRuns.add(run.run_id)
+      }
+    }
+    return { events, running }
+  })

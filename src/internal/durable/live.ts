@@ -1,0 +1,102 @@
+/**
+ * The live events of a step, written as it runs: a model response's deltas, a tool call's start,
+ * progress and end. They go to the store in batches, so a reader on any machine sees them, and they are
+ * best-effort: a step never waits for them beyond a write, nor fails because of them.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Message from "../../Message.js"
+import type * as Model from "../../Model.js"
+import type * as Tool from "../../Tool.js"
+import { describe } from "./errors.js"
+import type { LiveEvent } from "./models.js"
+import { insertLive } from "./store.js"
+
+/** How often a running step writes its live events. */
+const liveFlushInterval = Duration.millis(50)
+
+/**
+ * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block),
+ * a fiber of the scope writes the buffer every `liveFlushInterval`, `flush` writes what is left. Writes
+ * are in order and their failures ignored: the step never waits for them beyond a write, nor fails.
+ */
+const liveWriter = (
+  sql: SqlClient.SqlClient,
+  target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null }
+) =>
+  Effect.gen(function*() {
+    let buffer: Array<LiveEvent> = []
+    const lock = yield* Effect.makeSemaphore(1)
+    const flush = lock.withPermits(1)(Effect.suspend(() => {
+      if (buffer.length === 0) return Effect.void
+      const batch = buffer
+      buffer = []
+      return insertLive(sql, target, batch)
+    })).pipe(Effect.catchAllCause(() => Effect.void))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(liveFlushInterval), flush)))
+    const push = (event: LiveEvent) => Effect.sync(() => mergeInto(buffer, event))
+    return { push, flush }
+  })
+
+/** Appends `event`, merged into the last one when both are deltas of the same block. */
+const mergeInto = (buffer: Array<LiveEvent>, event: LiveEvent) => {
+  const last = buffer[buffer.length - 1]
+  if (
+    last?._tag === "ResponseDelta" && event._tag === "ResponseDelta" && last.position === event.position &&
+    last.event._tag === event.event._tag && last.event.index === event.event.index &&
+    (event.event._tag === "TextDelta" || event.event._tag === "ThinkingDelta" || event.event._tag === "ToolCallDelta")
+  ) {
+    const delta = `${(last.event as { readonly delta: string }).delta}${event.event.delta}`
+    buffer[buffer.length - 1] = { ...last, event: { ...event.event, delta } }
+    return
+  }
+  buffer.push(event)
+}
+
+/** A model response as a step: its deltas (`emit`) are written as the live events of `position`. */
+export const liveResponse = <E, R>(
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  position: number,
+  respond: (emit: (event: Model.Delta) => Effect.Effect<void>) => Effect.Effect<Message.AssistantMessage, E, R>
+): Effect.Effect<Message.AssistantMessage, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const live = yield* liveWriter(sql, { sessionId, position, callId: null })
+    yield* live.push({ _tag: "ResponseStart", position })
+    return yield* respond((event) => live.push({ _tag: "ResponseDelta", position, event })).pipe(
+      Effect.ensuring(live.flush)
+    )
+  }))
+
+/** A tool call as a step: its start, progress (`update`) and end are written as live events. */
+export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E, R>(
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  call: { readonly toolCallId: string; readonly toolName: string; readonly input: unknown },
+  execute: (update: (progress: unknown) => Effect.Effect<void>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { input, toolCallId, toolName } = call
+    const live = yield* liveWriter(sql, { sessionId, position: null, callId: toolCallId })
+    yield* live.push({ _tag: "ToolStart", toolCallId, toolName, input })
+    return yield* execute((update) => live.push({ _tag: "ToolUpdate", toolCallId, toolName, update })).pipe(
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) {
+          return live.push({ _tag: "ToolEnd", toolCallId, toolName, isError: false, content: exit.value.content })
+        }
+        const failure = Cause.failureOption(exit.cause)
+        return Option.isNone(failure) ? Effect.void : live.push({
+          _tag: "ToolEnd",
+          toolCallId,
+          toolName,
+          isError: true,
+          content: [Message.text(describe(failure.value))]
+        })
+      }),
+      Effect.ensuring(live.flush)
+    )
+  }))

@@ -1,0 +1,88 @@
+/**
+ * The session entity's RPCs and the run workflow, as the cluster sees them: what each message carries,
+ * which are persisted and how a retried one is recognized.
+ */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as DeliverAt from "@effect/cluster/DeliverAt"
+import * as Entity from "@effect/cluster/Entity"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as DateTime from "effect/DateTime"
+import * as PrimaryKey from "effect/PrimaryKey"
+import * as Schema from "effect/Schema"
+import * as Message from "../../Message.js"
+import { PromptTooLarge, SessionNotFound, StoreFailed } from "./errors.js"
+import { Decision, Outcome, SessionEvent } from "./models.js"
+
+export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent/Durable/ApprovalTimeout")({
+  runId: Schema.String,
+  toolCallId: Schema.String,
+  at: Schema.Number,
+  after: Schema.Number
+}) {
+  /**
+   * When the approval's deadline is delivered.
+   *
+   * @since 0.1.0
+   */
+  [DeliverAt.symbol](): DateTime.DateTime {
+    return DateTime.unsafeMake(this.at)
+  }
+  /**
+   * One deadline per tool call.
+   *
+   * @since 0.1.0
+   */
+  [PrimaryKey.symbol](): string {
+    return `${this.runId}/${this.toolCallId}`
+  }
+}
+
+export const SessionEntity = Entity.make("effect-agent/Session", [
+  Rpc.make("Prompt", {
+    payload: { inputId: Schema.String, text: Schema.String },
+    success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
+    error: Schema.Union(StoreFailed, PromptTooLarge),
+    primaryKey: ({ inputId }) => inputId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Steer", {
+    payload: { inputId: Schema.String, text: Schema.String },
+    error: Schema.Union(StoreFailed, PromptTooLarge),
+    primaryKey: ({ inputId }) => inputId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Abort", {
+    payload: { requestId: Schema.String },
+    success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
+    error: StoreFailed,
+    primaryKey: ({ requestId }) => requestId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Approve", {
+    payload: { toolCallId: Schema.String, decision: Decision },
+    success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
+    error: Schema.Union(StoreFailed, SessionNotFound),
+    primaryKey: ({ toolCallId }) => toolCallId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("History", {
+    success: Schema.Array(Message.Message),
+    error: Schema.Union(StoreFailed, SessionNotFound)
+  }),
+  Rpc.make("Wait", {
+    payload: { runId: Schema.String },
+    success: Outcome,
+    error: StoreFailed
+  }),
+  Rpc.make("Events", {
+    payload: { after: Schema.optional(Schema.Number), live: Schema.optional(Schema.Boolean) },
+    success: SessionEvent,
+    error: Schema.Union(StoreFailed, SessionNotFound),
+    stream: true
+  })
+])
+
+export const RunWorkflow = Workflow.make({
+  name: "effect-agent/Run",
+  payload: { sessionId: Schema.String, runId: Schema.String },
+  success: Outcome,
+  idempotencyKey: ({ runId }) => runId
+})

@@ -1,0 +1,181 @@
+/**
+ * The store of durable runs: its tables and migrations, and the statements the entity and the run
+ * write with. Every write is idempotent (keyed, `ON CONFLICT DO NOTHING`), so a step that runs again
+ * after a crash writes nothing twice.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Message from "../../Message.js"
+import * as SessionSql from "../../services/SessionSql.js"
+import { StoreFailed, storeFailed } from "./errors.js"
+import { Outcome } from "./models.js"
+
+export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Effect.gen(function*() {
+  yield* SessionSql.migrate().pipe(Effect.mapError((error) => new StoreFailed({ description: error.message })))
+  const sql = yield* SqlClient.SqlClient
+  const id = autoId(sql)
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_runs (
+    run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
+    created_at BIGINT NOT NULL, ended_at BIGINT)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
+    id ${id}, session_id TEXT NOT NULL, input_id TEXT NOT NULL, message TEXT NOT NULL, run_id TEXT,
+    UNIQUE (session_id, input_id))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_aborts (run_id TEXT PRIMARY KEY, at BIGINT NOT NULL)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_tool_starts (call_key TEXT PRIMARY KEY, at BIGINT NOT NULL)`
+  // a row is a batch of live events leading to the message at `message_position` (a response) or to the
+  // result of `call_id` (a tool call)
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_live (
+    id ${id}, session_id TEXT NOT NULL, message_position INTEGER, call_id TEXT, events TEXT NOT NULL,
+    at BIGINT NOT NULL)`
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_live_session ON effect_agent_live (session_id, id)`
+}).pipe(Effect.mapError(storeFailed))
+
+const autoId = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => sql.literal("BIGSERIAL PRIMARY KEY"),
+    orElse: () => sql.literal("INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
+
+// -----------------------------------------------------------------------------
+// Runs
+// -----------------------------------------------------------------------------
+
+export interface RunRow {
+  readonly run_id: string
+  readonly session_id: string
+  readonly status: string
+  readonly outcome: string | null
+}
+
+export const runningRun = (sessionId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE session_id = ${sessionId} AND status = 'running' ORDER BY created_at DESC LIMIT 1`,
+      (rows) => Option.fromNullable(rows[0])
+    ))
+
+export const insertRun = (sessionId: string, runId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
+      VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`
+  )
+
+/** Records how a run ended. */
+export const endRun = (runId: string, outcome: Outcome) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
+      outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()} WHERE run_id = ${runId}`)
+
+/** Ends a run still marked running as failed (best effort: the engine has ended it already). */
+export const markFailed = (runId: string, outcome: Outcome) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
+      ended_at = ${Date.now()} WHERE run_id = ${runId} AND status = 'running'`
+  ).pipe(retryStore, Effect.ignore)
+
+/** The outcome of a run, once it has one (polled every 100 millis). */
+export const waitForRun = (runId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    while (true) {
+      const rows = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
+        WHERE run_id = ${runId}`
+      const outcome = rows[0]?.outcome
+      if (outcome !== undefined && outcome !== null) {
+        return yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(outcome)
+      }
+      yield* Effect.sleep("100 millis")
+    }
+  })
+
+// -----------------------------------------------------------------------------
+// Input and control
+// -----------------------------------------------------------------------------
+
+export const enqueue = (sessionId: string, inputId: string, text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO effect_agent_inbox (session_id, input_id, message)
+      VALUES (${sessionId}, ${inputId}, ${JSON.stringify(Message.user(text))})
+      ON CONFLICT (session_id, input_id) DO NOTHING`)
+
+/** Takes the session's inputs no run has taken yet for the turn `claim`, and returns them in order. */
+export const claimInbox = (sessionId: string, claim: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.zipRight(
+      sql`UPDATE effect_agent_inbox SET run_id = ${claim} WHERE session_id = ${sessionId} AND run_id IS NULL`,
+      sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox WHERE run_id = ${claim} ORDER BY id`
+    ))
+
+export const insertAbort = (runId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`INSERT INTO effect_agent_aborts (run_id, at) VALUES (${runId}, ${Date.now()})
+      ON CONFLICT (run_id) DO NOTHING`
+  )
+
+/** Whether the run was asked to abort (a store that fails says no: the next check asks again). */
+export const isAborted = (sql: SqlClient.SqlClient, runId: string): Effect.Effect<boolean> =>
+  Effect.map(
+    uncancelled(sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${runId}`),
+    (rows) => rows.length > 0
+  ).pipe(Effect.orElseSucceed(() => false))
+
+/** Records the start of a tool call: `false` when it was started before (by a run cut off by a crash). */
+export const claimToolStart = (sql: SqlClient.SqlClient, key: string) =>
+  sql<{ readonly call_key: string }>`INSERT INTO effect_agent_tool_starts
+    (call_key, at) VALUES (${key}, ${Date.now()}) ON CONFLICT (call_key) DO NOTHING RETURNING call_key`.pipe(
+    Effect.map((rows) => rows.length > 0),
+    retryStore
+  )
+
+// -----------------------------------------------------------------------------
+// Live events
+// -----------------------------------------------------------------------------
+
+/** How long live events are kept after their message. */
+const liveRetention = Duration.seconds(10)
+
+export const insertLive = (
+  sql: SqlClient.SqlClient,
+  target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null },
+  events: ReadonlyArray<unknown>
+) =>
+  uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
+    VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()})`)
+
+/** Deletes the session's live events that are older than the retention (best-effort). */
+export const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>
+  sql`DELETE FROM effect_agent_live WHERE session_id = ${sessionId}
+    AND at < ${Date.now() - Duration.toMillis(liveRetention)}`.pipe(uncancelled, Effect.asVoid, Effect.ignore)
+
+// -----------------------------------------------------------------------------
+// Faults
+// -----------------------------------------------------------------------------
+
+/**
+ * A store operation of a run, retried while the store fails (a connection lost, a lock held too long, a
+ * statement cancelled by the race `uncancelled` explains): a step that failed for good is recorded as
+ * failed, so a passing fault must not be.
+ */
+export const retryStore = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(effect, { schedule: Schedule.exponential("100 millis", 2), times: 6 })
+
+/**
+ * A statement that is not cancelled when its fiber is interrupted (a poll that loses a race, a writer
+ * whose step ended): it finishes first, which takes milliseconds. `@effect/sql-pg` cancels an
+ * interrupted statement with `pg_cancel_backend`, which cancels whatever the connection runs when it
+ * arrives; the statement may have finished and the connection gone back to the pool by then, so the
+ * cancel would fail another fiber's statement (`canceling statement due to user request`).
+ */
+export const uncancelled = <A, E, R>(statement: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.uninterruptible(statement)

@@ -1,0 +1,236 @@
+/**
+ * The turn's steps: what the loop sees when a durable run takes a turn. The model is a step per
+ * response and each tool call a step, whose results the engine persists, so a resumed run replays them;
+ * the session is the run's history in memory, written to the log as it grows; and each step races the
+ * run's abort.
+ */
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as HashSet from "effect/HashSet"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Errors from "../../Errors.js"
+import * as Loop from "../../Loop.js"
+import * as Message from "../../Message.js"
+import * as Model from "../../Model.js"
+import * as Permissions from "../../services/Permissions.js"
+import * as Session from "../../services/Session.js"
+import * as SessionSql from "../../services/SessionSql.js"
+import * as Tool from "../../Tool.js"
+import * as Approvals from "./approvals.js"
+import { liveResponse, liveToolCall } from "./live.js"
+import { interruptedText, mayRerun, type Options } from "./models.js"
+import { step } from "./step.js"
+import { claimToolStart, isAborted, pruneLive, retryStore } from "./store.js"
+
+/** A run as its steps see it: where it is, its history so far and its abort. */
+export interface Run {
+  readonly sessionId: string
+  readonly runId: string
+  readonly sql: SqlClient.SqlClient
+  readonly workflow: Approvals.WorkflowContext
+  readonly store: SessionSql.Service
+  readonly history: Array<Message.Message>
+  /** Whether an `Abort` came for the run. */
+  readonly aborted: Effect.Effect<boolean>
+  /** Ends once an `Abort` came (checked every `abortPollInterval`). */
+  readonly abortSignal: Effect.Effect<void>
+  /** The model responses asked for so far in this execution: they name the steps. */
+  modelCalls: number
+}
+
+/** Opens a run: its history as it was when the run started is a step, so a resumed run starts from the same one. */
+export const begin = (
+  options: Pick<Options, "abortPollInterval">,
+  payload: { readonly sessionId: string; readonly runId: string }
+) =>
+  Effect.gen(function*() {
+    const { runId, sessionId } = payload
+    const sql = yield* SqlClient.SqlClient
+    const workflow = yield* Effect.context<
+      WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine | Sharding.Sharding
+    >()
+    const store = yield* retryStore(SessionSql.makeSql(sessionId))
+    const loaded = yield* step(Activity.make({
+      name: "load",
+      success: Schema.Array(Message.Message),
+      error: Errors.SessionStoreFailed,
+      execute: retryStore(store.messages)
+    }))
+    const aborted = isAborted(sql, runId)
+    const abortSignal = aborted.pipe(
+      Effect.repeat({
+        until: (isAborted) => isAborted,
+        schedule: Schedule.spaced(Duration.decode(options.abortPollInterval ?? "200 millis"))
+      }),
+      Effect.asVoid
+    )
+    const run: Run = {
+      sessionId,
+      runId,
+      sql,
+      workflow,
+      store,
+      history: loaded.slice(),
+      aborted,
+      abortSignal,
+      modelCalls: 0
+    }
+    return run
+  })
+
+/**
+ * The turn of a run: one turn of the loop (`Loop.turn`: its input, one answer, the answer's tool calls)
+ * on the run's steps, the durable model, the run's session and its permissions.
+ */
+export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
+  const tools = durableTools(run, options.tools ?? [])
+  const services = Context.empty().pipe(
+    Context.add(Model.Model, durableModel(run, model)),
+    Context.add(Session.Session, session(run)),
+    Context.add(Permissions.Permissions, Approvals.permissions(options, run, run.workflow))
+  )
+  return (input: ReadonlyArray<Message.Message>): Effect.Effect<Loop.TurnResult, unknown> =>
+    (Loop.turn({ input, tools, systemPrompt: options.systemPrompt }) as Effect.Effect<
+      Loop.TurnResult,
+      unknown,
+      Model.Model | Session.Session | Permissions.Permissions
+    >).pipe(Effect.provide(services))
+}
+
+/**
+ * The run's session: the history in memory, each append written to the log. A step cut off by a
+ * suspension or a shutdown writes nothing (the local loop writes an abort's closing messages then).
+ */
+const session = (run: Run): Session.Service => {
+  const instance = Context.get(run.workflow, WorkflowEngine.WorkflowInstance)
+  const stopping = Effect.map(
+    Effect.descriptor,
+    (descriptor) => instance.suspended || HashSet.size(descriptor.interruptors) > 0
+  )
+  return {
+    messages: Effect.sync(() => run.history.slice()),
+    append: (...messages) =>
+      Effect.flatMap(stopping, (stop) => {
+        if (stop) return Effect.void
+        for (const message of messages) run.history.push(message)
+        const stored = retryStore(run.store.append(...messages))
+        // an answer stored: the live events of earlier steps are no longer needed
+        return messages.some((message) => message.role === "assistant")
+          ? Effect.zipLeft(stored, pruneLive(run.sql, run.sessionId))
+          : stored
+      }),
+    sync: Effect.void,
+    latestCompaction: retryStore(run.store.latestCompaction),
+    appendCompaction: (compaction) => retryStore(run.store.appendCompaction(compaction))
+  }
+}
+
+/** The model as steps: one per response, racing the abort, its deltas written as live events. */
+const durableModel = (run: Run, model: Model.Service) =>
+  Model.make({
+    respond: (request, onEvent) => {
+      const name = `model/${run.modelCalls++}`
+      // the position the answer will have in the log: its live events lead to it
+      const position = run.history.length
+      return step(Activity.make({
+        name,
+        success: Message.AssistantMessage,
+        error: Errors.ModelError,
+        execute: liveResponse(run.sql, run.sessionId, position, (emit) =>
+          Effect.raceFirst(
+            model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
+            Effect.as(run.abortSignal, abortedAnswer())
+          ))
+      })).pipe(Effect.provide(run.workflow))
+    }
+  })
+
+const ToolOutput = Schema.Struct({
+  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
+  details: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * The tools as steps: a call is a step keyed by the response it answers and its id. A call of a tool
+ * that may not run again, cut off by a crash, is not run again: it gets `interruptedText`. The tool's
+ * timeout is applied inside the step, where a re-run starts it again.
+ */
+const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
+  tools.map((tool): Tool.Any => ({
+    ...tool,
+    timeout: undefined,
+    execute: (input, context) => {
+      const name = `tool/${run.modelCalls}/${context.toolCallId}`
+      return Effect.gen(function*() {
+        const key = yield* Activity.idempotencyKey(name)
+        return yield* step(Activity.make({
+          name,
+          success: ToolOutput,
+          error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
+          execute: Effect.gen(function*() {
+            if (yield* run.aborted) {
+              return yield* new Errors.ToolExecutionFailed({ description: "Skipped: run aborted" })
+            }
+            if (!mayRerun(tool) && !(yield* Effect.orDie(claimToolStart(run.sql, key)))) {
+              return yield* new Errors.ToolExecutionFailed({ description: interruptedText })
+            }
+            return yield* liveToolCall(
+              run.sql,
+              run.sessionId,
+              { ...context, input },
+              (update) => executeTool(run, tool, input, context, update)
+            )
+          })
+        }))
+      }).pipe(Effect.provide(run.workflow)) as Effect.Effect<Tool.Output, any, any>
+    }
+  }))
+
+/** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
+const executeTool = (
+  run: Run,
+  tool: Tool.Any,
+  input: unknown,
+  context: Tool.Context,
+  update: (progress: unknown) => Effect.Effect<void>
+) => {
+  let execution: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
+    ...context,
+    update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
+    idempotencyKey: context.toolCallId
+  })
+  if (tool.timeout !== undefined) {
+    const limit = Duration.decode(tool.timeout)
+    execution = Effect.timeoutFail(execution, {
+      duration: limit,
+      onTimeout: () =>
+        new Errors.ToolExecutionFailed({
+          description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
+        })
+    })
+  }
+  return Effect.map(
+    Effect.raceFirst(
+      execution,
+      Effect.zipRight(
+        run.abortSignal,
+        Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
+      )
+    ),
+    Tool.outputContent
+  )
+}
+
+const abortedAnswer = (): Message.AssistantMessage => ({
+  role: "assistant",
+  content: [],
+  stopReason: "aborted",
+  errorMessage: "Operation aborted",
+  timestamp: Date.now()
+})

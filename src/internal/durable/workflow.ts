@@ -1,0 +1,94 @@
+/**
+ * The run workflow: drain the inbox, take a turn, check for an abort, and again, until the answer asks
+ * for nothing more and no input waits; then record how the run ended. Each of those is a step whose
+ * result the engine persists, so a run resumed after a crash replays what it did and goes on from there.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Loop from "../../Loop.js"
+import * as Message from "../../Message.js"
+import * as Model from "../../Model.js"
+import type * as Tool from "../../Tool.js"
+import { describe } from "./errors.js"
+import { type Options, Outcome } from "./models.js"
+import { step } from "./step.js"
+import { claimInbox, endRun, markFailed, pruneLive, retryStore } from "./store.js"
+import { begin, makeTurn, type Run } from "./turns.js"
+
+export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
+  options: Options<Tools>,
+  payload: { readonly sessionId: string; readonly runId: string }
+) => {
+  let turns = 0
+  return Effect.gen(function*() {
+    const run = yield* begin(options, payload)
+    const turn = makeTurn(run, options, yield* Model.Model)
+    const maxTurns = options.maxTurns ?? Loop.defaultMaxTurns
+    let input: ReadonlyArray<Message.Message> = yield* drain(run, 0)
+    while (true) {
+      if (turns >= maxTurns) {
+        return yield* finish(run, { _tag: "Failed", turns, reason: `the run reached its limit of ${maxTurns} turns` })
+      }
+      const exit = yield* Effect.exit(turn(input))
+      turns++
+      // a suspension (waiting for an approval) or a shutdown interrupts the turn: the workflow resumes later
+      if (Exit.isFailure(exit) && Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
+      if (Exit.isFailure(exit)) {
+        const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+        return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
+      }
+      if (yield* abortedAfter(run, turns)) return yield* finish(run, { _tag: "Aborted", turns })
+      input = yield* drain(run, turns)
+      if (!exit.value.continue && input.length === 0) {
+        // a prompt that came in while the run was ending starts the next turn instead of being left behind
+        const late = yield* drain(run, turns + 0.5)
+        if (late.length === 0) return yield* finish(run, { _tag: "Completed", turns })
+        input = late
+      }
+    }
+  }).pipe(
+    // a run ended by a defect (an interruption is not an end: the run resumes, here or elsewhere) is
+    // marked failed in the runs table, so the session does not wait for it forever
+    Effect.tapErrorCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.void
+        : markFailed(payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
+    ),
+    Effect.orDie
+  )
+}
+
+/** The inputs that came in for the turn, taken from the inbox as a step (a resumed run takes the same ones). */
+const drain = (run: Run, turn: number) =>
+  step(Activity.make({
+    name: `inbox/${turn}`,
+    success: Schema.Array(Message.UserMessage),
+    execute: Effect.gen(function*() {
+      const rows = yield* retryStore(claimInbox(run.sessionId, `${run.runId}#${turn}`))
+      return yield* Effect.forEach(
+        rows,
+        (row) => Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))(row.message)
+      )
+    }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), Effect.orDie)
+  }))
+
+/** Whether an `Abort` came by the end of the turn, as a step. */
+const abortedAfter = (run: Run, turn: number) =>
+  step(Activity.make({ name: `aborted/${turn}`, success: Schema.Boolean, execute: run.aborted }))
+
+/** Records how the run ended, as its last step. */
+const finish = (run: Run, outcome: Outcome) =>
+  step(Activity.make({
+    name: "finish",
+    success: Outcome,
+    execute: Effect.gen(function*() {
+      yield* endRun(run.runId, outcome)
+      yield* pruneLive(run.sql, run.sessionId)
+      return outcome
+    }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)
+  }))
