@@ -17,7 +17,12 @@ import type * as Model from "../Model.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
+import * as ChildGroups from "./ChildGroups.js"
+import * as Flags from "./Flags.js"
+import * as Models from "./Models.js"
+import * as PermissionFiles from "./PermissionFiles.js"
 import * as Preflight from "./Preflight.js"
+import * as Sessions from "./Sessions.js"
 
 /**
  * What the subcommand needs from the main command's options: the model, the workspace and the rules.
@@ -70,53 +75,90 @@ const name = Options.text("name").pipe(
   Options.withDescription("the agent's name: its MCP tool is ask_<name> (default agent)")
 )
 
+/** The main command's options the subcommand takes. */
+const shared = {
+  provider: Flags.provider,
+  model: Flags.model,
+  baseUrl: Flags.baseUrl,
+  fallback: Flags.fallback,
+  workspace: Flags.workspace,
+  maxTurns: Flags.maxTurns,
+  yes: Flags.yes,
+  permissions: Flags.permissions
+}
+
 /**
- * The `mcp-server` subcommand, over the main command's options and its `setup` of them.
+ * What the subcommand starts from, out of the command's options: the workspace, its permission files
+ * (no one is at a terminal to accept the workspace's own file: its widening rules stay off until
+ * trusted), the model, and the files the agent's tools may not write.
+ */
+const setupOf = (options: Command.Command.ParseConfig<typeof shared>) =>
+  Effect.gen(function*() {
+    const root = yield* Preflight.workspace(options.workspace)
+    const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
+    for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
+    if (loaded.untrusted !== undefined) {
+      yield* Effect.logWarning(PermissionFiles.untrustedWarning(loaded.untrusted, root))
+    }
+    const models = yield* Models.modelLayer(options.provider, options)
+    return {
+      root,
+      model: models(Option.getOrElse(options.model, () => Models.defaultModels[options.provider])),
+      rules: PermissionFiles.rules(loaded.rules, { yes: options.yes, root, confirm: cannotAsk }),
+      instructions: Models.systemPrompt,
+      maxTurns: options.maxTurns,
+      protect: PermissionFiles.protectedPaths({
+        permissions: options.permissions,
+        mcp: Option.none(),
+        session: Sessions.directory(root),
+        sessionsDir: Sessions.directory(root)
+      }),
+      services: ChildGroups.tracked
+    } satisfies Setup
+  })
+
+/**
+ * The `mcp-server` subcommand.
  *
  * @since 0.1.0
- * @category Constructors
+ * @category Commands
  */
-export const command = <Config extends Command.Command.Config, E, R>(shared: {
-  readonly options: Config
-  readonly setup: (options: Command.Command.ParseConfig<Config>) => Effect.Effect<Setup, E, R>
-}) =>
-  Command.make("mcp-server", { ...shared.options, http, name }, (options) =>
-    Effect.gen(function*() {
-      const setup = yield* shared.setup(options as unknown as Command.Command.ParseConfig<Config>)
-      const own = options as unknown as { readonly http: Option.Option<number>; readonly name: string }
-      const Mcp = yield* Effect.tryPromise({
-        try: () => import("../Mcp.js"),
-        catch: () =>
-          new Preflight.UsageError({
-            description: "mcp-server needs the package @modelcontextprotocol/sdk, which is not installed",
-            hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
-          })
-      })
-      const agent = Agent.make({
-        name: own.name,
-        description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +
-          "there. Ask it for a task in plain words.",
-        instructions: setup.instructions,
-        tools: Tools.all,
-        maxTurns: setup.maxTurns
-      })
-      const serveOptions = { name: "effect-agent", permissions: setup.rules }
-      const port = Option.getOrUndefined(own.http)
-      const served = port !== undefined
-        ? Effect.gen(function*() {
-          const { url } = yield* Mcp.serveHttp([agent], { ...serveOptions, port })
-          yield* Effect.sync(() => process.stderr.write(`effect-agent: serving MCP at ${url}\n`))
-          return yield* Effect.never
-        }).pipe(Effect.scoped)
-        : Mcp.serveStdio([agent], serveOptions)
-      yield* served.pipe(
-        Effect.provide(
-          Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
-        )
-      ) as Effect.Effect<void>
-    })).pipe(
-      Command.withDescription(
-        "serve the agent as an MCP server (the tool ask_<name>), over stdio for an MCP client's config, " +
-          "or over HTTP with --http"
+export const command = Command.make("mcp-server", { ...shared, http, name }, (options) =>
+  Effect.gen(function*() {
+    const setup = yield* setupOf(options)
+    const Mcp = yield* Effect.tryPromise({
+      try: () => import("../Mcp.js"),
+      catch: () =>
+        new Preflight.UsageError({
+          description: "mcp-server needs the package @modelcontextprotocol/sdk, which is not installed",
+          hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
+        })
+    })
+    const agent = Agent.make({
+      name: options.name,
+      description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +
+        "there. Ask it for a task in plain words.",
+      instructions: setup.instructions,
+      tools: Tools.all,
+      maxTurns: setup.maxTurns
+    })
+    const serveOptions = { name: "effect-agent", permissions: setup.rules }
+    const port = Option.getOrUndefined(options.http)
+    const served = port !== undefined
+      ? Effect.gen(function*() {
+        const { url } = yield* Mcp.serveHttp([agent], { ...serveOptions, port })
+        yield* Effect.sync(() => process.stderr.write(`effect-agent: serving MCP at ${url}\n`))
+        return yield* Effect.never
+      }).pipe(Effect.scoped)
+      : Mcp.serveStdio([agent], serveOptions)
+    yield* served.pipe(
+      Effect.provide(
+        Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
       )
+    ) as Effect.Effect<void>
+  })).pipe(
+    Command.withDescription(
+      "serve the agent as an MCP server (the tool ask_<name>), over stdio for an MCP client's config, " +
+        "or over HTTP with --http"
     )
+  )

@@ -1,0 +1,154 @@
+/**
+ * The options the command and its subcommands share: the provider and model, the workspace, the
+ * limits and the permissions. Each subcommand picks the ones it takes.
+ *
+ * @since 0.1.0
+ */
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Effect from "effect/Effect"
+import * as Loop from "../Loop.js"
+import * as Models from "./Models.js"
+
+/**
+ * An option's value that must be a positive whole number, with the error naming the option.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const positive = (name: string, unit: string) => (text: string) =>
+  /^\d+$/.test(text) && Number(text) > 0
+    ? Effect.succeed(Number(text))
+    : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+      `effect-agent: --${name} ${JSON.stringify(text)} is not a positive whole number${unit}`
+    )))
+
+/**
+ * `--provider`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const provider = Options.text("provider").pipe(
+  Options.withPseudoName("name"),
+  Options.mapEffect((name) =>
+    (Models.choices as ReadonlyArray<string>).includes(name)
+      ? Effect.succeed(name as Models.ProviderName | "demo")
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${Models.choices.join(", ")}`
+      )))
+  ),
+  Options.withDefault("demo" as Models.ProviderName | "demo"),
+  Options.withDescription(
+    "which API to talk to (default demo). demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
+      "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
+      "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL); " +
+      "google: the Gemini API (GEMINI_API_KEY or GOOGLE_API_KEY, GEMINI_BASE_URL)"
+  )
+)
+
+/**
+ * `--fallback`, repeatable.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const fallback = Options.text("fallback").pipe(
+  Options.withPseudoName("provider:model"),
+  Options.repeated,
+  Options.withDescription(
+    "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
+      "limited (it reads that provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5"
+  )
+)
+
+/**
+ * `--model`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const model = Options.text("model").pipe(
+  Options.withPseudoName("name"),
+  Options.optional,
+  Options.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
+)
+
+/**
+ * `--base-url`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const baseUrl = Options.text("base-url").pipe(
+  Options.withPseudoName("url"),
+  Options.optional,
+  Options.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
+)
+
+/**
+ * `--workspace`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const workspace = Options.text("workspace").pipe(
+  Options.withPseudoName("dir"),
+  Options.withDefault("."),
+  Options.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
+)
+
+/**
+ * `--max-turns`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const maxTurns = Options.text("max-turns").pipe(
+  Options.withPseudoName("n"),
+  Options.mapEffect(positive("max-turns", "")),
+  Options.withDefault(Loop.defaultMaxTurns),
+  Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
+)
+
+/**
+ * `--yes`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const yes = Options.boolean("yes").pipe(
+  Options.withAlias("y"),
+  Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
+)
+
+/**
+ * `--permissions`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const permissions = Options.text("permissions").pipe(
+  Options.withPseudoName("file.json"),
+  Options.optional,
+  Options.withDescription(
+    "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
+      ".effect-agent/permissions.json and the user's ~/.config/effect-agent/permissions.json"
+  )
+)
+
+/**
+ * `--mcp`.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const mcp = Options.text("mcp").pipe(
+  Options.withPseudoName("file.json"),
+  Options.optional,
+  Options.withDescription(
+    "an MCP servers file ({ \"mcpServers\": { \"name\": { \"command\": …, \"args\": […] } or { \"url\": … } } }): " +
+      "the servers start with the command and their tools join the built-in ones, read again at every turn"
+  )
+)

@@ -1,0 +1,146 @@
+/**
+ * The command's model: the offline demo model or a provider (OpenAI-compatible, OpenAI Responses,
+ * Anthropic, Gemini) with its fallbacks, after their settings were checked, each retry reported on
+ * stderr. The providers (and undici) are loaded only when one is named.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Message from "../Message.js"
+import * as Model from "../Model.js"
+import * as Preflight from "./Preflight.js"
+import * as Process from "./Process.js"
+import * as Report from "./Report.js"
+
+/**
+ * The providers `--provider` and `--fallback` can name.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
+
+/**
+ * A provider's name.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type ProviderName = typeof providerNames[number]
+
+/**
+ * What `--provider` accepts: a provider or the demo model.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const choices = ["demo", ...providerNames] as const
+
+/**
+ * Each provider's usual model, used without `--model`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const defaultModels: Record<ProviderName | "demo", string> = {
+  demo: "demo",
+  openai: "gpt-4.1-mini",
+  "openai-responses": "gpt-5.1",
+  anthropic: "claude-sonnet-4-5",
+  google: "gemini-3-pro-preview"
+}
+
+/**
+ * The command's system prompt.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const systemPrompt = "You are a coding agent working in a workspace directory. Use the tools to inspect and " +
+  "change files and to run commands. Be concise."
+
+/** The offline model: lists the workspace, then answers with what it found. */
+const demoModel = Model.layerScripted([
+  Message.assistant([Message.toolCall("call_1", "list_files", {})]),
+  (request) => {
+    const last = request.messages[request.messages.length - 1]
+    const files = last === undefined ? "" : Message.textOf(last).split("\n").filter((l) => l !== "").join(", ")
+    return Message.assistant(`The workspace contains ${files}.`)
+  }
+])
+
+/**
+ * Reports each retry of a model request on stderr, with what came back, so a person can stop a run
+ * that retries an error which will not go away. This is the one place that connects the command to
+ * the providers' retry hook (`retry.onRetry`): `retryOptions` is passed as a variable, not a literal,
+ * so a provider without the hook ignores it and one with the hook type-checks it.
+ */
+const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: number; readonly error: unknown }) =>
+  Effect.sync(() => {
+    const { report } = Process
+    const why = Report.explain(Cause.fail(retry.error), report.context).lines[0]?.replace(/^effect-agent: /, "") ?? ""
+    // one line each; --verbose gives the whole error
+    const line = report.verbose ? why : why.replace(/\s+/g, " ").slice(0, 200)
+    Process.writeErr(`retrying in ${(retry.delayMillis / 1000).toFixed(1)} s (retry ${retry.attempt}): ${line}\n`)
+  })
+const retryOptions = { jitter: true, onRetry: reportRetry }
+
+// a separate chunk of the bundled command, loaded when a provider is named: the providers and undici
+const loadProviders = Effect.promise(() => import("./Providers.js"))
+
+/** A provider's Model layer for a model name, after its settings (base URL, API key) were checked. */
+const providerLayer = (name: ProviderName, baseUrl: Option.Option<string>) =>
+  Effect.gen(function*() {
+    const env = Preflight.providerEnv[name]
+    const settings = yield* Preflight.provider(env, { baseUrl, environment: process.env })
+    const Providers = yield* loadProviders
+    const layer = (model: string) => Providers.layer(name, { ...settings, model, retry: retryOptions })
+    return { layer, settings, env }
+  })
+
+/** Parses `--fallback provider:model` into that provider's layer. */
+const fallbackLayer = (spec: string) => {
+  const at = spec.indexOf(":")
+  const name = spec.slice(0, at) as ProviderName
+  if (at <= 0 || at === spec.length - 1 || !providerNames.includes(name)) {
+    return Effect.fail(
+      new Preflight.UsageError({
+        description: `invalid --fallback ${JSON.stringify(spec)}`,
+        hint: `give <provider:model> with a provider among ${providerNames.join(", ")}`
+      })
+    )
+  }
+  return Effect.map(providerLayer(name, Option.none()), ({ layer }) => layer(spec.slice(at + 1)))
+}
+
+/**
+ * The command's Model layer for a model name (the chat's `/model` changes it): the demo model, or a
+ * provider with its fallbacks. A failure's report names the provider.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const modelLayer = (
+  name: ProviderName | "demo",
+  options: { readonly baseUrl: Option.Option<string>; readonly fallback: ReadonlyArray<string> }
+) =>
+  Effect.gen(function*() {
+    if (name === "demo") return (_model: string): Layer.Layer<Model.Model, unknown> => demoModel
+    const primary = yield* providerLayer(name, options.baseUrl)
+    const { env, settings } = primary
+    Process.report.context = {
+      provider: name,
+      baseUrl: settings.baseUrl,
+      apiKeyEnv: env.apiKey,
+      baseUrlEnv: env.baseUrl
+    }
+    const others = yield* Effect.forEach(options.fallback, fallbackLayer)
+    const { httpClient } = yield* loadProviders
+    return (model: string): Layer.Layer<Model.Model, unknown> =>
+      (others.length === 0 ? primary.layer(model) : Model.layerFallback(primary.layer(model), ...others)).pipe(
+        Layer.provide(httpClient)
+      )
+  })
