@@ -74,7 +74,9 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
   readonly toolTimeout?: Duration.DurationInput | undefined
   /**
    * Decides what is sent to the model from the history (a projection: the history is never changed).
-   * Its output must still pair every tool call with its result; it is checked before the request.
+   * Its output must still pair every tool call with its result; it is checked before the request
+   * (unless it is the very array it was given). It receives the run's history itself, not a copy: it
+   * must not change it, and copies it to keep it past its call.
    */
   readonly transformContext?:
     | ((messages: ReadonlyArray<Message.Message>) => Effect.Effect<ReadonlyArray<Message.Message>>)

@@ -22,6 +22,11 @@ import * as Tool from "./Tool.js"
 /**
  * What the model receives: the whole context to send, in order, and the tools it may call.
  *
+ * `messages` is the run's own history when nothing projects it (no `transformContext` changed it, no
+ * compaction summarized it), not a copy: a turn then does no work in the length of the history. It does
+ * not change while the call runs; a model that keeps a request after its call returns keeps a copy of
+ * its messages (as `scripted` does).
+ *
  * @since 0.1.0
  * @category Models
  */

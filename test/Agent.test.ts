@@ -425,7 +425,8 @@ describe("an agent that calls itself", () => {
     const model = Model.make({
       complete: (request) =>
         Effect.sync(() => {
-          requests.push(request)
+          // the request's messages are the run's own history: a model that keeps them copies them
+          requests.push({ ...request, messages: request.messages.slice() })
           options.onRequest?.(requests.length)
           const last = request.messages.at(-1)!
           return last.role === "user" && requests.length < options.guard

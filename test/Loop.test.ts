@@ -15,6 +15,7 @@ import * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import { checkpointScript, echo, listFilesFixed, scriptedRun } from "./utils/layers.js"
 
@@ -291,6 +292,34 @@ describe("Loop.run", () => {
       )
       assert.strictEqual(error._tag, "HistoryInvalid")
       assert.strictEqual(broken.model.requests.length, 0)
+    }))
+
+  it.effect("a turn copies nothing of the history: every request of a run gets the run's own history", () =>
+    Effect.gen(function*() {
+      // a run over a long history does no work in its length per turn: the context it sends is the
+      // history itself (the contract of Model.Request), which grows between the requests
+      const sent: Array<ReadonlyArray<Message.Message>> = []
+      const lengths: Array<number> = []
+      const answers = [Message.assistant([call("c1", "echo", { text: "1" })]), Message.assistant("done")]
+      const model = Model.make({
+        complete: (request) =>
+          Effect.sync(() => {
+            sent.push(request.messages)
+            lengths.push(request.messages.length)
+            return answers[sent.length - 1]!
+          })
+      })
+      const history = [Message.user("old"), Message.assistant("old answer")]
+      const result = yield* Loop.run({ input: "new", tools: [echo] }).pipe(
+        Effect.provideService(Model.Model, model),
+        Effect.provide(Session.layerMemory(history))
+      )
+      assert.deepStrictEqual(lengths, [3, 5])
+      assert.strictEqual(sent[0], sent[1])
+      assert.deepStrictEqual(sent[1]!.map((m) => m.role), [
+        ...history.map((m) => m.role),
+        ...result.messages.map((m) => m.role)
+      ])
     }))
 
   it.effect("a scripted model past its script fails typed", () =>

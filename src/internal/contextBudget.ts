@@ -47,9 +47,12 @@ export class Budget {
       : this.tokens + Compaction.estimateTokens(message)
   }
 
-  /** What the next request sends: the history, or the summary and the messages it keeps. */
-  project(): Array<Message.Message> {
-    return Compaction.project(this.history, this.compaction)
+  /**
+   * What the next request sends: the history itself (not a copy: a turn does no work in the length of
+   * the history), or the summary and the messages it keeps.
+   */
+  project(): ReadonlyArray<Message.Message> {
+    return this.compaction === undefined ? this.history : Compaction.project(this.history, this.compaction)
   }
 
   /**
