@@ -9,6 +9,7 @@ const durable = ["test/Durable*.test.ts"]
 const slow = [
   "test/Cli*.test.ts",
   "test/Interactive.test.ts",
+  "test/InteractiveTree.test.ts",
   "test/InteractiveApproval.test.ts",
   "test/TerminalOutput.test.ts",
   "test/PermissionsFile.test.ts",
