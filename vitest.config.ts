@@ -4,6 +4,23 @@ import { defaultExclude, defineConfig } from "vitest/config"
 // time, so they neither slow the other tests down nor each other
 const durable = ["test/Durable*.test.ts"]
 
+// the other slow files: they start the command, terminals, MCP servers, PostgreSQL or a browser, or run
+// the compiler. `npm run test:unit` (`vitest run --project unit`) leaves them and the durable tests out
+const slow = [
+  "test/Cli*.test.ts",
+  "test/Interactive.test.ts",
+  "test/InteractiveTree.test.ts",
+  "test/InteractiveApproval.test.ts",
+  "test/TerminalOutput.test.ts",
+  "test/PermissionsFile.test.ts",
+  "test/Demo.test.ts",
+  "test/Mcp*.test.ts",
+  "test/SessionSql.test.ts",
+  "test/SessionCrash.test.ts",
+  "test/Export.test.ts",
+  "test/Guides.test.ts"
+]
+
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -11,8 +28,9 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...defaultExclude, ...durable] }
+        test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...defaultExclude, ...durable, ...slow] }
       },
+      { extends: true, test: { name: "slow", include: slow } },
       {
         extends: true,
         test: {

@@ -1,6 +1,6 @@
 /**
- * A run over the tools of the MCP filesystem server, printed from the run's event stream (the README's
- * MCP example). Needs ANTHROPIC_API_KEY; the server is started with npx over a temp directory.
+ * A run over the tools of the MCP filesystem server, printed from the run's event stream (the MCP guide's
+ * example, docs/guides/mcp.md). Needs ANTHROPIC_API_KEY; the server is started with npx over a temp directory.
  *
  *   npx tsx examples/mcp.ts
  */

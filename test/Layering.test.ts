@@ -3,6 +3,7 @@
  * of every file: a module imports only modules of its own layer or of the layers below it; the
  * command's modules are imported only by the command; and neither the package's main entry nor the
  * command's loads an optional peer dependency (MCP, the AI SDK, the cluster, SQL) until it is used.
+ * The diagram of the layers in docs/DESIGN.md is checked against the list here.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
@@ -165,6 +166,22 @@ const staticClosure = (entry: string): ReadonlySet<string> => {
   return seen
 }
 
+/** The layers of a Mermaid flowchart, in its order: each `subgraph id["name"]` and the labels of its nodes. */
+const diagramLayers = (diagram: string): ReadonlyArray<{ readonly name: string; readonly modules: Array<string> }> => {
+  const found: Array<{ readonly name: string; readonly modules: Array<string> }> = []
+  let current: { readonly name: string; readonly modules: Array<string> } | undefined
+  for (const line of diagram.split("\n").map((line) => line.trim())) {
+    const subgraph = /^subgraph \w+\["(.*)"\]$/.exec(line)
+    const node = /^\w+\["(.*)"\]$/.exec(line)
+    if (subgraph !== null) {
+      current = { name: subgraph[1]!, modules: [] }
+      found.push(current)
+    } else if (line === "end") current = undefined
+    else if (node !== null && current !== undefined) current.modules.push(node[1]!)
+  }
+  return found
+}
+
 describe("the layering of src/", () => {
   const all = modules()
 
@@ -225,6 +242,31 @@ describe("the layering of src/", () => {
       const loaded = [...staticClosure(entry)].filter(isOptionalPeer)
       assert.deepStrictEqual(loaded, [], `${entry} loads optional peers at start`)
     }
+  })
+
+  it("the diagram in docs/DESIGN.md is this list of layers", () => {
+    const design = Fs.readFileSync(NodePath.join(root, "docs", "DESIGN.md"), "utf8")
+    const diagram = /### The parts and their boundaries[\s\S]*?```mermaid\n([\s\S]*?)```/.exec(design)?.[1]
+    assert.isDefined(diagram, "docs/DESIGN.md has a mermaid diagram under \"The parts and their boundaries\"")
+    assert.deepStrictEqual(diagramLayers(diagram!), [...layers].reverse())
+  })
+
+  it("(the check itself) reads a diagram's layers and their modules", () => {
+    const diagram = [
+      "flowchart TB",
+      "  subgraph top[\"the top\"]",
+      "    a[\"cli/*\"]",
+      "  end",
+      "  subgraph bottom[\"the bottom\"]",
+      "    b[\"Message\"]",
+      "    c[\"internal/glob\"]",
+      "  end",
+      "  top --> bottom"
+    ].join("\n")
+    assert.deepStrictEqual(diagramLayers(diagram), [
+      { name: "the top", modules: ["cli/*"] },
+      { name: "the bottom", modules: ["Message", "internal/glob"] }
+    ])
   })
 
   it("(the check itself) sees an optional peer loaded through a static import", () => {

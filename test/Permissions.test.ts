@@ -138,7 +138,7 @@ describe("Permissions.rules under hostile input", () => {
         "FOO=1 rm -rf x"
       ]
     ) assert.strictEqual(decide(request("bash", { command }))._tag, "Deny", command)
-    // lexical: these get past a prefix deny rule (see the README)
+    // lexical: these get past a prefix deny rule (see docs/guides/tools-and-permissions.md)
     for (const command of ["/bin/rm -rf x", "env rm -rf x", "bash -c 'rm -rf x'", "rm -r -f x"]) {
       assert.strictEqual(decide(request("bash", { command }))._tag, "Allow", command)
     }

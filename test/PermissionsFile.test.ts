@@ -348,7 +348,7 @@ describe("the command with a workspace permissions file", () => {
           `effect-agent: ${
             PermissionFiles.projectFile(workspace)
           }: invalid permissions file: deny[0].tools: expected an array of strings`,
-          "  fix the file (see the README: Permission rules), or move it aside"
+          "  fix the file (see Permission rules in docs/guides/tools-and-permissions.md), or move it aside"
         ])
         assert.strictEqual(server.requests.length, requests, "no request was made")
       }),

@@ -1,8 +1,9 @@
 /**
- * The README's "Testing your agent" examples, run: a cassette recorded once (here through the real
- * OpenAI-compatible provider against `Testing.fakeOpenAiServer`) and replayed with the mode read from
- * `EFFECT_AGENT_RECORD`; a property test of a custom tool over `Testing.arbitraries`; a provider that is
- * rate limited once, then answers, through the fake server; the fake Anthropic server.
+ * The examples of the "Testing your agent" guide (docs/guides/testing.md), run: a cassette recorded
+ * once (here through the real OpenAI-compatible provider against `Testing.fakeOpenAiServer`) and
+ * replayed with the mode read from `EFFECT_AGENT_RECORD`; a property test of a custom tool over
+ * `Testing.arbitraries`; a provider that is rate limited once, then answers, through the fake server;
+ * the fake Anthropic server.
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -28,7 +29,7 @@ const tempDir = Effect.acquireRelease(
   (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
 )
 
-describe("Testing your agent (README)", () => {
+describe("Testing your agent (docs/guides/testing.md)", () => {
   it.effect("a cassette recorded once replays without the provider", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir

@@ -108,7 +108,7 @@ export const load = (options: {
     if (explicit !== undefined && !(yield* Effect.orElseSucceed(fs.exists(explicit), () => false))) {
       return yield* new Preflight.UsageError({
         description: `--permissions ${explicit}: no such file`,
-        hint: "give the path of a JSON permissions file (see the README: Permission rules)"
+        hint: "give the path of a JSON permissions file (see Permission rules in docs/guides/tools-and-permissions.md)"
       })
     }
     const read = (file: string | undefined) =>
@@ -193,7 +193,8 @@ export const trustWorkspace = (
     if (read === undefined) {
       return yield* new Preflight.UsageError({
         description: `${file}: no such file`,
-        hint: "there is no workspace permission file to trust (see the README: Permission rules)"
+        hint:
+          "there is no workspace permission file to trust (see Permission rules in docs/guides/tools-and-permissions.md)"
       })
     }
     const digest = digestOf(read.text)

@@ -176,7 +176,7 @@ const hintFor = (tag: string | undefined, error: unknown, context: Context): str
     case "SessionStoreFailed":
       return "check the session file's path and permissions"
     case "PermissionsFileInvalid":
-      return "fix the file (see the README: Permission rules), or move it aside"
+      return "fix the file (see Permission rules in docs/guides/tools-and-permissions.md), or move it aside"
     default:
       return undefined
   }

@@ -116,8 +116,8 @@ export const layerAsk = (decide: (request: Request) => Decision | Effect.Effect<
  *   matched, so it goes to the other rules and `otherwise`. A `deny` rule matches when any part of the
  *   command starts with a prefix, the command being split at every operator (also `&`, `|&`, `(`,
  *   `$(`, backticks), runs of blanks taken as one, leading keywords and `NAME=value` assignments
- *   skipped, and quotes removed when the command parses. It stays lexical: see the README for what
- *   gets past it.
+ *   skipped, and quotes removed when the command parses. It stays lexical: see "What a rule promises"
+ *   in docs/guides/tools-and-permissions.md for what gets past it.
  *
  * @since 0.1.0
  * @category Models
