@@ -8,6 +8,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
 import type * as Errors from "./Errors.js"
 import * as CompactionEntry from "./internal/compactionEntry.js"
 import * as Message from "./Message.js"
@@ -30,7 +31,7 @@ export const Compaction = CompactionEntry.Compaction
  * @since 0.1.0
  * @category Models
  */
-export interface Compaction extends CompactionEntry.Compaction {}
+export interface Compaction extends Schema.Schema.Type<typeof Compaction> {}
 
 /**
  * When to compact: once the estimated context passes `maxContextTokens`, everything but the most recent
