@@ -154,7 +154,8 @@ for (const [storeName, storeLayer] of stores) {
           const model = Model.make({
             complete: (request) =>
               Effect.gen(function*() {
-                requests.push(request.messages)
+                // the request's messages are the run's own history: a model that keeps them copies them
+                requests.push(request.messages.slice())
                 if (requests.length === 1) {
                   while (!release) yield* Effect.sleep("20 millis")
                   return Message.assistant([Message.toolCall("c1", "echo", { text: "a" })])

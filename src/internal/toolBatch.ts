@@ -234,11 +234,32 @@ export const run = <E, R>(
     const step = (chains: ReadonlyArray<ReadonlyArray<Admitted<E, R>>>) =>
       chains.length === 1 ? chain(chains[0]!) : runConcurrently(chains.map(chain), config.concurrency)
 
-    return admit.pipe(
-      Effect.flatMap((admitted) => admitted.length === 0 ? Effect.void : sequence(schedule(admitted).map(step))),
-      Effect.map(() => terminal)
-    )
+    const runAdmitted = (admitted: ReadonlyArray<Admitted<E, R>>) =>
+      admitted.length === 0 ? Effect.void : sequence(schedule(admitted).map(step))
+    // the common batch, with no permission service, no write keys and every call valid, is admitted
+    // without an effect (a generator and its operations less per turn)
+    const ready = Option.isNone(config.permissions) ? admitAtOnce(config, answer, calls) : undefined
+    return Effect.map(ready === undefined ? Effect.flatMap(admit, runAdmitted) : runAdmitted(ready), () => terminal)
   })
+
+/**
+ * The calls of a batch admitted without an effect, when every one is valid and its tool has no write
+ * key (`undefined` otherwise: the batch takes the effectful path, which rejects and resolves in order).
+ */
+const admitAtOnce = <E, R>(
+  config: Config<E, R>,
+  answer: Message.AssistantMessage,
+  calls: ReadonlyArray<Message.ToolCall>
+): Array<Admitted<E, R>> | undefined => {
+  const admitted: Array<Admitted<E, R>> = []
+  for (let index = 0; index < calls.length; index++) {
+    const call = calls[index]!
+    const verdict = check(config, answer, call)
+    if (verdict._tag === "Rejected" || verdict.tool.key !== undefined) return undefined
+    admitted.push({ index, call, tool: verdict.tool, input: verdict.input, key: undefined })
+  }
+  return admitted
+}
 
 /**
  * The text of an error for a result or a reason: its message, else its tag.
