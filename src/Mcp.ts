@@ -168,38 +168,46 @@ export class Mcp extends Context.Tag("effect-agent/Mcp")<Mcp, Service>() {}
 // Errors
 // -----------------------------------------------------------------------------
 
-/**
- * A server could not be started or connected, or did not speak MCP; `reason` says what came back.
- *
- * @since 0.1.0
- * @category Errors
- */
-export { McpConnectionFailed } from "./internal/mcp/errors.js"
+export {
+  /**
+   * A server could not be started or connected, or did not speak MCP; `reason` says what came back.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpConnectionFailed
+} from "./internal/mcp/errors.js"
 
-/**
- * A server did not answer a request of the handshake (`initialize`, `tools/list`) in time.
- *
- * @since 0.1.0
- * @category Errors
- */
-export { McpInitializeTimeout } from "./internal/mcp/errors.js"
+export {
+  /**
+   * A server did not answer a request of the handshake (`initialize`, `tools/list`) in time.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpInitializeTimeout
+} from "./internal/mcp/errors.js"
 
-/**
- * A tool a server lists cannot be offered: its input schema cannot be compiled (a `$ref` that recurses
- * without end, a pattern RE2 does not support), or its name is listed twice.
- *
- * @since 0.1.0
- * @category Errors
- */
-export { McpToolInvalid } from "./internal/mcp/errors.js"
+export {
+  /**
+   * A tool a server lists cannot be offered: its input schema cannot be compiled (a `$ref` that recurses
+   * without end, a pattern RE2 does not support), or its name is listed twice.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpToolInvalid
+} from "./internal/mcp/errors.js"
 
-/**
- * A server configuration (an `mcpServers` file or the options given) is not valid.
- *
- * @since 0.1.0
- * @category Errors
- */
-export { McpConfigInvalid } from "./internal/mcp/errors.js"
+export {
+  /**
+   * A server configuration (an `mcpServers` file or the options given) is not valid.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpConfigInvalid
+} from "./internal/mcp/errors.js"
 
 /**
  * The errors of connecting to servers.
