@@ -64,8 +64,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
     name: "integrations (optional peers)",
     modules: [
       "Mcp",
-      "internal/mcpStdio",
-      "internal/mcpServe",
+      "internal/mcp/*",
       "AiSdk",
       "AiModel",
       "Durable",

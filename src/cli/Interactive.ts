@@ -19,7 +19,6 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as readline from "node:readline"
 import * as Compaction from "../Compaction.js"
-import type * as Event from "../Event.js"
 import * as Loop from "../Loop.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
@@ -29,6 +28,9 @@ import * as Session from "../services/Session.js"
 import * as Workspace from "../services/Workspace.js"
 import * as Tools from "../tools/index.js"
 import * as ContextWindow from "./ContextWindow.js"
+import { helpText, parse } from "./interactive/commands.js"
+import { approvalText, branchLabel, clip, forkList, statusLine, styles, treeText } from "./interactive/render.js"
+import * as RunView from "./interactive/runView.js"
 import * as PermissionFiles from "./PermissionFiles.js"
 import * as Report from "./Report.js"
 import * as Sanitize from "./Sanitize.js"
@@ -36,365 +38,22 @@ import * as Sessions from "./Sessions.js"
 import * as Signals from "./Signals.js"
 import * as Wrap from "./Wrap.js"
 
-// -----------------------------------------------------------------------------
-// Commands
-// -----------------------------------------------------------------------------
-
-/**
- * A line typed at the prompt: a prompt for the agent, a `/command`, an unknown command, or nothing.
- *
- * @since 0.1.0
- * @category Models
- */
-export type Input =
-  | { readonly _tag: "Prompt"; readonly text: string }
-  | { readonly _tag: "Command"; readonly name: CommandName; readonly argument: string }
-  | { readonly _tag: "Unknown"; readonly name: string }
-  | { readonly _tag: "Empty" }
-
-/**
- * The commands of the interactive mode, with what each does.
- *
- * @since 0.1.0
- * @category Models
- */
-export const commands = {
-  help: "show the commands",
-  new: "start a new session",
-  model: "switch the model: /model <name>",
-  compact: "summarize the older turns of the session into a compaction entry",
-  sessions: "list the sessions of this workspace (date, size, first prompt)",
-  resume: "continue a listed session: /resume <n>",
-  fork: "branch from an earlier prompt of this branch: pick it from a list, then type the new message",
-  tree: "show the branches of this session; /tree <n> switches to branch n",
-  cost: "show the tokens and the cost of this session",
-  exit: "leave (also Ctrl-D, or Ctrl-C at an empty prompt)"
-} as const
-
-/**
- * The name of a command.
- *
- * @since 0.1.0
- * @category Models
- */
-export type CommandName = keyof typeof commands
-
-/**
- * Reads a typed line: `/name argument` is a command (an unknown name is `Unknown`), anything else a
- * prompt; `//text` sends `/text` as a prompt.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const parse = (line: string): Input => {
-  const text = line.trim()
-  if (text === "") return { _tag: "Empty" }
-  if (text.startsWith("//")) return { _tag: "Prompt", text: text.slice(1) }
-  if (!text.startsWith("/")) return { _tag: "Prompt", text }
-  const match = /^\/(\S*)\s*([\s\S]*)$/.exec(text)!
-  const name = match[1]!
-  return Object.hasOwn(commands, name)
-    ? { _tag: "Command", name: name as CommandName, argument: match[2]!.trim() }
-    : { _tag: "Unknown", name }
-}
-
-/**
- * The text of `/help`.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const helpText = (): string =>
-  [
-    "commands:",
-    ...Object.entries(commands).map(([name, what]) => `  /${name.padEnd(8)} ${what}`),
-    "while the agent works: type to queue a message for its next turn; Ctrl-C or Esc stops the run"
-  ].join("\n")
-
-// -----------------------------------------------------------------------------
-// Rendering
-// -----------------------------------------------------------------------------
-
-/**
- * The `/fork` list: the prompts of the current branch, numbered, each on one line.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const forkList = (prompts: ReadonlyArray<Session.BranchEntry>, width: number): string =>
-  prompts.map((entry, index) =>
-    clip(
-      `${String(index + 1).padStart(3)}  ${firstLine(Sanitize.text(Message.textOf(entry.message))) || "(no text)"}`,
-      width
-    )
-  ).join("\n")
-
-/**
- * The `/tree` display: one line per branch (`*` marks the current one) with its size, the time of
- * its last message, where it forked from its parent branch and its first prompt after the fork.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const treeText = (branches: ReadonlyArray<Session.Branch>, width: number): string =>
-  branches.map((branch, index) => {
-    const date = branch.lastTimestamp === undefined
-      ? "".padEnd(16)
-      : new Date(branch.lastTimestamp).toISOString().slice(0, 16).replace("T", " ")
-    const where = branch.forkedFrom === undefined ? "" : `forked after message ${branch.messages - branch.sinceFork}: `
-    const line = `${branch.current ? "*" : " "}${String(index + 1).padStart(3)}  ${
-      String(branch.messages).padStart(4)
-    } messages  ${date}  ${where}${branch.firstPrompt === "" ? "(no prompt yet)" : Sanitize.text(branch.firstPrompt)}`
-    return clip(line, width)
-  }).join("\n")
-
-/**
- * The mark the idle prompt carries when the session has branches: which one is current.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const branchLabel = (branches: ReadonlyArray<Session.Branch>): string => {
-  if (branches.length < 2) return ""
-  const current = branches.findIndex((branch) => branch.current)
-  return `branch ${current + 1}/${branches.length} `
-}
-
-/**
- * Folds a text to at most `lines` lines of at most `width` characters, saying how much was left out.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const fold = (text: string, options: { readonly lines: number; readonly width: number }): Array<string> => {
-  const all = Sanitize.text(text.replace(/\r/g, "")).split("\n").filter((line) => line.trim() !== "")
-  const shown = all.slice(0, options.lines).map((line) => clip(line, options.width))
-  if (all.length > options.lines) shown.push(`… ${all.length - options.lines} more lines`)
-  return shown
-}
-
-/**
- * One line for a tool call: its name and its input (control characters shown, see `Sanitize`),
- * clipped to `width`.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const toolLine = (name: string, input: unknown, width: number): string =>
-  clip(Sanitize.text(`${name} ${inputPreview(input).replace(/\s+/g, " ")}`), width)
-
-/**
- * The question about a call: its name and its whole input (the command's lines kept; the chat wraps
- * them), with control characters shown, then a note when the question shows them.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const approvalText = (name: string, input: unknown): string => {
-  const call = `${name} ${inputPreview(input)}`
-  return Sanitize.isClean(call)
-    ? `allow ${call}?`
-    : `allow ${Sanitize.text(call)}?\n${Sanitize.changedNote}`
-}
-
-/**
- * What the status line shows.
- *
- * @since 0.1.0
- * @category Models
- */
-export interface Status {
-  readonly model: string
-  readonly turn: number
-  readonly usage: Message.Usage
-  /** The input tokens of the last request, and the model's context window when it is known. */
-  readonly context?: { readonly tokens: number; readonly window?: number | undefined } | undefined
-}
-
-/**
- * The status line: the model, the turn, the tokens and the cost so far (when the prices are known),
- * and, when the model's context window is known, how much of it the last request used
- * (`ctx 12.3k/128k (10%)`).
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const statusLine = (status: Status): string => {
-  const cost = status.usage.cost === undefined ? "" : ` · $${status.usage.cost.total.toFixed(4)}`
-  return `${status.model} · turn ${status.turn} · ${tokens(status.usage.totalTokens)} tokens${cost}${
-    contextUse(status.context)
-  }`
-}
-
-const contextUse = (context: Status["context"]): string => {
-  // without the window, the tokens so far are all the line says
-  if (context === undefined || context.tokens <= 0 || context.window === undefined || context.window <= 0) return ""
-  const percent = Math.round((100 * context.tokens) / context.window)
-  return ` · ctx ${tokens(context.tokens)}/${windowSize(context.window)} (${percent}%)`
-}
-
-/** `128k`, `1M`, `1.5M`, `8192`. */
-const windowSize = (n: number) =>
-  n >= 1_000_000
-    ? `${Number((n / 1_000_000).toFixed(1))}M`
-    : n >= 10_000
-    ? `${Math.round(n / 1000)}k`
-    : String(n)
-
-/**
- * Styles one line of Markdown for the terminal: headings and `**bold**` bold, `` `code` `` and code
- * blocks cyan, list bullets as `•`. `inCode` says whether the line is inside a fenced code block; the
- * result says whether the next one is.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const markdownLine = (
-  line: string,
-  inCode: boolean,
-  color: boolean
-): { readonly text: string; readonly inCode: boolean } => {
-  const style = styles(color)
-  if (/^\s*```/.test(line)) return { text: style.dim(line), inCode: !inCode }
-  if (inCode) return { text: style.cyan(line), inCode }
-  const heading = /^#{1,6}\s+(.*)$/.exec(line)
-  if (heading !== null) return { text: style.bold(heading[1]!), inCode }
-  return { text: inlineMarkdown(line.replace(/^(\s*)[-*+]\s+/, "$1• "), color), inCode }
-}
-
-/**
- * What the chat knows of the answer it streams: the text of the current line not shown yet, whether
- * it is inside a code block, and, once the head of a long line was shown, the indentation of the rest.
- *
- * @since 0.1.0
- * @category Models
- */
-export interface Streaming {
-  readonly pending: string
-  readonly inCode: boolean
-  readonly indent: string | undefined
-}
-
-/**
- * Nothing streamed yet.
- *
- * @since 0.1.0
- * @category Constructors
- */
-export const streamingStart: Streaming = { pending: "", inCode: false, indent: undefined }
-
-/**
- * Takes the next piece of a streamed answer (already sanitized) and returns the lines to show now:
- * every finished line (Markdown-styled), and of an unfinished line longer than `width` the parts that
- * fill a line, cut at a space where no `**bold**` or `` `code` `` is left open. With `end`, the rest
- * too. So a long paragraph shows line by line as it streams, not only at its end.
- *
- * @since 0.1.0
- * @category Combinators
- */
-export const streamText = (
-  state: Streaming,
-  piece: string,
-  options: { readonly width: number; readonly color: boolean; readonly end?: boolean | undefined }
-): { readonly state: Streaming; readonly lines: ReadonlyArray<string> } => {
-  let pending = state.pending + piece
-  let inCode = state.inCode
-  let indent = state.indent
-  const lines: Array<string> = []
-  const render = (line: string) => {
-    if (indent === undefined) {
-      const rendered = markdownLine(line, inCode, options.color)
-      inCode = rendered.inCode
-      return rendered.text
-    }
-    return indent + (inCode ? styles(options.color).cyan(line) : inlineMarkdown(line, options.color))
-  }
-  for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
-    lines.push(render(pending.slice(0, newline)))
-    indent = undefined
-    pending = pending.slice(newline + 1)
-  }
-  if (options.end === true) {
-    if (pending !== "") lines.push(render(pending))
-    return { state: { pending: "", inCode, indent: undefined }, lines }
-  }
-  while (true) {
-    const room = Math.max(options.width, 10) - (indent?.length ?? 0)
-    if (pending.length <= room) break
-    const cut = cutPoint(pending, room)
-    if (cut === undefined) break
-    const head = pending.slice(0, cut).trimEnd()
-    const first = indent === undefined
-    lines.push(render(head))
-    if (first) {
-      const lead = /^(\s*)(?:[-*+•]\s+|\d+[.)]\s+)?/.exec(head)![0].length
-      indent = " ".repeat(Math.min(lead, Math.floor(room / 2)))
-    }
-    pending = pending.slice(cut).replace(/^ +/, "")
-  }
-  return { state: { pending, inCode, indent }, lines }
-}
-
-/**
- * Where to cut a line being streamed so that its head fits `room` columns: the last space that leaves
- * no bold or code span open in the head; a word longer than a line is cut where the line ends; none
- * while the line may still close what it opened.
- */
-const cutPoint = (line: string, room: number): number | undefined => {
-  const balanced = (head: string) =>
-    (head.match(/\*\*/g) ?? []).length % 2 === 0 && (head.match(/`/g) ?? []).length % 2 === 0
-  const spaces: Array<number> = []
-  for (let at = line.lastIndexOf(" ", room); at > 0; at = line.lastIndexOf(" ", at - 1)) {
-    if (line.slice(0, at).trim() !== "") spaces.push(at)
-  }
-  if (spaces.length === 0) return room
-  const closed = spaces.find((at) => balanced(line.slice(0, at)))
-  // a span left open for several lines is not markup: cut anyway
-  return closed ?? (line.length > 4 * room ? spaces[0] : undefined)
-}
-
-const inlineMarkdown = (line: string, color: boolean): string => {
-  const style = styles(color)
-  return line
-    .replace(/\*\*([^*]+)\*\*/g, (_, inner: string) => style.bold(inner))
-    .replace(/`([^`]+)`/g, (_, inner: string) => style.cyan(inner))
-}
-
-/** A usage with `estimated` output tokens more (those streamed that no provider counted). */
-const withEstimate = (usage: Message.Usage, estimated: number): Message.Usage =>
-  estimated === 0 ? usage : { ...usage, output: usage.output + estimated, totalTokens: usage.totalTokens + estimated }
-
-const tokens = (n: number) => n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n)
-
-const clip = (line: string, width: number) => {
-  const max = Math.max(width, 10)
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
-}
-
-const firstLine = (text: string) => text.split("\n").find((line) => line.trim() !== "")?.trim() ?? ""
-
-const inputPreview = (input: unknown): string => {
-  if (typeof input === "object" && input !== null) {
-    const record = input as Record<string, unknown>
-    // the argument a person recognizes a call by
-    for (const key of ["command", "path"]) {
-      if (typeof record[key] === "string") return record[key] as string
-    }
-  }
-  return JSON.stringify(input) ?? ""
-}
-
-const styles = (color: boolean) => {
-  const wrap = (open: number, close: number) => (text: string) => color ? `\x1b[${open}m${text}\x1b[${close}m` : text
-  return {
-    bold: wrap(1, 22),
-    dim: wrap(2, 22),
-    red: wrap(31, 39),
-    green: wrap(32, 39),
-    yellow: wrap(33, 39),
-    cyan: wrap(36, 39)
-  }
-}
+// the pure parts, for tests and for the command's other modules
+export { type CommandName, commands, helpText, type Input, parse } from "./interactive/commands.js"
+export {
+  approvalText,
+  branchLabel,
+  fold,
+  forkList,
+  markdownLine,
+  type Status,
+  statusLine,
+  type Streaming,
+  streamingStart,
+  streamText,
+  toolLine,
+  treeText
+} from "./interactive/render.js"
 
 // -----------------------------------------------------------------------------
 // The chat
@@ -457,6 +116,10 @@ const spinnerFrames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "
  * @since 0.1.0
  * @category Runs
  */
+// Over 80 lines: the chat is one closure over its state (the readline, the mode, the session, the
+// model, the usage so far), which the key handlers, the commands and the runs all read and change.
+// What does not need that state is in its own parts: interactive/commands.ts (what a line is),
+// interactive/render.ts (drawing) and interactive/runView.ts (one run's events on the screen).
 export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   const input = options.input ?? process.stdin
   const output = options.output ?? process.stdout
@@ -662,103 +325,22 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         signals: Signals.initial
       }
       mode = running
-      let turn = 0
-      let usage = Message.emptyUsage
-      let streaming = streamingStart
-      const sanitizer = Sanitize.stream()
-      // the output tokens streamed and not yet counted by a provider's usage (about 4 characters each)
-      let streamedChars = 0
-      let uncounted = 0
-      const estimate = () => uncounted + Math.ceil(streamedChars / 4)
-      let lastAnswer: Message.AssistantMessage | undefined
-      const update = (what: string) => {
-        const sofar = withEstimate(Message.addUsage(total, usage), estimate())
-        status = `${statusLine({ model: modelName, turn, usage: sofar, context: contextOf() })} · ${what}`
-        setPrompt()
-      }
-      const show = (piece: string, end: boolean) => {
-        const next = streamText(streaming, piece, { width: width(), color, end })
-        streaming = next.state
-        for (const line of next.lines) print(line)
-      }
-      const render = (event: Event.AgentEvent): void => {
-        switch (event._tag) {
-          case "TurnStart":
-            turn = event.turn
-            return update("thinking")
-          case "MessageUpdate": {
-            const delta = event.event
-            if (delta._tag === "TextDelta" || delta._tag === "ThinkingDelta" || delta._tag === "ToolCallDelta") {
-              streamedChars += delta.delta.length
-            }
-            if (delta._tag === "ThinkingDelta") {
-              return update(`thinking: ${clip(Sanitize.text(delta.delta).trim(), 40)}`)
-            }
-            if (delta._tag !== "TextDelta") return update("answering")
-            show(sanitizer.piece(delta.delta), false)
-            return update("answering")
-          }
-          case "MessageEnd": {
-            show(sanitizer.end(), true)
-            if (event.message.role !== "assistant") return
-            lastAnswer = event.message
-            // the provider's count replaces the estimate; without one (an aborted answer) the estimate stays
-            if ((event.message.usage?.output ?? 0) === 0) uncounted += Math.ceil(streamedChars / 4)
-            streamedChars = 0
-            if (event.message.usage !== undefined) {
-              usage = Message.addUsage(usage, event.message.usage)
-              const { cacheRead, cacheWrite, input } = event.message.usage
-              if (input + cacheRead + cacheWrite > 0) context = input + cacheRead + cacheWrite
-            }
-            for (const block of event.message.content) {
-              if (block.type === "thinking" && block.thinking.trim() !== "") {
-                for (const line of fold(block.thinking, { lines: 2, width: width() - 2 })) {
-                  print(style.dim(`  ${line}`))
-                }
-              }
-            }
-            return
-          }
-          case "ToolStart":
-            return update(toolLine(event.toolName, event.input, 40))
-          case "ToolUpdate": {
-            const progress = (event.update as { readonly output?: unknown }).output
-            if (typeof progress !== "string") return
-            const last = progress.split("\n").filter((line) => line.trim() !== "").pop()
-            if (last !== undefined) update(Sanitize.text(`${event.toolName}: ${clip(last, 40)}`))
-            return
-          }
-          case "ToolEnd": {
-            const failed = event.result.isError === true
-            const mark = failed ? style.red("✗") : style.green("✓")
-            print(`${mark} ${style.bold(toolLine(event.toolName, inputOf(event), 3 * width()))}`)
-            for (const line of fold(Message.textOf(event.result), { lines: 2, width: width() - 4 })) {
-              print(failed ? style.red(`  ${line}`) : style.dim(`  ${line}`))
-            }
-            return update("thinking")
-          }
-          case "ContextCompacted":
-            return print(style.dim(`(context compacted: ${event.compaction.tokensBefore} tokens summarized)`))
-          case "RunEnd": {
-            total = Message.addUsage(total, event.usage)
-            show(sanitizer.end(), true)
-            const line = Report.endLine(event, lastAnswer, estimate())
-            total = withEstimate(total, estimate())
-            print(
-              event.outcome._tag === "Completed"
-                ? style.dim(line)
-                : event.outcome._tag === "Failed"
-                ? style.red(line)
-                : style.yellow(line)
-            )
-            return
-          }
-          default:
-            return
+      const view = RunView.make({
+        print,
+        width,
+        color,
+        status: (turn, usage, what) => {
+          const sofar = Message.addUsage(total, usage)
+          status = `${statusLine({ model: modelName, turn, usage: sofar, context: contextOf() })} · ${what}`
+          setPrompt()
+        },
+        contextSeen: (tokens) => {
+          context = tokens
+        },
+        ended: (usage) => {
+          total = Message.addUsage(total, usage)
         }
-      }
-      const starts = new Map<string, unknown>()
-      const inputOf = (event: Event.ToolEnd) => starts.get(event.toolCallId)
+      })
       const exit = yield* Loop.stream({
         input: text,
         tools: Tools.all,
@@ -767,12 +349,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         maxTurns: options.maxTurns,
         signal: running.controller.signal
       }).pipe(
-        Stream.runForEach((event) =>
-          Effect.sync(() => {
-            if (event._tag === "ToolStart") starts.set(event.toolCallId, event.input)
-            render(event)
-          })
-        ),
+        Stream.runForEach((event) => Effect.sync(() => view.render(event))),
         Effect.provide(Layer.mergeAll(
           options.modelLayer(modelName),
           Layer.succeed(Session.Session, session),
@@ -784,7 +361,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       )
       mode = { _tag: "Idle" }
       if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) explainLines(exit.cause)
-      print(style.dim(statusLine({ model: modelName, turn, usage: total, context: contextOf() })))
+      print(style.dim(statusLine({ model: modelName, turn: view.turn(), usage: total, context: contextOf() })))
     })
 
   const compact = Effect.gen(function*() {

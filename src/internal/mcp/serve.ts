@@ -28,11 +28,11 @@ import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
-import * as Agent from "../Agent.js"
-import type * as Event from "../Event.js"
-import * as Message from "../Message.js"
-import * as Permissions from "../services/Permissions.js"
-import * as Session from "../services/Session.js"
+import * as Agent from "../../Agent.js"
+import type * as Event from "../../Event.js"
+import * as Message from "../../Message.js"
+import * as Permissions from "../../services/Permissions.js"
+import * as Session from "../../services/Session.js"
 
 /** The options of `serve`. */
 export interface ServeOptions {
