@@ -603,7 +603,16 @@ const trustCommand = Command.make("trust", { workspace }, (options) =>
 /** `effect-agent serve`: the agent over HTTP (see src/cli/Serve.ts). */
 const serveCommand = Serve.command(
   { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions, mcp },
-  { modelLayer, defaultModel: (name) => defaultModels[name], systemPrompt, write: writeErr }
+  {
+    modelLayer,
+    defaultModel: (name) => defaultModels[name],
+    systemPrompt,
+    write: writeErr,
+    // a signal stops the server through `stop` (its runs aborted first), not by interrupting it
+    stop: abort.signal,
+    listening: () => (report.runStarted = true),
+    stopped: () => (report.aborted = true)
+  }
 )
 
 /** `effect-agent mcp-server`: the agent of the options above, served over MCP. */
