@@ -16,10 +16,12 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Cause from "effect/Cause"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Http from "node:http"
+import type * as Durable from "./Durable.js"
 import * as Api from "./internal/server/api.js"
 import * as Handlers from "./internal/server/handlers.js"
 
@@ -199,6 +201,34 @@ export const layer = (
   return HttpApiBuilder.serve().pipe(
     Layer.provide(layerDocs),
     Layer.provide(layerApi(options)),
-    Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: options.port ?? 0 }))
+    Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))
   )
 }
+
+/**
+ * Aborts every run going on in the store, as a server does when it stops: each run gets an `Abort`, a
+ * tool call waiting for an approval is denied, and it waits until the runs have ended with their tool
+ * calls paired (or `timeout` passed: default 20 seconds; the store failing is a `StoreFailed`). Succeeds
+ * with the number of runs aborted. Run it before the cluster shuts down (a run cut off by a shutdown is
+ * not ended: it resumes on the next start).
+ *
+ * @example
+ * import * as Server from "effect-agent/Server"
+ * import * as Effect from "effect/Effect"
+ *
+ * // in the server's scope, before it closes
+ * const stopping = Server.abortRuns({ timeout: "10 seconds" }).pipe(
+ *   Effect.tap((count) => Effect.log(`aborted ${count} runs`))
+ * )
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const abortRuns: (options?: {
+  readonly policy?: Durable.Policy | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+}) => Effect.Effect<
+  number,
+  Cause.TimeoutException | Durable.StoreFailed,
+  SqlClient.SqlClient | Sharding.Sharding
+> = Handlers.abortRuns

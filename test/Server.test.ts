@@ -4,11 +4,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { EventSource } from "eventsource"
+import type * as Http from "node:http"
+import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
+import * as Handlers from "../src/internal/server/handlers.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
@@ -85,6 +89,37 @@ const readEvents = (
   })
 
 describe("Server", () => {
+  it.live(
+    "a request that comes before the application is installed waits for it, and is answered",
+    () =>
+      Effect.gen(function*() {
+        let held = 0
+        const arrived = yield* Effect.makeLatch()
+        const server = Handlers.holdingServer(() => {
+          held++
+          arrived.unsafeOpen()
+        })
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+          () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+        )
+        const { port } = server.address() as Net.AddressInfo
+        const response = yield* Effect.fork(request(`http://127.0.0.1:${port}/early`))
+        yield* arrived.await
+        assert.strictEqual(held, 1)
+        // the application comes: the held request is handed to it
+        const app = (req: Http.IncomingMessage, res: Http.ServerResponse) => res.end(`got ${req.url}`)
+        server.on("request", app)
+        const answered = yield* Fiber.join(response)
+        assert.strictEqual(answered.body, "got /early")
+        // the application goes (the server stops): a request is answered 503 instead of being held
+        server.off("request", app)
+        const late = yield* request(`http://127.0.0.1:${port}/late`)
+        assert.strictEqual(late.status, 503)
+        assert.strictEqual(held, 1)
+      }).pipe(Effect.scoped),
+    30_000
+  )
   it.scopedLive(
     "every request needs the token: none or a wrong one is 401 and names no session",
     () =>

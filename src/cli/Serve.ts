@@ -118,6 +118,12 @@ export const command = <Provider extends string, E, R>(
     readonly defaultModel: (provider: Provider) => string
     readonly systemPrompt: string
     readonly write: (line: string) => void
+    /** Aborted (Ctrl-C): the runs going on are aborted, then the server stops. */
+    readonly stop?: AbortSignal | undefined
+    /** Called once the server listens (from then on `stop` stops it). */
+    readonly listening?: (() => void) | undefined
+    /** Called once `stop` has stopped it. */
+    readonly stopped?: (() => void) | undefined
   }
 ) =>
   Command.make("serve", { ...shared, ...options }, (input) =>
@@ -180,7 +186,7 @@ export const command = <Provider extends string, E, R>(
         token,
         cors: input.cors,
         policy
-      }).pipe(Layer.provide(runner))
+      }).pipe(Layer.provideMerge(runner))
       const context = yield* Layer.build(server)
       const address = Context.get(context, HttpServer.HttpServer).address
       const url = address._tag === "TcpAddress"
@@ -189,5 +195,28 @@ export const command = <Provider extends string, E, R>(
       deps.write(`effect-agent: serving ${modelName} on ${url} (database ${DurableModule.redactUrl(database)})\n`)
       deps.write(`effect-agent: token ${token}\n`)
       deps.write(`effect-agent: API reference at ${url}/docs; Ctrl-C stops\n`)
-      return yield* Effect.never
+      deps.listening?.()
+      // Ctrl-C: the runs going on are aborted and end with their calls paired before the cluster, the
+      // server and the database close (a run cut off by the shutdown alone would resume on the next start)
+      yield* waitForAbort(deps.stop)
+      deps.write("effect-agent: stopping: aborting the runs going on\n")
+      yield* Server.abortRuns({ policy }).pipe(
+        Effect.tap((count) => Effect.sync(() => deps.write(`effect-agent: aborted ${count} run(s); closing\n`))),
+        Effect.catchAll(() =>
+          Effect.logWarning("runs still going as the server stops: they resume when it starts again")
+        ),
+        Effect.provide(context)
+      )
+      deps.stopped?.()
     }).pipe(Effect.scoped)).pipe(Command.withDescription("serve the agent over HTTP (sessions, SSE, AG-UI, useChat)"))
+
+/** Waits until `signal` is aborted (forever without one). */
+const waitForAbort = (signal: AbortSignal | undefined): Effect.Effect<void> =>
+  signal === undefined
+    ? Effect.never
+    : Effect.async<void>((resume) => {
+      if (signal.aborted) return resume(Effect.void)
+      const onAbort = () => resume(Effect.void)
+      signal.addEventListener("abort", onAbort, { once: true })
+      return Effect.sync(() => signal.removeEventListener("abort", onAbort))
+    })

@@ -50,7 +50,11 @@ const serveCommand = Serve.command(
     modelLayer: Models.modelLayer,
     defaultModel: (name) => Models.defaultModels[name],
     systemPrompt: Models.systemPrompt,
-    write: writeErr
+    write: writeErr,
+    // a signal stops the server through `stop` (its runs aborted first), not by interrupting it
+    stop: Process.abort.signal,
+    listening: () => (report.runStarted = true),
+    stopped: () => (report.aborted = true)
   }
 )
 

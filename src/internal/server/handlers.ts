@@ -10,13 +10,16 @@ import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
+import * as Http from "node:http"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
@@ -134,6 +137,49 @@ export const layerGuard = (options: HandlerOptions) =>
   })
 
 // -----------------------------------------------------------------------------
+// Startup
+// -----------------------------------------------------------------------------
+
+/**
+ * A node server that holds the requests it gets before an application serves it: `NodeHttpServer`
+ * listens when its layer is built and the application is installed after the layers above it are, and a
+ * request in between would get no answer at all (a client reconnecting to a restarting server waits
+ * forever). Held requests are handed to the application once it is installed (`onHeld` is told of each
+ * one); once the application is gone again (the server stops), a request is answered 503.
+ */
+export const holdingServer = (onHeld?: () => void): Http.Server => {
+  const server = Http.createServer()
+  let held: Array<[Http.IncomingMessage, Http.ServerResponse]> = []
+  let served = false
+  const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    // the application's handler is installed: it takes the request itself
+    if (server.listenerCount("request") > 1) return
+    // it was, and is no more: the server is stopping (a held request would keep it from closing)
+    if (served) {
+      response.writeHead(503, { "content-type": "application/json", connection: "close" })
+      return void response.end(JSON.stringify({ message: "The server is stopping" }))
+    }
+    held.push([request, response])
+    onHeld?.()
+  }
+  server.on("request", hold)
+  server.on("newListener", (event) => {
+    if (event !== "request" || server.listenerCount("request") === 0) return
+    served = true
+    if (held.length === 0) return
+    // the new listener is added after this event: hand the held requests over on the next tick
+    process.nextTick(() => {
+      const waiting = held
+      held = []
+      for (const [request, response] of waiting) {
+        if (!response.destroyed) server.emit("request", request, response)
+      }
+    })
+  })
+  return server
+}
+
+// -----------------------------------------------------------------------------
 // Store queries
 // -----------------------------------------------------------------------------
 
@@ -212,6 +258,63 @@ export const asks = (policy: Durable.Policy | undefined): ServerStream.AsksAppro
   policy?.({ toolCallId: call.id, toolName: call.name, input: call.input }) === "Ask"
 
 // -----------------------------------------------------------------------------
+// Shutdown
+// -----------------------------------------------------------------------------
+
+/** The tool calls of the log's last answer that have no result yet. */
+const unanswered = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCall> => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  const answer = messages[index]
+  if (answer?.role !== "assistant") return []
+  const answered = new Set(
+    messages.slice(index + 1).flatMap((message) => message.role === "toolResult" ? [message.toolCallId] : [])
+  )
+  return Message.toolCalls(answer).filter((call) => !answered.has(call.id))
+}
+
+/**
+ * Aborts every run going on in the store (a server that stops): each gets an `Abort`, a call waiting
+ * for an approval is denied, and it waits until they have ended (their calls paired) or `timeout` passed.
+ * The number of runs it aborted.
+ */
+export const abortRuns = (options: {
+  readonly policy?: Durable.Policy | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+} = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const makeClient = yield* Durable.client
+    const runs = yield* sql<{ readonly run_id: string; readonly session_id: string }>`
+      SELECT run_id, session_id FROM effect_agent_runs WHERE status = 'running'`
+    const requestId = `stop-${Crypto.randomUUID()}`
+    const asksApproval = asks(options.policy)
+    yield* Effect.forEach(runs, (run) =>
+      Effect.gen(function*() {
+        const client = makeClient(run.session_id)
+        yield* client.Abort({ requestId })
+        const waiting = unanswered(yield* SessionSql.readMessages(run.session_id)).filter(asksApproval)
+        yield* Effect.forEach(waiting, (call) =>
+          client.Approve({
+            toolCallId: call.id,
+            decision: { _tag: "Deny", reason: "The server stopped before anyone answered" }
+          }), { discard: true })
+      }), { concurrency: "unbounded", discard: true })
+    const ids = new Set(runs.map((run) => run.run_id))
+    const going = Effect.map(
+      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_runs WHERE status = 'running'`,
+      (rows) => rows.filter((row) => ids.has(row.run_id)).length
+    )
+    yield* Effect.repeat(going, { until: (count) => count === 0, schedule: Schedule.spaced("100 millis") })
+    return runs.length
+  }).pipe(
+    Effect.mapError((error) =>
+      error instanceof Durable.StoreFailed ? error : new Durable.StoreFailed({ description: describe(error) })
+    ),
+    Effect.timeout(options.timeout ?? Duration.seconds(20))
+  )
+
+// -----------------------------------------------------------------------------
 // Handlers
 // -----------------------------------------------------------------------------
 
@@ -223,6 +326,9 @@ export const layerSessions = (options: HandlerOptions) =>
       const backlog = options.sseBacklog ?? defaultSseBacklog
       const heartbeat = options.heartbeat ?? "15 seconds"
       const asksApproval = asks(options.policy)
+      // the server stops: the event streams end (an open one would keep the server from closing)
+      const closing = yield* Deferred.make<void>()
+      yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
       const run = <A>(sessionId: string, effect: Effect.Effect<A, unknown, SqlClient.SqlClient>) =>
         effect.pipe(Effect.provide(context), mapErrors(sessionId))
       return handlers
@@ -335,6 +441,7 @@ export const layerSessions = (options: HandlerOptions) =>
               )
               return HttpServerResponse.stream(
                 ServerStream.bounded(Stream.concat(Stream.make("retry: 1000\n\n"), body), backlog).pipe(
+                  Stream.interruptWhen(Deferred.await(closing)),
                   Stream.encodeText
                 ),
                 {

@@ -1,0 +1,149 @@
+/**
+ * `effect-agent serve` in a child process for the server's process tests: started on a chosen port and
+ * database, ready once it prints its URL, SIGKILLed or sent SIGINT by the test, killed by the scope if it
+ * still runs. Plus a port outside the system's range of ephemeral ports (no outgoing connection takes it
+ * while the server is down), and a reader of a session's events with the `eventsource` package.
+ */
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { EventSource } from "eventsource"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+
+/** `effect`, or a defect saying `what` if it does not end within `duration` (a safety net, not a wait). */
+export const within =
+  (duration: Duration.DurationInput, what: () => string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    effect.pipe(
+      Effect.timeoutFail({ duration, onTimeout: () => "timeout" as const }),
+      Effect.catchIf((error): error is "timeout" => error === "timeout", () => Effect.dieMessage(what()))
+    ) as Effect.Effect<A, E, R>
+
+/** A `serve` process. */
+export interface Serve {
+  readonly child: ChildProcess.ChildProcess
+  /** Everything it wrote to stdout and stderr so far. */
+  readonly output: () => string
+  /** How it ended, once it has. */
+  readonly exited: Effect.Effect<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+  readonly kill: (signal: NodeJS.Signals) => Effect.Effect<void>
+}
+
+/** The process ended before it printed its URL. */
+export class ServeFailed extends Data.TaggedError("ServeFailed")<{ readonly message: string }> {}
+
+/**
+ * Starts `node <main> serve <args>` and waits until it prints `serving … on <url>`; the scope SIGKILLs it
+ * if it still runs.
+ */
+export const start = (main: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+  Effect.acquireRelease(
+    Effect.async<Serve, ServeFailed>((resume) => {
+      const child = ChildProcess.spawn(process.execPath, [main, "serve", ...args], {
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let output = ""
+      let ready = false
+      let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined
+      const waiting: Array<() => void> = []
+      const exited = Effect.async<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>(
+        (resumeExit) => {
+          if (ended !== undefined) return resumeExit(Effect.succeed(ended))
+          waiting.push(() => resumeExit(Effect.succeed(ended!)))
+        }
+      )
+      const serve: Serve = {
+        child,
+        output: () => output,
+        exited,
+        kill: (signal) =>
+          Effect.suspend(() => {
+            if (ended === undefined) child.kill(signal)
+            return Effect.asVoid(exited)
+          })
+      }
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString("utf8")
+        if (!ready && /serving .* on http/.test(output)) {
+          ready = true
+          resume(Effect.succeed(serve))
+        }
+      }
+      child.stdout.on("data", onData)
+      child.stderr.on("data", onData)
+      child.on("exit", (code, signal) => {
+        ended = { code, signal }
+        for (const wake of waiting.splice(0)) wake()
+        if (!ready) {
+          ready = true
+          resume(
+            Effect.fail(new ServeFailed({ message: `serve exited (${code ?? signal}) before it listened:\n${output}` }))
+          )
+        }
+      })
+    }),
+    (serve) => serve.kill("SIGKILL")
+  )
+
+/**
+ * A free port on 127.0.0.1 below the system's ephemeral range (32768 and up on Linux), so that no
+ * client connection is given it as its local port while the test's server is down between two starts.
+ */
+export const stablePort = Effect.promise(async () => {
+  const [low] = ephemeralRange()
+  const top = Math.min(low, 32768) - 1
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * (top - 20000))
+    if (await isFree(port)) return port
+  }
+  throw new Error("no free port below the ephemeral range")
+})
+
+const ephemeralRange = (): [number, number] => {
+  try {
+    const [low, high] = Fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)
+    return [Number(low), Number(high)]
+  } catch {
+    return [32768, 60999]
+  }
+}
+
+const isFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = Net.createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+/** One event of a session's stream as the `eventsource` package delivered it. */
+export interface Received {
+  readonly id: string
+  readonly data: any
+}
+
+/**
+ * Reads `url` with an `EventSource` (the package reconnects by itself, sending `Last-Event-ID`) and
+ * calls `onEvent` with every event; `close` ends it. `reconnects` counts the connections after the first.
+ */
+export const eventSource = (url: string, headers: Record<string, string>, onEvent: (event: Received) => void) => {
+  let connections = 0
+  const lastEventIds: Array<string | undefined> = []
+  const source = new EventSource(url, {
+    fetch: (input, init) => {
+      connections++
+      const sent = (init?.headers ?? {}) as Record<string, string>
+      lastEventIds.push(sent["Last-Event-ID"])
+      return fetch(input, { ...init, headers: { ...sent, ...headers } })
+    }
+  })
+  source.onmessage = (event) => onEvent({ id: event.lastEventId, data: JSON.parse(event.data) })
+  return {
+    close: () => source.close(),
+    connections: () => connections,
+    /** The `Last-Event-ID` each connection sent (undefined: none). */
+    lastEventIds: () => lastEventIds.slice()
+  }
+}
