@@ -455,7 +455,8 @@ describe("Web chat", () => {
       yield* waitAttached(page, ".tool.running .output", "started reload")
       assert.strictEqual(yield* count(page, ".msg.user"), 1)
       assert.strictEqual(yield* count(page, ".tool"), 1)
-      assert.strictEqual(yield* step(() => page.locator(".tool .output").innerText()), "started reload")
+      // the progress sent again after the reload is shown once
+      assert.strictEqual(yield* step(() => page.locator(".tool .output").textContent()), "started reload\n")
       // a lost connection comes back through Last-Event-ID
       yield* step(() => page.evaluate(() => (window as any).effectAgentChat.dropConnection()))
       yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "running"))
@@ -469,6 +470,63 @@ describe("Web chat", () => {
       yield* shot(page, "reload")
       yield* noProblems(page)
     }), 180_000)
+
+  it.scopedLive(
+    "the API the page reads: sessions newest first with size and first prompt, the history's position",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" }
+        const call = (path: string, body?: unknown) =>
+          step(() =>
+            fetch(`${chat.url}${path}`, {
+              method: body === undefined ? "GET" : "POST",
+              headers,
+              ...(body === undefined ? {} : { body: JSON.stringify(body) })
+            }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
+          )
+        const made: Array<string> = []
+        for (const n of [1, 2, 3]) {
+          const id = `api-${n}-${Date.now()}`
+          assert.strictEqual((yield* call("/sessions", { sessionId: id })).status, 200)
+          made.push(id)
+        }
+        yield* call(`/sessions/${made[0]}/prompt`, { clientId: "p1", text: "first words of one" })
+        const history = yield* call(`/sessions/${made[0]}`)
+        const after = (yield* step(async () => {
+          for (;;) {
+            // polls until the run ended and its answer is stored
+            const each = await fetch(`${chat.url}/sessions/${made[0]}`, { headers }).then((r) => r.json()) as any
+            if (each.running === undefined && each.position === 2) return each
+            await new Promise((resolve) => setTimeout(resolve, 100))
+          }
+        })) as any
+        assert.isAtLeast(history.body.position, 1)
+        assert.strictEqual(after.entries.length, 2)
+        // newest first, a page at a time
+        const pages: Array<any> = []
+        let cursor: string | undefined
+        do {
+          const page = yield* call(`/sessions?order=newest&limit=1${cursor === undefined ? "" : `&cursor=${cursor}`}`)
+          assert.strictEqual(page.status, 200)
+          pages.push(...page.body.sessions)
+          cursor = page.body.next
+        } while (cursor !== undefined)
+        const ours = pages.filter((session) => made.includes(session.sessionId))
+        assert.deepStrictEqual(ours.map((session) => session.sessionId), [...made].reverse())
+        const createdAt = pages.map((session) => session.createdAt as number)
+        assert.deepStrictEqual(createdAt, [...createdAt].sort((a, b) => b - a))
+        const one = ours.find((session) => session.sessionId === made[0])
+        assert.strictEqual(one.firstPrompt, "first words of one")
+        assert.strictEqual(one.messages, 2)
+        assert.strictEqual(ours.find((session) => session.sessionId === made[1]).messages, 0)
+        // the OpenAPI document says so
+        const spec = (yield* call("/openapi.json")).body
+        const params = spec.paths["/sessions"].get.parameters.map((param: { name: string }) => param.name)
+        assert.include(params, "order")
+      }),
+    180_000
+  )
 
   it.scopedLive("two tabs on one session see the same events", () =>
     Effect.gen(function*() {
@@ -499,12 +557,16 @@ describe("Web chat", () => {
         page.evaluate(() => ({
           document: document.documentElement.scrollWidth,
           input: document.querySelector("#input")!.getBoundingClientRect().right,
-          send: document.querySelector("#send")!.getBoundingClientRect().right
+          send: document.querySelector("#send")!.getBoundingClientRect().right,
+          composer: document.querySelector("#composer")!.getBoundingClientRect().bottom,
+          height: window.innerHeight
         }))
       )
       assert.isAtMost(widths.document, 400)
       assert.isAtMost(widths.input, 400)
       assert.isAtMost(widths.send, 400)
+      // the input is at the bottom of the window
+      assert.approximately(widths.composer, widths.height, 2)
       yield* shot(page, "400px")
       yield* noProblems(page)
     }), 180_000)
