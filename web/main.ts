@@ -677,6 +677,7 @@ const onEvent = (event: ServerEvent): void => {
             shown.add(key)
             renderAssistant(message, pending.root)
           }
+          if (message.stopReason !== "toolUse") void checkEnded(message)
         } else {
           if (message.role === "user") {
             const text = textOf(message)
@@ -688,6 +689,7 @@ const onEvent = (event: ServerEvent): void => {
             markRunning("")
           }
           renderMessage(message)
+          if (message.role === "assistant" && message.stopReason !== "toolUse") void checkEnded(message)
         }
         break
       }
@@ -731,7 +733,9 @@ const onEvent = (event: ServerEvent): void => {
         askApproval(event.toolCallId, event.toolName, event.input)
         break
       case "RunEnd":
-        endRun(event.outcome)
+        // already ended by checkEnded: only a failure has something to add
+        if (running !== undefined) endRun(event.outcome)
+        else if (event.outcome._tag === "Failed") notice(failureHint(event.outcome.reason))
         break
     }
   })
@@ -759,6 +763,23 @@ const endRun = (outcome: Outcome): void => {
     }
   } else if (outcome._tag === "Failed") notice(failureHint(outcome.reason))
   void refresh()
+}
+
+/**
+ * After a final answer, asks the server whether the run is over: a run that started and ended while the
+ * server's stream was between two polls of the store has its messages sent but not its end.
+ */
+const checkEnded = async (message: AssistantMessage): Promise<void> => {
+  const id = sessionId
+  if (id === undefined || running === undefined) return
+  try {
+    const history = await api<History>("GET", `/sessions/${encodeURIComponent(id)}`)
+    if (id !== sessionId || history.running !== undefined || running === undefined) return
+    stickToBottom(() => endRun({ _tag: message.stopReason === "aborted" ? "Aborted" : "Completed", turns: 0 }))
+    renderStatus()
+  } catch {
+    // the stream's own end of the run comes later
+  }
 }
 
 /** Reads the history again for the entries' ids (edit) and the branches, without drawing the messages again. */
