@@ -27,6 +27,10 @@ import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
 import { tempDir } from "./utils/sqlStores.js"
 
+// the page's globals, in the functions that run in the browser (this project's types have no DOM)
+declare const document: any
+declare const window: any
+
 const root = NodePath.resolve(import.meta.dirname, "..")
 const artifacts = NodePath.join(root, "test", "artifacts")
 const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/lib/chromium/chromium"
@@ -255,7 +259,7 @@ describe("Web chat", () => {
         yield* waitText(page, "#session-list .first", "hello there")
         assert.include((yield* texts(page, "#session-list .meta"))[0], "2 messages")
         yield* shot(page, "stream")
-          yield* noProblems(page)
+        yield* noProblems(page)
       }),
     90_000
   )
@@ -331,7 +335,7 @@ describe("Web chat", () => {
         const sessionId = new URLSearchParams(hash.slice(1)).get("session")!
         const history = yield* step(() =>
           fetch(`${chat.url}/sessions/${sessionId}`, { headers: { authorization: `Bearer ${token}` } }).then((r) =>
-            r.json()
+            r.json() as Promise<any>
           )
         )
         const messages = (history.entries as Array<{ message: { role: string; toolCallId?: string } }>).map((e) =>
