@@ -24,6 +24,7 @@ import * as Schema from "effect/Schema"
 import type * as Durable from "./Durable.js"
 import * as Api from "./internal/server/api.js"
 import * as Handlers from "./internal/server/handlers.js"
+import * as WebChat from "./internal/server/webChat.js"
 
 /**
  * The server's `HttpApi` (groups `sessions` and `protocols`), for clients (`HttpApiClient.make`) and for
@@ -183,7 +184,8 @@ export const isLoopback = (host: string): boolean =>
 export const makeToken: () => string = Handlers.makeToken
 
 /**
- * The server alone on `NodeHttpServer`: the API, `/openapi.json` and `/docs`. Without a token it listens
+ * The server alone on `NodeHttpServer`: the API, `/openapi.json`, `/docs`, and the web chat at `/` (its
+ * page loads without the token, and asks the API with it). Without a token it listens
  * on loopback only (`TokenRequired` otherwise). Provides the `HttpServer` (its address has the port).
  *
  * @since 0.1.0
@@ -198,7 +200,7 @@ export const layer = (
 > => {
   const host = options.host ?? "127.0.0.1"
   if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
-  return HttpApiBuilder.serve().pipe(
+  return HttpApiBuilder.serve(WebChat.middleware()).pipe(
     Layer.provide(layerDocs),
     Layer.provide(layerApi(options)),
     Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))

@@ -194,6 +194,8 @@ export const command = <Provider extends string, E, R>(
         : address.path
       deps.write(`effect-agent: serving ${modelName} on ${url} (database ${DurableModule.redactUrl(database)})\n`)
       deps.write(`effect-agent: token ${token}\n`)
+      // the token goes in the fragment, which the browser never sends: the page keeps it for the tab
+      deps.write(`effect-agent: web chat at ${url}/#token=${token}\n`)
       deps.write(`effect-agent: API reference at ${url}/docs; Ctrl-C stops\n`)
       deps.listening?.()
       // Ctrl-C: the runs going on are aborted and end with their calls paired before the cluster, the

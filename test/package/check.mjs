@@ -82,7 +82,13 @@ try {
   for (const file of [...entryFiles, ...Object.values(pkg.bin)].map((file) => file.replace(/^\.\//, ""))) {
     if (!files.includes(file)) fail(`${file} (named in package.json) is not in the tarball`)
   }
-  console.log(`only package.json, README.md, LICENSE, dist/ and src/; every exports and bin target is present`)
+  // the web chat `serve` shows at `/`
+  for (const file of ["dist/web/index.html", "dist/web/app.js", "dist/web/app.css"]) {
+    if (!files.includes(file)) fail(`${file} (the web chat) is not in the tarball`)
+  }
+  console.log(
+    `only package.json, README.md, LICENSE, dist/ and src/; every exports and bin target and the web chat are present`
+  )
 
   step("no script runs when the package is installed")
   const installHooks = ["preinstall", "install", "postinstall", "prepare"].filter((hook) => pkg.scripts?.[hook])

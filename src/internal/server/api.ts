@@ -70,7 +70,14 @@ export const Id = Schema.String.pipe(
 
 export const SessionPath = Schema.Struct({ sessionId: Id })
 
-export const SessionSummary = Schema.Struct({ sessionId: Schema.String, createdAt: Schema.Number })
+export const SessionSummary = Schema.Struct({
+  sessionId: Schema.String,
+  createdAt: Schema.Number,
+  /** How many messages the session's log holds (every branch). */
+  messages: Schema.optional(Schema.Number),
+  /** The text of its first user message, cut at 200 characters. */
+  firstPrompt: Schema.optional(Schema.String)
+})
 
 export const SessionPage = Schema.Struct({
   sessions: Schema.Array(SessionSummary),
@@ -98,7 +105,15 @@ export const SessionHistory = Schema.Struct({
   entries: Schema.Array(Entry),
   branches: Schema.Array(Branch),
   /** The run going on, if any. */
-  running: Schema.optional(Schema.String)
+  running: Schema.optional(Schema.String),
+  /** The log's size when the history was read: pass it as `after` to the events to get what follows. */
+  position: Schema.optional(Schema.Number),
+  /** The calls of the current branch's last message that wait for an approval (when a run is going on). */
+  awaiting: Schema.optional(Schema.Array(Schema.Struct({
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    input: Schema.Unknown
+  })))
 })
 
 export const Input = Schema.Struct({
@@ -134,10 +149,14 @@ export class Sessions extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("list", "/sessions")
       .setUrlParams(Schema.Struct({
         cursor: Schema.optional(Id),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)))
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
+        order: Schema.optional(Schema.Literal("id", "newest"))
       }))
       .addSuccess(SessionPage)
-      .annotate(OpenApi.Summary, "List the sessions, by id, a page at a time")
+      .annotate(
+        OpenApi.Summary,
+        "List the sessions a page at a time, by id or newest first (`order=newest`), with their size and first prompt"
+      )
   )
   .add(
     HttpApiEndpoint.get("history", "/sessions/:sessionId")

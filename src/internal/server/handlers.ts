@@ -238,20 +238,95 @@ export const positionAfterCall = (sessionId: string, toolCallId: string) =>
       }
     ))
 
-const history = (sessionId: string) =>
+/** The calls of the branch's last message that have no result, were not started, and that the policy asks for. */
+const awaitingCalls = (
+  sessionId: string,
+  entries: ReadonlyArray<{ readonly message: Message.Message }>,
+  asksApproval: ServerStream.AsksApproval
+) =>
+  Effect.gen(function*() {
+    const last = entries[entries.length - 1]?.message
+    if (last === undefined || last.role !== "assistant") return []
+    const calls = Message.toolCalls(last).filter(asksApproval)
+    if (calls.length === 0) return []
+    const sql = yield* SqlClient.SqlClient
+    const started = yield* sql<{ readonly call_id: string }>`SELECT DISTINCT call_id FROM effect_agent_live
+      WHERE session_id = ${sessionId} AND call_id IS NOT NULL`
+    const seen = new Set(started.map((row) => row.call_id))
+    return calls.filter((call) => !seen.has(call.id)).map((call) => ({
+      toolCallId: call.id,
+      toolName: call.name,
+      input: call.input
+    }))
+  })
+
+const history = (sessionId: string, asksApproval: ServerStream.AsksApproval = () => false) =>
   Effect.gen(function*() {
     yield* requireSession(sessionId)
+    // the size first: a message stored meanwhile is in the entries and comes again after it (never lost)
+    const position = yield* logSize(sessionId)
     const store = yield* SessionSql.makeSql(sessionId)
     const entries = yield* (store.entries ?? Effect.succeed([]))
     const branches = yield* (store.branches ?? Effect.succeed([]))
     const running = yield* runningRun(sessionId)
+    const awaiting = Option.isSome(running) ? yield* awaitingCalls(sessionId, entries, asksApproval) : []
     return {
       sessionId,
       entries,
       branches,
-      ...(Option.isSome(running) ? { running: running.value } : {})
+      position,
+      ...(Option.isSome(running) ? { running: running.value } : {}),
+      ...(awaiting.length > 0 ? { awaiting } : {})
     }
   })
+
+/** A page of sessions with their size and first prompt, by id or newest first. */
+const listSessions = (params: {
+  readonly cursor?: string | undefined
+  readonly limit?: number | undefined
+  readonly order?: "id" | "newest" | undefined
+}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const limit = params.limit ?? 50
+    const cursor = params.cursor ?? ""
+    type Row = {
+      readonly id: string
+      readonly created_at: number | string
+      readonly n: number | string
+      readonly first_prompt: string | null
+    }
+    const columns = sql`s.id, s.created_at,
+      (SELECT COUNT(*) FROM effect_agent_messages m WHERE m.session_id = s.id) AS n,
+      (SELECT m.message FROM effect_agent_messages m WHERE m.session_id = s.id AND m.role = 'user'
+        ORDER BY m.id LIMIT 1) AS first_prompt`
+    const rows = params.order === "newest"
+      ? yield* sql<Row>`SELECT ${columns} FROM effect_agent_sessions s
+        WHERE ${cursor} = '' OR s.created_at < (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor})
+          OR (s.created_at = (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor}) AND s.id < ${cursor})
+        ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit + 1}`
+      : yield* sql<Row>`SELECT ${columns} FROM effect_agent_sessions s WHERE s.id > ${cursor}
+        ORDER BY s.id LIMIT ${limit + 1}`
+    const page = rows.slice(0, limit).map((row) => {
+      const first = row.first_prompt === null ? undefined : firstPromptOf(row.first_prompt)
+      return {
+        sessionId: row.id,
+        createdAt: Number(row.created_at),
+        messages: Number(row.n),
+        ...(first === undefined ? {} : { firstPrompt: first })
+      }
+    })
+    return rows.length > limit ? { sessions: page, next: page[page.length - 1]!.sessionId } : { sessions: page }
+  })
+
+const firstPromptOf = (json: string): string | undefined => {
+  try {
+    const text = Message.textOf(JSON.parse(json) as Message.Message)
+    return text.length > 200 ? `${text.slice(0, 199)}…` : text
+  } catch {
+    return undefined
+  }
+}
 
 /** Whether the policy asks for an approval of this call. */
 export const asks = (policy: Durable.Policy | undefined): ServerStream.AsksApproval => (call) =>
@@ -336,22 +411,8 @@ export const layerSessions = (options: HandlerOptions) =>
           const sessionId = payload.sessionId ?? Crypto.randomUUID()
           return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
         })
-        .handle("list", ({ urlParams }) =>
-          run(
-            "",
-            Effect.gen(function*() {
-              const sql = yield* SqlClient.SqlClient
-              const limit = urlParams.limit ?? 50
-              const rows = yield* sql<{ readonly id: string; readonly created_at: number | string }>`
-                SELECT id, created_at FROM effect_agent_sessions WHERE id > ${urlParams.cursor ?? ""}
-                ORDER BY id LIMIT ${limit + 1}`
-              const page = rows.slice(0, limit).map((row) => ({ sessionId: row.id, createdAt: Number(row.created_at) }))
-              return rows.length > limit
-                ? { sessions: page, next: page[page.length - 1]!.sessionId }
-                : { sessions: page }
-            })
-          ))
-        .handle("history", ({ path }) => run(path.sessionId, history(path.sessionId)))
+        .handle("list", ({ urlParams }) => run("", listSessions(urlParams)))
+        .handle("history", ({ path }) => run(path.sessionId, history(path.sessionId, asksApproval)))
         .handle("fork", ({ path, payload }) =>
           run(
             path.sessionId,
@@ -368,7 +429,7 @@ export const layerSessions = (options: HandlerOptions) =>
                   (error) => Effect.fail(new Api.BadRequest({ message: error.message }))
                 )
               )
-              return yield* history(path.sessionId)
+              return yield* history(path.sessionId, asksApproval)
             })
           ))
         .handle("prompt", ({ path, payload }) =>

@@ -1,0 +1,71 @@
+/**
+ * The web chat's files (built by `scripts/web.mjs` into `dist/web/`), served at `/` and `/web/…` ahead of
+ * the API's guard: the page holds no secret (it asks the API with the token it is given), so it loads
+ * without one. Each file is read when asked for, with a strict Content-Security-Policy: scripts and
+ * styles from the server only, no inline script, connections to the server only.
+ */
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The page's files by URL path, with their file name in the page's directory and content type. */
+export const files: Readonly<Record<string, { readonly file: string; readonly type: string }>> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/web/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/web/app.css": { file: "app.css", type: "text/css; charset=utf-8" }
+}
+
+export const contentSecurityPolicy = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'"
+].join("; ")
+
+/**
+ * The page's directory: `dist/web` in the package this module is part of (found by walking up to its
+ * `package.json`, from `dist/…`, from the command's bundle in `dist/bin/…`, or from `src/…`).
+ */
+export const directory = (from: string = fileURLToPath(import.meta.url)): string => {
+  let dir = NodePath.dirname(from)
+  while (!Fs.existsSync(NodePath.join(dir, "package.json"))) {
+    const parent = NodePath.dirname(dir)
+    if (parent === dir) return NodePath.join(NodePath.dirname(from), "web")
+    dir = parent
+  }
+  return NodePath.join(dir, "dist", "web")
+}
+
+const notBuilt = HttpServerResponse.text("The web chat is not built: run `npm run build` in the package.\n", {
+  status: 404
+})
+
+/** Serves the page's files before `app` (everything else goes to `app`). */
+export const middleware = (dir: string = directory()) => (app: HttpApp.Default): HttpApp.Default =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    if (request.method !== "GET" && request.method !== "HEAD") return app
+    const path = request.url.split(/[?#]/, 1)[0] ?? ""
+    const found = Object.prototype.hasOwnProperty.call(files, path) ? files[path] : undefined
+    if (found === undefined) return app
+    return Effect.matchEffect(Effect.tryPromise(() => Fs.promises.readFile(NodePath.join(dir, found.file))), {
+      onFailure: () => Effect.succeed(notBuilt),
+      onSuccess: (body) =>
+        Effect.succeed(HttpServerResponse.uint8Array(body, {
+          contentType: found.type,
+          headers: {
+            "content-security-policy": contentSecurityPolicy,
+            "x-content-type-options": "nosniff",
+            "referrer-policy": "no-referrer",
+            "cache-control": "no-cache"
+          }
+        }))
+    })
+  })

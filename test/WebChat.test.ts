@@ -1,0 +1,577 @@
+/**
+ * The web chat in a real browser: Debian's chromium, driven by playwright-core, against `Server.layer`
+ * on 127.0.0.1 (in this process: the tests hold the tools' gates), with the real OpenAI-compatible
+ * provider talking to `Testing.fakeOpenAiServer`. The page is built with `node scripts/web.mjs` first.
+ * Every test fails when the page logs a console error or an unhandled rejection, and saves a screenshot
+ * in test/artifacts/.
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { type Browser, chromium, type Page } from "playwright-core"
+import * as Durable from "../src/Durable.js"
+import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
+import * as Server from "../src/Server.js"
+import * as Testing from "../src/Testing.js"
+import * as Tool from "../src/Tool.js"
+import { tempDir } from "./utils/sqlStores.js"
+
+// the page's globals, in the functions that run in the browser (this project's types have no DOM)
+declare const document: any
+declare const window: any
+
+const root = NodePath.resolve(import.meta.dirname, "..")
+const artifacts = NodePath.join(root, "test", "artifacts")
+const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/lib/chromium/chromium"
+const token = "web-chat-token-0123456789"
+
+// the page as the package ships it
+execFileSync(process.execPath, [NodePath.join(root, "scripts", "web.mjs")], { cwd: root, stdio: "inherit" })
+
+/** Gates the `slow` tool waits on, opened by the tests. */
+const gates = new Map<string, Deferred.Deferred<void>>()
+const gate = (key: string) =>
+  Effect.sync(() => {
+    let found = gates.get(key)
+    if (found === undefined) {
+      found = Deferred.unsafeMake<void>(undefined as never)
+      gates.set(key, found)
+    }
+    return found
+  })
+const open = (key: string) => Effect.flatMap(gate(key), (deferred) => Deferred.succeed(deferred, undefined))
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(`echo: ${text}`)
+})
+const guarded = Tool.make({
+  name: "guarded",
+  description: "Needs an approval",
+  parameters: Schema.Struct({ name: Schema.String }),
+  execute: ({ name }) => Effect.succeed(`guarded ran for ${name}`)
+})
+const slow = Tool.make({
+  name: "slow",
+  description: "Reports progress, then waits for its gate",
+  parameters: Schema.Struct({ key: Schema.String }),
+  execute: ({ key }, context) =>
+    Effect.gen(function*() {
+      yield* context.update({ output: `started ${key}\n` })
+      yield* Deferred.await(yield* gate(key))
+      return `slow ${key} done`
+    })
+})
+
+const hostileText = [
+  "Look: <script>window.__pwned = 1; alert(1)</script>",
+  "<img src=x onerror=\"window.__pwned = 2; alert(2)\">",
+  "[click me](javascript:alert(3)) and [data](data:text/html,<script>alert(4)</script>)",
+  "![pic](http://127.0.0.2:9/pixel.png)",
+  "<a href=\"javascript:alert(5)\">raw link</a>",
+  "```html\n<script>alert(6)</script>\n```"
+].join("\n\n")
+const hostileArgs = "</script><script>alert(7)</script><img src=x onerror=alert(8)>"
+
+/** The text of the body's last user message, and whether the last message is a tool's result. */
+const lastOf = (body: any): { readonly user: string; readonly afterTool: boolean; readonly tool: string } => {
+  const messages = body.messages as Array<{ role: string; content: unknown }>
+  const users = messages.filter((message) => message.role === "user")
+  const content = users[users.length - 1]?.content
+  const user = typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((part: { text?: string }) => part.text ?? "").join("")
+    : ""
+  const last = messages[messages.length - 1]
+  const tool = last?.role === "tool" ? String(last.content) : ""
+  return { user, afterTool: last?.role === "tool", tool }
+}
+
+/** The model: what it answers is chosen from the conversation. */
+const answer = (body: any): Testing.FakeAnswer => {
+  const { afterTool, tool, user } = lastOf(body)
+  if (afterTool) return user === "hostile" ? { text: `Result: ${hostileArgs}` } : { text: `Finished: ${tool}` }
+  if (user.startsWith("hello")) {
+    return {
+      thinking: "The user greets me.",
+      text: `Hi! You said *${user}*.\n\nHere is code:\n\n\`\`\`ts\nconst answer: number = 42\n\`\`\`\n`
+    }
+  }
+  if (user === "use echo") return { toolCalls: [{ name: "echo", input: { text: "ping" } }] }
+  if (user.startsWith("guard ")) return { toolCalls: [{ name: "guarded", input: { name: user.slice(6) } }] }
+  if (user.startsWith("slow ")) return { toolCalls: [{ name: "slow", input: { key: user.slice(5) } }] }
+  if (user === "hostile") return { text: hostileText, toolCalls: [{ name: "echo", input: { text: hostileArgs } }] }
+  return { text: `Reply to: ${user}` }
+}
+
+interface Chat {
+  readonly url: string
+  readonly browser: Browser
+  /** A new page on the chat (its own browser context); its console errors and unhandled rejections are kept. */
+  readonly page: (
+    options?: { readonly width?: number; readonly hash?: string }
+  ) => Effect.Effect<Page, never, Scope.Scope>
+}
+
+/** The console errors and unhandled rejections of each page. */
+const problems = new WeakMap<Page, Array<string>>()
+
+const setup: Effect.Effect<Chat, never, Scope.Scope> = Effect.gen(function*() {
+  const dir = yield* tempDir("effect-agent-webchat-")
+  const model = yield* Testing.fakeOpenAiServer({ script: answer, model: "fake-model" })
+  const policy: Durable.Policy = (request) => request.toolName === "guarded" ? "Ask" : "Allow"
+  const runner = Durable.layer({ tools: [echo, guarded, slow], policy }).pipe(
+    Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+    Layer.provide(
+      OpenAiCompat.layer({ model: "fake-model", baseUrl: `${model.url}/v1`, apiKey: Redacted.make("test") }).pipe(
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.orDie
+      )
+    ),
+    Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
+  )
+  const context = yield* Layer.build(Server.layer({ token, policy }).pipe(Layer.provide(runner), Layer.orDie))
+  const HttpServerModule = yield* Effect.promise(() => import("@effect/platform/HttpServer"))
+  const address = Context.get(context, HttpServerModule.HttpServer).address as HttpServer.TcpAddress
+  const url = `http://127.0.0.1:${address.port}`
+  const browser = yield* Effect.acquireRelease(
+    Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+    (browser) => Effect.promise(() => browser.close())
+  )
+  const page = (options?: { readonly width?: number; readonly hash?: string }) =>
+    Effect.acquireRelease(
+      Effect.promise(async () => {
+        const page = await browser.newPage({ viewport: { width: options?.width ?? 1100, height: 900 } })
+        page.setDefaultTimeout(60_000)
+        const found: Array<string> = []
+        problems.set(page, found)
+        page.on("console", (message) => {
+          if (message.type() === "error") found.push(`console: ${message.text()}`)
+        })
+        page.on("pageerror", (error) => found.push(`page error: ${error.message}`))
+        await page.goto(`${url}/#token=${token}${options?.hash === undefined ? "" : `&${options.hash}`}`)
+        await page.waitForFunction(() => document.querySelector("#status .state") !== null)
+        return page
+      }),
+      (page) => Effect.promise(() => page.context().close())
+    )
+  return { url, browser, page } satisfies Chat
+})
+
+/** One server and one browser for the file's tests (each test has its own pages and sessions). */
+let shared: { readonly chat: Chat; readonly scope: Scope.CloseableScope } | undefined
+beforeAll(async () => {
+  const scope = Effect.runSync(Scope.make())
+  const chat = await Effect.runPromise(Scope.extend(setup, scope))
+  shared = { chat, scope }
+}, 120_000)
+afterAll(async () => {
+  if (shared !== undefined) await Effect.runPromise(Scope.close(shared.scope, Exit.void))
+}, 120_000)
+const getChat = Effect.sync(() => {
+  if (shared === undefined) throw new Error("the server did not start")
+  return shared.chat
+})
+
+const shot = (page: Page, name: string) =>
+  Effect.promise(async () => {
+    Fs.mkdirSync(artifacts, { recursive: true })
+    await page.screenshot({ path: NodePath.join(artifacts, `web-chat-${name}.png`) })
+  })
+
+const step = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+/** Types a message and sends it with Enter. */
+const say = (page: Page, text: string) =>
+  step(async () => {
+    await page.locator("#input").fill(text)
+    await page.locator("#input").press("Enter")
+  })
+
+const waitText = (page: Page, selector: string, text: string) =>
+  step(() => page.locator(selector, { hasText: text }).first().waitFor({ timeout: 60_000 }))
+
+const count = (page: Page, selector: string) => step(() => page.locator(selector).count())
+
+const texts = (page: Page, selector: string) => step(() => page.locator(selector).allInnerTexts())
+
+/** A new session from the page's button, opened. */
+const newSession = (page: Page) =>
+  step(async () => {
+    const before = page.url()
+    await page.locator("#new-session").click()
+    await page.waitForURL((url) => url.toString() !== before && url.hash.includes("session="))
+    await page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle")
+    return new URL(page.url()).hash
+  })
+
+const noProblems = (...pages: ReadonlyArray<Page>) =>
+  Effect.sync(() => {
+    for (const page of pages) assert.deepStrictEqual(problems.get(page), [])
+  })
+
+/** Waits until an element holding `text` is in the page (shown or folded). */
+const waitAttached = (page: Page, selector: string, text: string) =>
+  step(() => page.locator(selector, { hasText: text }).first().waitFor({ state: "attached", timeout: 60_000 }))
+
+describe("Web chat", () => {
+  it.scopedLive(
+    "a prompt streams its answer as Markdown with highlighted code; thinking is folded",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        // the page itself loads without the token, with a strict CSP; the API does not
+        const response = yield* step(() => fetch(`${chat.url}/`))
+        assert.strictEqual(response.status, 200)
+        assert.include(response.headers.get("content-security-policy") ?? "", "script-src 'self'")
+        assert.strictEqual((yield* step(() => fetch(`${chat.url}/sessions`))).status, 401)
+        // the token left the address bar
+        assert.notInclude(page.url(), token)
+        yield* newSession(page)
+        yield* say(page, "hello there")
+        yield* waitText(page, ".msg.assistant .markdown", "Here is code")
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["hello there"])
+        assert.include((yield* texts(page, ".msg.assistant .markdown em"))[0], "hello there")
+        assert.isAbove(yield* count(page, ".msg.assistant pre.code .hljs-keyword"), 0)
+        assert.strictEqual(yield* step(() => page.locator(".thinking .text").isVisible()), false)
+        yield* step(() => page.locator(".thinking summary").click())
+        assert.strictEqual(yield* step(() => page.locator(".thinking .text").innerText()), "The user greets me.")
+        yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+        const status = yield* step(() => page.locator("#status").innerText())
+        assert.include(status, "fake-model")
+        assert.match(status, /[1-9][\d,]* tokens/)
+        // the session list: newest first, with its first prompt and size
+        yield* waitText(page, "#session-list .first", "hello there")
+        assert.include((yield* texts(page, "#session-list .meta"))[0], "2 messages")
+        yield* shot(page, "stream")
+        yield* noProblems(page)
+      }),
+    90_000
+  )
+
+  it.scopedLive("a tool call's card shows its arguments, runs and completes", () =>
+    Effect.gen(function*() {
+      const chat = yield* getChat
+      const page = yield* chat.page()
+      yield* newSession(page)
+      yield* say(page, "use echo")
+      yield* waitText(page, ".msg.assistant .markdown", "Finished: echo: ping")
+      const card = page.locator(".tool", { hasText: "echo" })
+      assert.strictEqual(yield* count(page, ".tool"), 1)
+      assert.include(yield* step(() => card.getAttribute("class")), "done")
+      yield* step(() => card.locator("summary").click())
+      assert.include(yield* step(() => card.locator(".args").innerText()), "\"text\": \"ping\"")
+      assert.strictEqual(yield* step(() => card.locator(".result .text").innerText()), "echo: ping")
+      yield* shot(page, "tool")
+      yield* noProblems(page)
+    }), 180_000)
+
+  it.scopedLive(
+    "a call that needs an approval waits: Allow runs it, Deny ends the run on one line",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        yield* say(page, "guard first")
+        yield* step(() => page.locator(".tool.waiting").waitFor({ timeout: 60_000 }))
+        assert.strictEqual(yield* step(() => page.locator("#status .state").innerText()), "waiting for your approval")
+        yield* shot(page, "approval")
+        const first = page.locator(".tool", { hasText: "\"first\"" })
+        yield* step(() => first.getByRole("button", { name: "Allow", exact: true }).click())
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: guarded ran for first")
+        assert.strictEqual(yield* step(() => first.locator(".result .text").innerText()), "guarded ran for first")
+        assert.include(yield* step(() => first.getAttribute("class")), "done")
+        yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+        yield* say(page, "guard second")
+        const second = page.locator(".tool", { hasText: "\"second\"" })
+        yield* step(() => second.getByRole("button", { name: "Deny", exact: true }).waitFor({ timeout: 60_000 }))
+        yield* step(() => second.getByRole("button", { name: "Deny", exact: true }).click())
+        yield* waitText(page, "#messages .error", "Denied by the user")
+        assert.include(yield* step(() => second.getAttribute("class")), "failed")
+        assert.include(yield* step(() => second.locator(".result .text").innerText()), "Denied by the user")
+        const errors = yield* texts(page, "#messages .error")
+        assert.strictEqual(errors.length, 1)
+        assert.notInclude(errors[0], "\n")
+        assert.strictEqual(yield* count(page, ".approval:not([hidden])"), 0)
+        yield* noProblems(page)
+      }),
+    180_000
+  )
+
+  it.scopedLive(
+    "Esc stops a run mid-tool: the call is paired, the answer marked stopped, the prompt usable",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        yield* say(page, "slow never")
+        yield* waitAttached(page, ".tool.running .output", "started never")
+        assert.isFalse(yield* step(() => page.locator("#stop").isDisabled()))
+        yield* step(() => page.keyboard.press("Escape"))
+        yield* step(() => page.locator(".msg.assistant .stopped").first().waitFor({ timeout: 60_000 }))
+        yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+        // the call has its result: the history pairs it
+        const card = page.locator(".tool", { hasText: "slow" })
+        const cardClass = yield* step(() => card.getAttribute("class"))
+        assert.match(cardClass ?? "", /failed|stopped/)
+        const hash = new URL(page.url()).hash
+        const sessionId = new URLSearchParams(hash.slice(1)).get("session")!
+        const history = yield* step(() =>
+          fetch(`${chat.url}/sessions/${sessionId}`, { headers: { authorization: `Bearer ${token}` } }).then((r) =>
+            r.json() as Promise<any>
+          )
+        )
+        const messages = (history.entries as Array<{ message: { role: string; toolCallId?: string } }>).map((e) =>
+          e.message
+        )
+        assert.isTrue(messages.some((message) => message.role === "toolResult"), JSON.stringify(messages))
+        assert.isTrue(yield* step(() => page.locator("#stop").isDisabled()))
+        yield* say(page, "hello again")
+        yield* waitText(page, ".msg.assistant .markdown", "You said")
+        yield* shot(page, "stop")
+        yield* noProblems(page)
+      }),
+    90_000
+  )
+
+  it.scopedLive(
+    "hostile model text, tool arguments and results run nothing and load nothing",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        const dialogs: Array<string> = []
+        const requests: Array<string> = []
+        page.on("dialog", (dialog) => {
+          dialogs.push(dialog.message())
+          void dialog.dismiss()
+        })
+        page.on("request", (request) => requests.push(request.url()))
+        yield* newSession(page)
+        yield* say(page, "hostile")
+        yield* waitText(page, ".msg.assistant .markdown", "Result:")
+        // the text is there, as text
+        const answerText = (yield* texts(page, ".msg.assistant .markdown")).join("\n")
+        assert.include(answerText, "<script>window.__pwned = 1; alert(1)</script>")
+        assert.include(answerText, "<img src=x onerror=")
+        assert.include(answerText, hostileArgs)
+        yield* step(() => page.locator(".tool summary").click())
+        assert.include(yield* step(() => page.locator(".tool .args").innerText()), hostileArgs)
+        assert.include(yield* step(() => page.locator(".tool .result .text").innerText()), hostileArgs)
+        // nothing ran or was made: no script, image or javascript: link in the messages
+        assert.strictEqual(yield* count(page, "#messages script, #messages img, #messages iframe"), 0)
+        assert.strictEqual(yield* count(page, "#messages a[href^='javascript'], #messages a[href^='data']"), 0)
+        assert.strictEqual(yield* count(page, "#messages [onerror], #messages [onclick]"), 0)
+        // the unsafe links are text; clicking one does nothing
+        yield* step(() => page.locator(".unsafe-link", { hasText: "click me" }).click())
+        assert.isUndefined(yield* step(() => page.evaluate(() => (window as any).__pwned)))
+        assert.deepStrictEqual(dialogs, [])
+        // every request is the page's own, to the server
+        for (const url of requests) assert.isTrue(url.startsWith(`${chat.url}/`), url)
+        assert.isTrue(requests.some((url) => url.includes("/prompt")))
+        yield* shot(page, "hostile")
+        yield* noProblems(page)
+      }),
+    90_000
+  )
+
+  it.scopedLive(
+    "steering while a slow tool runs: shown as queued until the next turn takes it",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        yield* say(page, "slow steer")
+        yield* waitAttached(page, ".tool.running .output", "started steer")
+        yield* say(page, "also mention the weather")
+        yield* waitText(page, "#queue li", "also mention the weather")
+        yield* shot(page, "steer")
+        yield* open("steer")
+        yield* waitText(page, ".msg.assistant .markdown", "Reply to: also mention the weather")
+        assert.strictEqual(yield* count(page, "#queue li"), 0)
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["slow steer", "also mention the weather"])
+        yield* noProblems(page)
+      }),
+    90_000
+  )
+
+  it.scopedLive(
+    "editing an earlier message forks the session; the branches can be switched",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        yield* say(page, "first question")
+        yield* waitText(page, ".msg.assistant .markdown", "Reply to: first question")
+        yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+        yield* say(page, "second question")
+        yield* waitText(page, ".msg.assistant .markdown", "Reply to: second question")
+        yield* step(() => page.waitForFunction(() => document.querySelectorAll(".msg.user button.edit").length === 2))
+        yield* step(() => page.locator(".msg.user", { hasText: "second question" }).getByRole("button").click())
+        yield* step(() => page.locator(".edit-form textarea").fill("another second question"))
+        yield* step(() => page.locator(".edit-form button[type=submit]").click())
+        yield* waitText(page, ".msg.assistant .markdown", "Reply to: another second question")
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["first question", "another second question"])
+        yield* step(() => page.waitForFunction(() => document.querySelectorAll("#tree li").length === 2))
+        yield* step(() => page.locator("#branches summary").click())
+        yield* shot(page, "branches")
+        assert.include((yield* texts(page, "#tree li.current"))[0], "(current)")
+        yield* step(() => page.locator("#tree button.switch").click())
+        yield* step(() => page.waitForFunction(() => document.querySelectorAll(".msg.user").length === 2))
+        yield* waitText(page, ".msg.user .text", "second question")
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["first question", "second question"])
+        assert.deepStrictEqual(yield* texts(page, ".msg.assistant .markdown"), [
+          "Reply to: first question",
+          "Reply to: second question"
+        ])
+        yield* noProblems(page)
+      }),
+    90_000
+  )
+
+  it.scopedLive("reloading or losing the connection mid-run shows every message once", () =>
+    Effect.gen(function*() {
+      const chat = yield* getChat
+      const page = yield* chat.page()
+      const hash = yield* newSession(page)
+      yield* say(page, "slow reload")
+      yield* waitAttached(page, ".tool.running .output", "started reload")
+      yield* step(() => page.reload())
+      yield* waitAttached(page, ".tool.running .output", "started reload")
+      assert.strictEqual(yield* count(page, ".msg.user"), 1)
+      assert.strictEqual(yield* count(page, ".tool"), 1)
+      // the progress sent again after the reload is shown once
+      assert.strictEqual(yield* step(() => page.locator(".tool .output").textContent()), "started reload\n")
+      // a lost connection comes back through Last-Event-ID
+      yield* step(() => page.evaluate(() => (window as any).effectAgentChat.dropConnection()))
+      yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "running"))
+      yield* open("reload")
+      yield* waitText(page, ".msg.assistant .markdown", "Finished: slow reload done")
+      yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+      assert.strictEqual(yield* count(page, ".msg.user"), 1)
+      assert.strictEqual(yield* count(page, ".tool"), 1)
+      assert.strictEqual(yield* count(page, ".msg.assistant .markdown"), 1)
+      assert.strictEqual(hash, new URL(page.url()).hash)
+      yield* shot(page, "reload")
+      yield* noProblems(page)
+    }), 180_000)
+
+  it.scopedLive(
+    "the API the page reads: sessions newest first with size and first prompt, the history's position",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" }
+        const call = (path: string, body?: unknown) =>
+          step(() =>
+            fetch(`${chat.url}${path}`, {
+              method: body === undefined ? "GET" : "POST",
+              headers,
+              ...(body === undefined ? {} : { body: JSON.stringify(body) })
+            }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
+          )
+        const made: Array<string> = []
+        for (const n of [1, 2, 3]) {
+          const id = `api-${n}-${Date.now()}`
+          assert.strictEqual((yield* call("/sessions", { sessionId: id })).status, 200)
+          made.push(id)
+        }
+        yield* call(`/sessions/${made[0]}/prompt`, { clientId: "p1", text: "first words of one" })
+        const history = yield* call(`/sessions/${made[0]}`)
+        const after = (yield* step(async () => {
+          for (;;) {
+            // polls until the run ended and its answer is stored
+            const each = await fetch(`${chat.url}/sessions/${made[0]}`, { headers }).then((r) => r.json()) as any
+            if (each.running === undefined && each.position === 2) return each
+            await new Promise((resolve) => setTimeout(resolve, 100))
+          }
+        })) as any
+        assert.isAtLeast(history.body.position, 1)
+        assert.strictEqual(after.entries.length, 2)
+        // newest first, a page at a time
+        const pages: Array<any> = []
+        let cursor: string | undefined
+        do {
+          const page = yield* call(`/sessions?order=newest&limit=1${cursor === undefined ? "" : `&cursor=${cursor}`}`)
+          assert.strictEqual(page.status, 200)
+          pages.push(...page.body.sessions)
+          cursor = page.body.next
+        } while (cursor !== undefined)
+        const ours = pages.filter((session) => made.includes(session.sessionId))
+        assert.deepStrictEqual(ours.map((session) => session.sessionId), [...made].reverse())
+        const createdAt = pages.map((session) => session.createdAt as number)
+        assert.deepStrictEqual(createdAt, [...createdAt].sort((a, b) => b - a))
+        const one = ours.find((session) => session.sessionId === made[0])
+        assert.strictEqual(one.firstPrompt, "first words of one")
+        assert.strictEqual(one.messages, 2)
+        assert.strictEqual(ours.find((session) => session.sessionId === made[1]).messages, 0)
+        // the OpenAPI document says so
+        const spec = (yield* call("/openapi.json")).body
+        const params = spec.paths["/sessions"].get.parameters.map((param: { name: string }) => param.name)
+        assert.include(params, "order")
+      }),
+    180_000
+  )
+
+  it.scopedLive("two tabs on one session see the same events", () =>
+    Effect.gen(function*() {
+      const chat = yield* getChat
+      const one = yield* chat.page()
+      const hash = yield* newSession(one)
+      const two = yield* chat.page({ hash: hash.slice(1) })
+      yield* step(() => two.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
+      yield* say(one, "use echo")
+      for (const page of [one, two]) {
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: echo: ping")
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["use echo"])
+        assert.strictEqual(yield* count(page, ".tool.done"), 1)
+      }
+      yield* shot(two, "two-tabs")
+      yield* noProblems(one, two)
+    }), 180_000)
+
+  it.scopedLive("readable at 400 px: nothing wider than the window", () =>
+    Effect.gen(function*() {
+      const chat = yield* getChat
+      const page = yield* chat.page({ width: 400 })
+      yield* step(() => page.locator("#toggle-sessions").click())
+      yield* newSession(page)
+      yield* say(page, "hello narrow")
+      yield* waitText(page, ".msg.assistant .markdown", "Here is code")
+      const widths = yield* step(() =>
+        page.evaluate(() => ({
+          document: document.documentElement.scrollWidth,
+          input: document.querySelector("#input")!.getBoundingClientRect().right,
+          send: document.querySelector("#send")!.getBoundingClientRect().right,
+          composer: document.querySelector("#composer")!.getBoundingClientRect().bottom,
+          height: window.innerHeight
+        }))
+      )
+      assert.isAtMost(widths.document, 400)
+      assert.isAtMost(widths.input, 400)
+      assert.isAtMost(widths.send, 400)
+      // the input is at the bottom of the window
+      assert.approximately(widths.composer, widths.height, 2)
+      yield* shot(page, "400px")
+      yield* noProblems(page)
+    }), 180_000)
+})
