@@ -130,6 +130,8 @@ export interface Options extends HandlerOptions {
   readonly host?: string | undefined
   /** Default 0: any free port (read it from `HttpServer.HttpServer`'s address). */
   readonly port?: number | undefined
+  /** More routes on `HttpApiBuilder.Router`, behind the same guard (e.g. `A2a.layerRoutes(agents)`). */
+  readonly routes?: Layer.Layer<never> | undefined
 }
 
 /**
@@ -197,7 +199,7 @@ export const layer = (
   const host = options.host ?? "127.0.0.1"
   if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
   return HttpApiBuilder.serve().pipe(
-    Layer.provide(layerDocs),
+    Layer.provide(options.routes === undefined ? layerDocs : Layer.merge(layerDocs, options.routes)),
     Layer.provide(layerApi(options)),
     Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: options.port ?? 0 }))
   )

@@ -35,13 +35,17 @@ import * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as NodePath from "node:path"
 import * as A2a from "../src/A2a.js"
 import * as Agent from "../src/Agent.js"
+import * as Durable from "../src/Durable.js"
 import type * as Errors from "../src/Errors.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Server from "../src/Server.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
+import { tempDir } from "./utils/sqlStores.js"
 
 // -----------------------------------------------------------------------------
 // Helpers
@@ -379,6 +383,30 @@ describe("A2a.layer, called by @a2a-js/sdk's client", () => {
         JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tasks/get", params: { id: "nope" } })
       )
       assert.strictEqual(unknownTask.error?.code, -32001)
+    }).pipe(Effect.scoped))
+})
+
+describe("A2a.layerRoutes on Server.layer", () => {
+  it.live("the A2A routes are served beside the server's API, behind its token", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("effect-agent-a2a-")
+      const token = "a2a-test-token-0123456789"
+      const runner = Durable.layer({ tools: [] }).pipe(
+        Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+        Layer.provide(Layer.succeed(Model.Model, Model.scripted([]))),
+        Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
+      )
+      const context = yield* Layer.build(
+        Server.layer({ token, routes: A2a.layerRoutes([greeter()]) }).pipe(Layer.provide(runner), Layer.orDie)
+      )
+      const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+      const url = `http://127.0.0.1:${address.port}`
+      const anonymous = yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`))
+      assert.strictEqual(anonymous.status, 401)
+      const remote = yield* A2a.connect(url, { headers: { authorization: `Bearer ${token}` } })
+      assert.deepStrictEqual(remote.card.skills.map((skill) => skill.id), ["greeter"])
+      const answer = yield* A2a.ask(remote, "hi")
+      assert.strictEqual(answer.text, "Hello there.")
     }).pipe(Effect.scoped))
 })
 
