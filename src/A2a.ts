@@ -140,14 +140,15 @@ export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
  * @example
  * ```ts
  * import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
- * import { Agent, Model } from "effect-agent"
+ * import { Layer } from "effect"
+ * import { Agent, Message, Model } from "effect-agent"
  * import * as A2a from "effect-agent/A2a"
  *
  * const helper = Agent.make({
  *   name: "helper",
  *   description: "Answers questions",
  *   instructions: "Answer briefly.",
- *   model: Model.scripted(["Hello."])
+ *   model: Model.scripted([Message.assistant("Hello.")])
  * })
  *
  * // the card at /.well-known/agent-card.json, JSON-RPC at /a2a
@@ -189,14 +190,14 @@ export interface LayerOptions extends ServeOptions {
  *
  * @example
  * ```ts
- * import { Agent, Model } from "effect-agent"
+ * import { Agent, Message, Model } from "effect-agent"
  * import * as A2a from "effect-agent/A2a"
  *
  * const helper = Agent.make({
  *   name: "helper",
  *   description: "Answers questions",
  *   instructions: "Answer briefly.",
- *   model: Model.scripted(["Hello."])
+ *   model: Model.scripted([Message.assistant("Hello.")])
  * })
  *
  * const server = A2a.layer([helper], { port: 4142 })
