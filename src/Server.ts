@@ -133,6 +133,8 @@ export interface Options extends HandlerOptions {
   readonly host?: string | undefined
   /** Default 0: any free port (read it from `HttpServer.HttpServer`'s address). */
   readonly port?: number | undefined
+  /** More routes on `HttpApiBuilder.Router`, behind the same guard (e.g. `A2a.layerRoutes(agents)`). */
+  readonly routes?: Layer.Layer<never> | undefined
 }
 
 /**
@@ -201,7 +203,7 @@ export const layer = (
   const host = options.host ?? "127.0.0.1"
   if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
   return HttpApiBuilder.serve(WebChat.middleware()).pipe(
-    Layer.provide(layerDocs),
+    Layer.provide(options.routes === undefined ? layerDocs : Layer.merge(layerDocs, options.routes)),
     Layer.provide(layerApi(options)),
     Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))
   )

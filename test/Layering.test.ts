@@ -65,6 +65,9 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
     modules: [
       "Mcp",
       "internal/mcp/*",
+      "internal/runText",
+      "A2a",
+      "internal/a2a/*",
       "AiSdk",
       "AiModel",
       "Durable",

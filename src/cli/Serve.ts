@@ -18,6 +18,7 @@ import * as Redacted from "effect/Redacted"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
+import * as Agent from "../Agent.js"
 import type * as Durable from "../Durable.js"
 import type * as Model from "../Model.js"
 import * as Permissions from "../services/Permissions.js"
@@ -64,6 +65,11 @@ export const options = {
   database: Options.text("database").pipe(
     Options.optional,
     Options.withDescription("a SQLite file, or postgres://… (default: serve.db in the user's data directory)")
+  ),
+  a2a: Options.boolean("a2a").pipe(
+    Options.withDescription(
+      "also serve the agent over A2A (card at /.well-known/agent-card.json, JSON-RPC at /a2a; behind the token)"
+    )
   )
 }
 
@@ -180,12 +186,41 @@ export const command = <Provider extends string, E, R>(
         Layer.provide(NodeContext.layer),
         Layer.provideMerge(sql)
       )
+      // over A2A a call the rules leave to a person waits for the client's answer (input-required)
+      const routes = input.a2a
+        ? (yield* Effect.promise(() => import("../A2a.js"))).layerRoutes([
+          Agent.make({
+            name: "agent",
+            description: `A coding agent working in ${root}: it reads and changes files and runs commands there`,
+            instructions: deps.systemPrompt,
+            tools: Tools.all,
+            maxTurns: input.maxTurns
+          })
+        ], {
+          permissions: {
+            ...PermissionFiles.rules(loaded.rules, { yes: input.yes, root, confirm: () => Permissions.allow }),
+            confirm: input.yes ? () => Permissions.allow : undefined
+          }
+        }).pipe(
+          Layer.provide(models(modelName)),
+          Layer.provide(Workspace.layer(root, {
+            protect: PermissionFiles.protectedPaths({
+              permissions: input.permissions,
+              mcp: Option.none(),
+              session: database,
+              sessionsDir: Sessions.directory(root)
+            })
+          })),
+          Layer.provide(NodeContext.layer)
+        ) as Layer.Layer<never>
+        : undefined
       const server = Server.layer({
         host: input.host,
         port: input.port,
         token,
         cors: input.cors,
-        policy
+        policy,
+        routes
       }).pipe(Layer.provideMerge(runner))
       const context = yield* Layer.build(server)
       const address = Context.get(context, HttpServer.HttpServer).address
@@ -197,6 +232,7 @@ export const command = <Provider extends string, E, R>(
       // the token goes in the fragment, which the browser never sends: the page keeps it for the tab
       deps.write(`effect-agent: web chat at ${url}/#token=${token}\n`)
       deps.write(`effect-agent: API reference at ${url}/docs; Ctrl-C stops\n`)
+      if (input.a2a) deps.write(`effect-agent: A2A agent card at ${url}/.well-known/agent-card.json\n`)
       deps.listening?.()
       // Ctrl-C: the runs going on are aborted and end with their calls paired before the cluster, the
       // server and the database close (a run cut off by the shutdown alone would resume on the next start)

@@ -30,9 +30,9 @@ import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Agent from "../../Agent.js"
 import type * as Event from "../../Event.js"
-import * as Message from "../../Message.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
+import { describe, failureText } from "../runText.js"
 
 /** The options of `serve`. */
 export interface ServeOptions {
@@ -307,31 +307,6 @@ export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
 // -----------------------------------------------------------------------------
 // Helpers
 // -----------------------------------------------------------------------------
-
-/** A line for a progress notification, for the events a caller would want to see. */
-const describe = (event: Event.AgentEvent<unknown>, prefix = ""): string | undefined => {
-  switch (event._tag) {
-    case "TurnStart":
-      return `${prefix}turn ${event.turn}`
-    case "ToolStart":
-      return `${prefix}calling ${event.toolName}`
-    case "ToolEnd":
-      return `${prefix}${event.toolName} ${event.result.isError ? "failed" : "done"}`
-    case "MessageEnd":
-      return event.message.role === "assistant" && Message.textOf(event.message).trim() !== ""
-        ? `${prefix}${Message.textOf(event.message).trim().slice(0, 200)}`
-        : undefined
-    case "Subagent":
-      return describe(event.event, `${prefix}${event.path.map((segment) => segment.agent).join(" > ")}: `)
-    default:
-      return undefined
-  }
-}
-
-const failureText = (error: unknown): string =>
-  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
-    ? error.message
-    : String(error)
 
 const isObjectSchema = (schema: Schema.Schema<any, any, never>): boolean => {
   const json = JSONSchema.make(schema) as { readonly type?: unknown }

@@ -1,0 +1,579 @@
+/**
+ * Agent2Agent (A2A), both ways, on `@a2a-js/sdk`. Served: agents at an A2A endpoint, with an agent card
+ * at `/.well-known/agent-card.json` that lists them as skills; a task is a run (its id stable), its
+ * events become status updates, its answer an artifact, `tasks/cancel` aborts it, and a call that needs
+ * approval puts it in `input-required` until the client answers. Called: `A2a.tool(url)` makes a remote
+ * A2A agent a `Tool`, whose streamed updates are the call's progress and whose abort cancels the
+ * remote task.
+ *
+ * @since 0.1.0
+ */
+import { type Message as A2aMessage, Role, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk"
+import {
+  type Client,
+  ClientFactory,
+  ClientFactoryOptions,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  RestTransportFactory
+} from "@a2a-js/sdk/client"
+import { A2AError } from "@a2a-js/sdk/errors"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
+import * as Http from "node:http"
+import type * as Agent from "./Agent.js"
+import * as Errors from "./Errors.js"
+import * as A2aServer from "./internal/a2a/server.js"
+import * as Tool from "./Tool.js"
+
+// -----------------------------------------------------------------------------
+// Errors
+// -----------------------------------------------------------------------------
+
+/**
+ * The remote agent could not be reached: no answer, a refused connection, or no agent card at the URL.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aUnreachable extends Schema.TaggedError<A2aUnreachable>("effect-agent/A2aUnreachable")(
+  "A2aUnreachable",
+  { url: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `The A2A agent at ${this.url} could not be reached: ${this.reason}`
+  }
+}
+
+/**
+ * The remote agent answered, but the task failed: it ended `failed` or `rejected`, it asked for input a
+ * tool call cannot give, or the request was refused (`taskId` is empty then).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aTaskFailed extends Schema.TaggedError<A2aTaskFailed>("effect-agent/A2aTaskFailed")(
+  "A2aTaskFailed",
+  { url: Schema.String, taskId: Schema.String, state: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `The A2A task ${this.taskId === "" ? "" : `${this.taskId} `}at ${this.url} ${
+      this.state === "" ? "was refused" : `ended ${this.state}`
+    }: ${this.reason}`
+  }
+}
+
+/**
+ * The remote task was canceled by someone else than this call.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aTaskCanceled extends Schema.TaggedError<A2aTaskCanceled>("effect-agent/A2aTaskCanceled")(
+  "A2aTaskCanceled",
+  { url: Schema.String, taskId: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `The A2A task ${this.taskId} at ${this.url} was canceled: ${this.reason}`
+  }
+}
+
+/**
+ * The errors of a call of a remote A2A agent.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export type A2aError = A2aUnreachable | A2aTaskFailed | A2aTaskCanceled
+
+// -----------------------------------------------------------------------------
+// Serving agents
+// -----------------------------------------------------------------------------
+
+/**
+ * The options of the A2A server: the card (`name`, `description`, `version`), the endpoint (`path`,
+ * `url`), the limits (`maxPromptLength`, `maxBodyBytes`), the `permissions` of the runs and where their
+ * sessions live (`openSession`, by context id).
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export interface ServeOptions extends A2aServer.Options {}
+
+/**
+ * The path of the agent card: `/.well-known/agent-card.json`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const cardPath: typeof A2aServer.cardPath = A2aServer.cardPath
+
+/**
+ * The default path of the JSON-RPC endpoint: `/a2a`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const defaultPath: typeof A2aServer.defaultPath = A2aServer.defaultPath
+
+/**
+ * The services the runs of agents `Ag` take from the server's context (all they need but the session
+ * and the permissions, which the server gives each run).
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
+
+/**
+ * The agents' A2A routes (the card and the JSON-RPC endpoint) on the router of `HttpApiBuilder`: with
+ * `Server.layer({ routes })` they are served beside the server's API (behind its token), or with
+ * `HttpApiBuilder.Router.serve()` alone. The first agent answers a task unless the message's metadata
+ * names another (`{ "skill": "<agent name>" }`).
+ *
+ * @example
+ * ```ts
+ * import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+ * import { Layer } from "effect"
+ * import { Agent, Message, Model } from "effect-agent"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const helper = Agent.make({
+ *   name: "helper",
+ *   description: "Answers questions",
+ *   instructions: "Answer briefly.",
+ *   model: Model.scripted([Message.assistant("Hello.")])
+ * })
+ *
+ * // the card at /.well-known/agent-card.json, JSON-RPC at /a2a
+ * const routes = A2a.layerRoutes([helper])
+ * const app = HttpApiBuilder.Router.serve().pipe(Layer.provide(routes))
+ * ```
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const layerRoutes = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options?: ServeOptions
+): Layer.Layer<never, never, Requirements<Ag>> =>
+  HttpApiBuilder.Router.use((router) =>
+    Effect.gen(function*() {
+      const app = yield* A2aServer.makeApp(agents, options)
+      yield* router.get(A2aServer.cardPath, app.card)
+      yield* router.post(app.path, app.rpc)
+    })
+  )
+
+/**
+ * The options of `layer`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export interface LayerOptions extends ServeOptions {
+  /** Default `127.0.0.1`. */
+  readonly host?: string | undefined
+  /** Default 0: a free port (read it from `HttpServer.HttpServer`'s address). */
+  readonly port?: number | undefined
+}
+
+/**
+ * The agents served over A2A alone, on `NodeHttpServer`; provides the `HttpServer` (its address has the
+ * port).
+ *
+ * @example
+ * ```ts
+ * import { Agent, Message, Model } from "effect-agent"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const helper = Agent.make({
+ *   name: "helper",
+ *   description: "Answers questions",
+ *   instructions: "Answer briefly.",
+ *   model: Model.scripted([Message.assistant("Hello.")])
+ * })
+ *
+ * const server = A2a.layer([helper], { port: 4142 })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export const layer = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options: LayerOptions = {}
+): Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, Requirements<Ag>> =>
+  HttpApiBuilder.Router.serve().pipe(
+    Layer.provide(layerRoutes(agents, options)),
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => Http.createServer(), { host: options.host ?? "127.0.0.1", port: options.port ?? 0 })
+    )
+  )
+
+// -----------------------------------------------------------------------------
+// Calling a remote agent
+// -----------------------------------------------------------------------------
+
+/**
+ * How to reach a remote agent.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export interface ClientOptions {
+  /** Headers of every request, the card's too (e.g. `Authorization`). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** The `fetch` to use (default: the global one). */
+  readonly fetch?: typeof fetch | undefined
+  /** The card's path under the URL (default `/.well-known/agent-card.json`). */
+  readonly cardPath?: string | undefined
+  /** The skill to ask, in the message's metadata (`{ "skill": … }`), as effect-agent's servers read it. */
+  readonly skill?: string | undefined
+}
+
+/**
+ * What a remote agent answered: the text of its artifacts (or of its reply), and their data parts.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export interface Answer {
+  /** Empty when the agent replied with a message instead of a task. */
+  readonly taskId: string
+  readonly contextId: string
+  readonly text: string
+  readonly data: ReadonlyArray<unknown>
+}
+
+/**
+ * A progress update of a remote task: a state change or status message, or a part of an artifact.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export type Update =
+  | { readonly _tag: "Status"; readonly taskId: string; readonly state: string; readonly text: string }
+  | { readonly _tag: "Artifact"; readonly taskId: string; readonly name: string; readonly text: string }
+
+/**
+ * A remote agent: its card and a client of the SDK.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export interface Remote {
+  readonly url: string
+  readonly card: import("@a2a-js/sdk").AgentCard
+  readonly client: Client
+  readonly skill?: string | undefined
+}
+
+/**
+ * Reads the agent card at `url` and makes a client of the agent.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const program = Effect.gen(function*() {
+ *   const remote = yield* A2a.connect("http://127.0.0.1:4142")
+ *   return remote.card.skills.map((skill) => skill.name)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Remote, A2aUnreachable> = Effect.fn(
+  "A2a.connect"
+)(function*(url: string, options: ClientOptions = {}) {
+  return yield* Effect.tryPromise({
+    try: async () => {
+      const fetchImpl = withHeaders(options)
+      const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
+        cardResolver: new DefaultAgentCardResolver({ fetchImpl })
+      }))
+      const client = await factory.createFromUrl(url, options.cardPath)
+      return { url, card: await client.getAgentCard(), client, skill: options.skill }
+    },
+    catch: (error) => new A2aUnreachable({ url, reason: describe(error) })
+  })
+})
+
+/**
+ * Asks a remote agent: sends `prompt` as a new task and follows its stream to its end. `onUpdate` gets
+ * every status and artifact update. Interrupting the call cancels the remote task (`tasks/cancel`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const program = Effect.gen(function*() {
+ *   const remote = yield* A2a.connect("http://127.0.0.1:4142")
+ *   const answer = yield* A2a.ask(remote, "What is 2 + 2?")
+ *   return answer.text
+ * }).pipe(
+ *   Effect.catchTags({
+ *     A2aUnreachable: () => Effect.succeed("nobody there"),
+ *     A2aTaskFailed: (error) => Effect.succeed(`failed: ${error.reason}`),
+ *     A2aTaskCanceled: () => Effect.succeed("canceled")
+ *   })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export const ask = (
+  remote: Remote,
+  prompt: string,
+  options: { readonly onUpdate?: ((update: Update) => Effect.Effect<void>) | undefined } = {}
+): Effect.Effect<Answer, A2aError> =>
+  Effect.suspend(() => {
+    const url = remote.url
+    let taskId = ""
+    let contextId = ""
+    let finalState: TaskState | undefined
+    let statusText = ""
+    let replied: Answer | undefined
+    const artifacts = new Map<string, { text: Array<string>; data: Array<unknown> }>()
+    const report = (update: Update) => {
+      if (options.onUpdate !== undefined) Effect.runFork(options.onUpdate(update))
+    }
+    const onEvent = (event: StreamResponse) => {
+      const payload = event.payload
+      switch (payload?.$case) {
+        case "message": {
+          const { data, text } = partsOf(payload.value.parts)
+          replied = { taskId: "", contextId: payload.value.contextId, text: text.join(""), data }
+          return
+        }
+        case "task": {
+          taskId = payload.value.id
+          contextId = payload.value.contextId
+          for (const artifact of payload.value.artifacts) artifacts.set(artifact.artifactId, partsOf(artifact.parts))
+          return onStatus(payload.value.status)
+        }
+        case "statusUpdate": {
+          taskId ||= payload.value.taskId
+          contextId ||= payload.value.contextId
+          return onStatus(payload.value.status)
+        }
+        case "artifactUpdate": {
+          const artifact = payload.value.artifact
+          if (artifact === undefined) return
+          const parts = partsOf(artifact.parts)
+          const known = artifacts.get(artifact.artifactId)
+          artifacts.set(
+            artifact.artifactId,
+            payload.value.append && known !== undefined
+              ? { text: [...known.text, ...parts.text], data: [...known.data, ...parts.data] }
+              : parts
+          )
+          report({ _tag: "Artifact", taskId, name: artifact.name || artifact.artifactId, text: parts.text.join("") })
+          return
+        }
+      }
+    }
+    const onStatus = (status: Task["status"]) => {
+      if (status === undefined) return
+      statusText = status.message === undefined ? "" : partsOf(status.message.parts).text.join("")
+      if (isFinal(status.state)) finalState = status.state
+      report({ _tag: "Status", taskId, state: stateName(status.state), text: statusText })
+    }
+    const cancel = Effect.suspend(() =>
+      taskId === "" || finalState !== undefined
+        ? Effect.void
+        : Effect.promise(() =>
+          remote.client.cancelTask({ tenant: "", id: taskId, metadata: undefined }).catch(() => undefined)
+        ).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+    )
+    const request = {
+      tenant: "",
+      message: userMessage(prompt, remote.skill),
+      configuration: undefined,
+      metadata: undefined
+    }
+    return Effect.tryPromise({
+      try: async (signal) => {
+        for await (const event of remote.client.sendMessageStream(request, { signal })) {
+          onEvent(event)
+          if (finalState !== undefined || replied !== undefined) break
+        }
+      },
+      catch: (error): A2aError =>
+        error instanceof A2AError
+          ? new A2aTaskFailed({ url, taskId, state: "", reason: error.message })
+          : new A2aUnreachable({ url, reason: describe(error) })
+    }).pipe(
+      Effect.onInterrupt(() => cancel),
+      Effect.flatMap((): Effect.Effect<Answer, A2aError> => {
+        if (replied !== undefined) return Effect.succeed(replied)
+        const state = finalState
+        const text = [...artifacts.values()].map((artifact) => artifact.text.join("")).join("\n")
+        const data = [...artifacts.values()].flatMap((artifact) => artifact.data)
+        switch (state) {
+          case TaskState.TASK_STATE_COMPLETED:
+            return Effect.succeed({ taskId, contextId, text: text === "" ? statusText : text, data })
+          case TaskState.TASK_STATE_CANCELED:
+            return Effect.fail(new A2aTaskCanceled({ url, taskId, reason: statusText || "no reason given" }))
+          case TaskState.TASK_STATE_INPUT_REQUIRED:
+          case TaskState.TASK_STATE_AUTH_REQUIRED:
+            return Effect.zipRight(
+              Effect.sync(() => (finalState = undefined)).pipe(Effect.zipRight(cancel)),
+              Effect.fail(
+                new A2aTaskFailed({
+                  url,
+                  taskId,
+                  state: stateName(state),
+                  reason: `the agent asks: ${statusText || "(no question given)"}; a tool call cannot answer, ` +
+                    `so the task was canceled`
+                })
+              )
+            )
+          case undefined:
+            return Effect.zipRight(
+              cancel,
+              Effect.fail(
+                new A2aTaskFailed({ url, taskId, state: "", reason: "the stream ended before the task did" })
+              )
+            )
+          default:
+            return Effect.fail(
+              new A2aTaskFailed({ url, taskId, state: stateName(state), reason: statusText || "no reason given" })
+            )
+        }
+      })
+    )
+  })
+
+/**
+ * The options of `tool`.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export interface ToolOptions extends ClientOptions {
+  /** The tool's name (default: the card's name, as a tool name). */
+  readonly name?: string | undefined
+  /** The tool's description (default: the card's description and its skills). */
+  readonly description?: string | undefined
+}
+
+/**
+ * The input of a remote agent's tool.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export const ToolInput = Schema.Struct({
+  prompt: Schema.String.annotations({ description: "What to ask the agent, in plain words" })
+})
+
+/**
+ * A remote A2A agent as a `Tool`: a call is a task with the model's `prompt`, its status and artifact
+ * updates are the call's progress (`ToolUpdate` events, as `Update` values), and its answer is the
+ * result. A failure is a `ToolExecutionFailed` the model reads, with the typed error (`A2aUnreachable`,
+ * `A2aTaskFailed` or `A2aTaskCanceled`) as its `details`. An aborted call cancels the remote task.
+ * Reading the card fails with `A2aUnreachable`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent } from "effect-agent"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const program = Effect.gen(function*() {
+ *   const researcher = yield* A2a.tool("http://127.0.0.1:4142", { name: "researcher" })
+ *   return Agent.make({
+ *     name: "lead",
+ *     description: "Plans and delegates",
+ *     instructions: "Ask the researcher when you need facts.",
+ *     tools: [researcher]
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export const tool: (
+  url: string,
+  options?: ToolOptions
+) => Effect.Effect<Tool.Tool<typeof ToolInput.Type, Errors.ToolExecutionFailed>, A2aUnreachable> = Effect.fn(
+  "A2a.tool"
+)(function*(url: string, options: ToolOptions = {}) {
+  const remote = yield* connect(url, options)
+  const card = remote.card
+  const skills = card.skills.map((skill) => `- ${skill.name}: ${skill.description}`).join("\n")
+  return Tool.make({
+    name: options.name ?? toolName(card.name),
+    description: options.description ??
+      `Asks the A2A agent "${card.name}": ${card.description}${skills === "" ? "" : `\nIts skills:\n${skills}`}`,
+    parameters: ToolInput,
+    execute: ({ prompt }, context) =>
+      ask(remote, prompt, { onUpdate: context.update }).pipe(
+        Effect.map((answer) => ({
+          content: answer.text,
+          details: { taskId: answer.taskId, contextId: answer.contextId, data: answer.data }
+        })),
+        Effect.mapError((error) => new Errors.ToolExecutionFailed({ description: error.message, details: error }))
+      )
+  })
+})
+
+// -----------------------------------------------------------------------------
+// Helpers
+// -----------------------------------------------------------------------------
+
+const withHeaders = (options: ClientOptions): typeof fetch => {
+  const base = options.fetch ?? globalThis.fetch
+  const extra = options.headers
+  if (extra === undefined) return base
+  return (input, init) => {
+    const headers = new Headers(init?.headers)
+    for (const [name, value] of Object.entries(extra)) headers.set(name, value)
+    return base(input, { ...init, headers })
+  }
+}
+
+const userMessage = (prompt: string, skill: string | undefined): A2aMessage => ({
+  messageId: randomUUID(),
+  contextId: "",
+  taskId: "",
+  role: Role.ROLE_USER,
+  parts: [{ content: { $case: "text", value: prompt }, metadata: undefined, filename: "", mediaType: "text/plain" }],
+  metadata: skill === undefined ? undefined : { skill },
+  extensions: [],
+  referenceTaskIds: []
+})
+
+const partsOf = (parts: A2aMessage["parts"]): { text: Array<string>; data: Array<unknown> } => ({
+  text: parts.flatMap((part) => part.content?.$case === "text" ? [part.content.value] : []),
+  data: parts.flatMap((part) => part.content?.$case === "data" ? [part.content.value] : [])
+})
+
+const isFinal = (state: TaskState): boolean =>
+  state === TaskState.TASK_STATE_COMPLETED || state === TaskState.TASK_STATE_FAILED ||
+  state === TaskState.TASK_STATE_CANCELED || state === TaskState.TASK_STATE_REJECTED ||
+  state === TaskState.TASK_STATE_INPUT_REQUIRED || state === TaskState.TASK_STATE_AUTH_REQUIRED
+
+const stateName = (state: TaskState): string => TaskState[state]?.replace("TASK_STATE_", "").toLowerCase() ?? "unknown"
+
+const toolName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "a2a_agent"
+
+const describe = (error: unknown): string => {
+  const message = error instanceof Error ? error.message : String(error)
+  const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
+  return `${message}${cause}`
+}

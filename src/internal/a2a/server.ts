@@ -1,0 +1,302 @@
+/**
+ * Agents served over A2A on `@effect/platform`: the agent card at `/.well-known/agent-card.json` and the
+ * JSON-RPC endpoint, on the SDK's `DefaultRequestHandler` (tasks in its `InMemoryTaskStore`) with the
+ * executor of `executor.ts`. A v1.0 request (`A2A-Version: 1.0`: `SendMessage`, `GetTask`, …) goes to
+ * the SDK's `JsonRpcTransportHandler`, a v0.3 one (`message/send`, `tasks/get`, …) to its
+ * `LegacyJsonRpcTransportHandler`. A stream is sent as Server-Sent Events; a client that goes away
+ * mid-stream leaves the task going (the rest of the stream is drained into the store, for `tasks/get`).
+ */
+import {
+  A2A_VERSION_HEADER,
+  AGENT_CARD_PATH,
+  AgentCard,
+  Extensions,
+  formatSSEErrorEvent,
+  formatSSEEvent,
+  HTTP_EXTENSION_HEADER,
+  type SendMessageRequest,
+  type StreamResponse
+} from "@a2a-js/sdk"
+import { duplicateInterfacesForLegacy } from "@a2a-js/sdk/compat/v0_3"
+import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server"
+import {
+  type AgentExecutor,
+  DefaultRequestHandler,
+  defaultServerCallContextBuilder,
+  InMemoryTaskStore,
+  JsonRpcTransportHandler,
+  type ServerCallContext,
+  UnauthenticatedUser,
+  validateVersion
+} from "@a2a-js/sdk/server"
+import type * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type * as Agent from "../../Agent.js"
+import type * as Permissions from "../../services/Permissions.js"
+import type * as Session from "../../services/Session.js"
+import * as Executor from "./executor.js"
+
+/** The options of the A2A server (`A2a.ServeOptions`). */
+export interface Options extends Executor.Options {
+  /** The card's name (default: the agent's name when there is one, else `"effect-agent"`). */
+  readonly name?: string | undefined
+  /** The card's description (default: the agents' names and descriptions). */
+  readonly description?: string | undefined
+  /** The card's version (default `"0.1.0"`). */
+  readonly version?: string | undefined
+  /** The path of the JSON-RPC endpoint (default `"/a2a"`). */
+  readonly path?: `/${string}` | undefined
+  /**
+   * The endpoint's public URL, as the card gives it to clients (default: `http://` and the request's
+   * `Host` header, then `path`). Set it behind a proxy.
+   */
+  readonly url?: string | undefined
+  /** The largest request body, in bytes (default 1 MiB). */
+  readonly maxBodyBytes?: number | undefined
+}
+
+/** The path of the agent card. */
+export const cardPath = `/${AGENT_CARD_PATH}` as const
+
+/** The default path of the JSON-RPC endpoint. */
+export const defaultPath = "/a2a" as const
+
+const defaultMaxBodyBytes = 1024 * 1024
+
+/** The card and the JSON-RPC endpoint, as handlers of an `HttpRouter`. */
+export interface App {
+  readonly path: `/${string}`
+  readonly card: HttpRouter.Route.Handler<never, never>
+  readonly rpc: HttpRouter.Route.Handler<never, never>
+}
+
+/** The services a run of `Ag` needs from the server's context. */
+export type Requirements<Ag extends Agent.Any> = Exclude<
+  Agent.Requirements<Ag>,
+  Session.Session | Permissions.Permissions
+>
+
+/** Builds the handlers; the runs use the services of the context and end with the Scope. */
+export const makeApp = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options: Options = {}
+): Effect.Effect<App, never, Requirements<Ag> | Scope.Scope> =>
+  Effect.gen(function*() {
+    if (agents.length === 0) return yield* Effect.dieMessage("A2A: serve at least one agent")
+    const path = options.path ?? defaultPath
+    const runtime = yield* Effect.runtime<Requirements<Ag>>()
+    const executor = Executor.make(agents, runtime as any, options)
+    yield* Effect.addFinalizer(() => executor.interruptAll)
+    const card = makeCard(agents, options, path)
+    const maxPromptLength = options.maxPromptLength ?? Executor.defaultMaxPromptLength
+    const handler = new CheckedHandler(card, new InMemoryTaskStore(), executor, (request) =>
+      Executor.checkRequest(agents, maxPromptLength, request.message, request.metadata))
+    const v1 = new JsonRpcTransportHandler(handler)
+    const legacy = new LegacyJsonRpcTransportHandler(handler)
+    const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes
+
+    const cardHandler = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const url = options.url ?? `http://${request.headers["host"] ?? "127.0.0.1"}${path}`
+      const served: AgentCard = {
+        ...card,
+        supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
+      }
+      return HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
+    }).pipe(Effect.orDie)
+
+    const rpcHandler = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const version = request.headers[A2A_VERSION_HEADER.toLowerCase()]
+      const isLegacy = version === undefined || version === "" || version.startsWith("0.")
+      const error = (code: number, message: string, id: unknown = null) =>
+        HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } })
+      if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
+        return error(-32600, `the request is over this server's limit of ${maxBodyBytes} bytes`)
+      }
+      const text = yield* Effect.orElseSucceed(request.text, () =>
+        undefined)
+      if (text === undefined || Buffer.byteLength(text) > maxBodyBytes) {
+        return error(-32600, `the request could not be read whole (over ${maxBodyBytes} bytes, or cut off)`)
+      }
+      let body: unknown
+      try {
+        body = JSON.parse(text)
+      } catch {
+        return error(-32700, "the body is not JSON: send a JSON-RPC 2.0 request, e.g. {\"jsonrpc\":\"2.0\",...}")
+      }
+      const envelope = body as { readonly jsonrpc?: unknown; readonly id?: unknown; readonly method?: unknown }
+      if (
+        typeof body !== "object" || body === null || Array.isArray(body) || envelope.jsonrpc !== "2.0" ||
+        typeof envelope.method !== "string"
+      ) {
+        return error(
+          -32600,
+          `not a JSON-RPC 2.0 request: send one object with "jsonrpc": "2.0", an "id", a "method" ` +
+            `(${
+              isLegacy
+                ? "message/send, message/stream, tasks/get or tasks/cancel"
+                : "SendMessage, SendStreamingMessage, GetTask or CancelTask"
+            }) and its "params"`,
+          typeof envelope?.id === "string" || typeof envelope?.id === "number" ? envelope.id : null
+        )
+      }
+      const id = envelope.id ?? null
+      const mapError = isLegacy
+        ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError
+        : JsonRpcTransportHandler.mapToJSONRPCError
+      const context = defaultServerCallContextBuilder({
+        extensions: Extensions.parseServiceParameter(
+          request.headers[HTTP_EXTENSION_HEADER.toLowerCase()] ?? request.headers["x-a2a-extensions"]
+        ),
+        user: new UnauthenticatedUser(),
+        headers: request.headers,
+        ...(version === undefined || version === "" ? {} : { requestedVersion: version })
+      })
+      const answer = yield* Effect.tryPromise(async () => {
+        validateVersion(context.requestedVersion, card, "JSONRPC")
+        return (isLegacy ? legacy : v1).handle(body as Record<string, unknown>, context)
+      }).pipe(Effect.either)
+      if (answer._tag === "Left") {
+        const mapped = mapError(answer.left.error)
+        return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapped })
+      }
+      const result = answer.right
+      if (!isAsyncIterable(result)) {
+        return HttpServerResponse.unsafeJson(result)
+      }
+      const iterator = result[Symbol.asyncIterator]()
+      const first = yield* Effect.tryPromise(() =>
+        iterator.next()
+      ).pipe(Effect.either)
+      if (first._tag === "Left") {
+        return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
+      }
+      return HttpServerResponse.stream(
+        sse(iterator, first.right, (cause) => formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
+        {
+          contentType: "text/event-stream",
+          headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+        }
+      )
+    })
+
+    return { path, card: cardHandler, rpc: rpcHandler }
+  })
+
+// -----------------------------------------------------------------------------
+// Helpers
+// -----------------------------------------------------------------------------
+
+/** The SDK's handler, with the server's own checks of a message before it becomes a task. */
+class CheckedHandler extends DefaultRequestHandler {
+  constructor(
+    card: AgentCard,
+    store: InMemoryTaskStore,
+    executor: AgentExecutor,
+    private readonly check: (request: SendMessageRequest) => void
+  ) {
+    super(card, store, executor)
+  }
+  override sendMessage(params: SendMessageRequest, context: ServerCallContext): ReturnType<
+    DefaultRequestHandler["sendMessage"]
+  > {
+    return Promise.resolve().then(() => {
+      this.check(params)
+      return super.sendMessage(params, context)
+    })
+  }
+  override async *sendMessageStream(
+    params: SendMessageRequest,
+    context: ServerCallContext
+  ): AsyncGenerator<StreamResponse, void, undefined> {
+    this.check(params)
+    yield* super.sendMessageStream(params, context)
+  }
+}
+
+const makeCard = (agents: ReadonlyArray<Agent.Any>, options: Options, path: string): AgentCard => {
+  const modes = ["text/plain", "application/json"]
+  return {
+    name: options.name ?? (agents.length === 1 ? agents[0]!.name : "effect-agent"),
+    description: options.description ??
+      agents.map((agent) => `${agent.name}: ${agent.description}`).join("\n"),
+    supportedInterfaces: duplicateInterfacesForLegacy(
+      [{ url: path, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" }],
+      ["JSONRPC"]
+    ),
+    provider: undefined,
+    version: options.version ?? "0.1.0",
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: modes,
+    defaultOutputModes: modes,
+    skills: agents.map((agent) => ({
+      id: agent.name,
+      name: agent.name,
+      description: agent.description,
+      tags: agent.output === undefined ? ["text"] : ["typed answer"],
+      examples: [],
+      inputModes: modes,
+      outputModes: agent.output === undefined ? ["text/plain"] : modes,
+      securityRequirements: []
+    })),
+    signatures: []
+  }
+}
+
+const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> =>
+  typeof value === "object" && value !== null && Symbol.asyncIterator in value
+
+/**
+ * The events as Server-Sent Events. When the client goes away first, the rest is drained in the
+ * background: the SDK's handler keeps writing the task's events to the store, so the task stays
+ * readable with `tasks/get` until its end.
+ */
+const sse = (
+  iterator: AsyncIterator<unknown>,
+  first: IteratorResult<unknown>,
+  errorEvent: (cause: unknown) => string
+): Stream.Stream<Uint8Array> => {
+  let finished = first.done === true
+  const rest: Stream.Stream<string> = Stream.repeatEffectOption(Effect.suspend(() => {
+    if (finished) return Effect.fail(Option.none())
+    return Effect.tryPromise(() => iterator.next()).pipe(
+      Effect.match({
+        onFailure: (error) => {
+          finished = true
+          return Option.some(errorEvent(error.error))
+        },
+        onSuccess: (result) => {
+          if (result.done === true) {
+            finished = true
+            return Option.none<string>()
+          }
+          return Option.some(formatSSEEvent(result.value))
+        }
+      }),
+      Effect.flatMap(Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed }))
+    )
+  }))
+  return Stream.concat(first.done === true ? Stream.empty : Stream.make(formatSSEEvent(first.value)), rest).pipe(
+    Stream.ensuring(Effect.sync(() => {
+      if (!finished) void drain(iterator)
+    })),
+    Stream.encodeText
+  )
+}
+
+const drain = async (iterator: AsyncIterator<unknown>): Promise<void> => {
+  try {
+    while (!(await iterator.next()).done) {
+      // the events go on into the store; nobody reads them here
+    }
+  } catch {
+    // the task's failure is in the store
+  }
+}

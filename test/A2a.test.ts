@@ -1,0 +1,660 @@
+/**
+ * A2A both ways on 127.0.0.1: `@a2a-js/sdk`'s client against agents served with `A2a.layer`, and
+ * `A2a.tool` against an A2A server written here with the SDK's `DefaultRequestHandler` and
+ * `JsonRpcTransportHandler` over node:http.
+ */
+import {
+  type AgentCard,
+  type Message as A2aMessage,
+  Role,
+  type StreamResponse,
+  type Task,
+  TaskState
+} from "@a2a-js/sdk"
+import { ClientFactory } from "@a2a-js/sdk/client"
+import {
+  AgentEvent,
+  type AgentExecutor,
+  DefaultRequestHandler,
+  InMemoryTaskStore,
+  JsonRpcTransportHandler,
+  ServerCallContext
+} from "@a2a-js/sdk/server"
+import * as HttpServer from "@effect/platform/HttpServer"
+import { assert, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import { randomUUID } from "node:crypto"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as NodePath from "node:path"
+import * as A2a from "../src/A2a.js"
+import * as Agent from "../src/Agent.js"
+import * as Durable from "../src/Durable.js"
+import type * as Errors from "../src/Errors.js"
+import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as Server from "../src/Server.js"
+import * as Session from "../src/services/Session.js"
+import * as Tool from "../src/Tool.js"
+import { tempDir } from "./utils/sqlStores.js"
+
+// -----------------------------------------------------------------------------
+// Helpers
+// -----------------------------------------------------------------------------
+
+/** Serves `agents` with `A2a.layer` for the life of the Scope; returns the base URL. */
+const serve = <Ag extends Agent.Any>(agents: ReadonlyArray<Ag>, options?: A2a.LayerOptions) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(A2a.layer(agents, options) as Layer.Layer<HttpServer.HttpServer, unknown>)
+    const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+    return `http://127.0.0.1:${address.port}`
+  })
+
+const clientOf = (url: string) => Effect.promise(() => new ClientFactory().createFromUrl(url))
+
+const userMessage = (text: string, extra: Partial<A2aMessage> = {}): A2aMessage => ({
+  messageId: randomUUID(),
+  contextId: "",
+  taskId: "",
+  role: Role.ROLE_USER,
+  parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" }],
+  metadata: undefined,
+  extensions: [],
+  referenceTaskIds: [],
+  ...extra
+})
+
+const request = (message: A2aMessage) => ({ tenant: "", message, configuration: undefined, metadata: undefined })
+
+const textOf = (parts: A2aMessage["parts"] | undefined): string =>
+  (parts ?? []).flatMap((part) => part.content?.$case === "text" ? [part.content.value] : []).join("")
+
+const dataOf = (parts: A2aMessage["parts"] | undefined): Array<unknown> =>
+  (parts ?? []).flatMap((part) => part.content?.$case === "data" ? [part.content.value] : [])
+
+const asTask = (result: unknown): Task => {
+  assert.isTrue(typeof result === "object" && result !== null && "status" in result, "a task")
+  return result as Task
+}
+
+/** A raw JSON-RPC call, as a client that does not use the SDK sends it. */
+const rpc = (url: string, body: string, headers: Record<string, string> = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${url}/a2a`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body
+    })
+    return (await response.json()) as {
+      readonly result?: any
+      readonly error?: { readonly code: number; readonly message: string }
+    }
+  })
+
+const errorOf = (promise: Promise<unknown>) =>
+  Effect.promise(() => promise.then(() => undefined, (error: unknown) => error as Error))
+
+const greeter = () =>
+  Agent.make({
+    name: "greeter",
+    description: "Greets",
+    instructions: "Greet.",
+    model: Model.scripted([Message.assistant("Hello there.")])
+  })
+
+const counter = () =>
+  Agent.make({
+    name: "counter",
+    description: "Counts things",
+    instructions: "Count.",
+    output: Schema.Struct({ count: Schema.Number }),
+    model: Model.scripted([Message.assistant([Message.toolCall("c1", "final_answer", { count: 3 })])])
+  })
+
+/** An agent whose one call waits for `gate`, and the sessions its runs opened. */
+const waiting = (started: Deferred.Deferred<void>, gate: Deferred.Deferred<void>) => {
+  const wait = Tool.make({
+    name: "wait",
+    description: "Waits",
+    parameters: Schema.Struct({}),
+    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
+  })
+  return Agent.make({
+    name: "waiter",
+    description: "Waits",
+    instructions: "Wait.",
+    tools: [wait],
+    model: Model.scripted([Message.assistant([Message.toolCall("w1", "wait", {})]), Message.assistant("Done.")])
+  })
+}
+
+const recordingSessions = () => {
+  const opened: Array<Session.Service> = []
+  return {
+    opened,
+    openSession: () =>
+      Effect.sync(() => {
+        const session = Session.makeMemory()
+        opened.push(session)
+        return session
+      })
+  }
+}
+
+/** Reads the task until `done` holds (the run ends on its own fiber). */
+const taskUntil = (client: { getTask: (request: any) => Promise<Task> }, id: string, done: (task: Task) => boolean) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const task = yield* Effect.promise(() => client.getTask({ tenant: "", id, historyLength: undefined }))
+      if (done(task)) return task
+      yield* Effect.sleep("20 millis")
+    }
+  }).pipe(Effect.timeout("20 seconds"))
+
+// -----------------------------------------------------------------------------
+// The server, called by the SDK's client
+// -----------------------------------------------------------------------------
+
+describe("A2a.layer, called by @a2a-js/sdk's client", () => {
+  it.live("serves an agent card that lists the agents as skills", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter(), counter()])
+      const raw: any = yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`).then((r) => r.json()))
+      assert.deepStrictEqual(raw.skills.map((skill: { id: string }) => skill.id), ["greeter", "counter"])
+      assert.strictEqual(raw.capabilities.streaming, true)
+      const client = yield* clientOf(url)
+      const card: AgentCard = yield* Effect.promise(() => client.getAgentCard())
+      assert.strictEqual(card.name, "effect-agent")
+      assert.deepStrictEqual(card.skills.map((skill) => skill.description), ["Greets", "Counts things"])
+      assert.include(card.supportedInterfaces.map((entry) => entry.url), `${url}/a2a`)
+    }).pipe(Effect.scoped))
+
+  it.live("message/send runs the agent as a task; its id is stable and tasks/get reads it", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter()])
+      const client = yield* clientOf(url)
+      const task = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("hi")))))
+      assert.strictEqual(task.status?.state, TaskState.TASK_STATE_COMPLETED)
+      assert.strictEqual(textOf(task.artifacts[0]?.parts), "Hello there.")
+      const read = yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: undefined }))
+      assert.strictEqual(read.id, task.id)
+      assert.strictEqual(read.status?.state, TaskState.TASK_STATE_COMPLETED)
+      assert.strictEqual(textOf(read.artifacts[0]?.parts), "Hello there.")
+    }).pipe(Effect.scoped))
+
+  it.live("the v0.3 methods (message/send, tasks/get) answer a client that sends no A2A-Version", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter()])
+      const sent = yield* rpc(
+        url,
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "message/send",
+          params: { message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "hi" }] } }
+        })
+      )
+      assert.strictEqual(sent.result?.kind, "task")
+      assert.strictEqual(sent.result?.status?.state, "completed")
+      const read = yield* rpc(
+        url,
+        JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tasks/get", params: { id: sent.result.id } })
+      )
+      assert.strictEqual(read.result?.artifacts?.[0]?.parts?.[0]?.text, "Hello there.")
+    }).pipe(Effect.scoped))
+
+  it.live("message/stream sends the run's events as status updates and the typed answer as an artifact", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter(), counter()])
+      const client = yield* clientOf(url)
+      const events: Array<StreamResponse> = []
+      yield* Effect.promise(async () => {
+        const message = userMessage("how many?", { metadata: { skill: "counter" } })
+        for await (const event of client.sendMessageStream(request(message))) events.push(event)
+      })
+      const cases = events.map((event) => event.payload?.$case)
+      assert.strictEqual(cases[0], "task")
+      const statuses = events.flatMap((event) =>
+        event.payload?.$case === "statusUpdate" ? [event.payload.value.status] : []
+      )
+      assert.include(statuses.map((status) => textOf(status?.message?.parts)), "calling final_answer")
+      assert.strictEqual(statuses.at(-1)?.state, TaskState.TASK_STATE_COMPLETED)
+      const artifact = events.flatMap((event) =>
+        event.payload?.$case === "artifactUpdate" ? [event.payload.value.artifact] : []
+      )[0]
+      assert.deepStrictEqual(dataOf(artifact?.parts), [{ count: 3 }])
+    }).pipe(Effect.scoped))
+
+  it.live("tasks/cancel aborts the run, and every call of the run is paired", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const sessions = recordingSessions()
+      const url = yield* serve([waiting(started, gate)], { openSession: sessions.openSession })
+      const client = yield* clientOf(url)
+      const task = asTask(
+        yield* Effect.promise(() =>
+          client.sendMessage({ ...request(userMessage("wait")), configuration: returnImmediately })
+        )
+      )
+      yield* Deferred.await(started)
+      const canceled = yield* Effect.promise(() => client.cancelTask({ tenant: "", id: task.id, metadata: undefined }))
+      assert.strictEqual(canceled.status?.state, TaskState.TASK_STATE_CANCELED)
+      const messages = yield* sessions.opened[0]!.messages
+      assert.isTrue(messages.some((message) => message.role === "toolResult"), "the call is closed")
+      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      const read = yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: undefined }))
+      assert.strictEqual(read.status?.state, TaskState.TASK_STATE_CANCELED)
+    }).pipe(Effect.scoped))
+
+  it.live("a call the rules ask about puts the task in input-required; the client's answer goes on", () =>
+    Effect.gen(function*() {
+      const written: Array<string> = []
+      const write = Tool.make({
+        name: "write",
+        description: "Writes",
+        parameters: Schema.Struct({ text: Schema.String }),
+        execute: ({ text }) => Effect.sync(() => written.push(text)).pipe(Effect.as("written"))
+      })
+      const writer = (answer: string) =>
+        Agent.make({
+          name: "writer",
+          description: "Writes",
+          instructions: "Write.",
+          tools: [write],
+          model: Model.scripted([
+            Message.assistant([Message.toolCall("w1", "write", { text: "note" })]),
+            Message.assistant(answer)
+          ])
+        })
+      const permissions = { ask: [{ tools: ["write"] }] }
+      const url = yield* serve([writer("Wrote it.")], { permissions })
+      const client = yield* clientOf(url)
+      const asked = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("write a note")))))
+      assert.strictEqual(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED, textOf(asked.status?.message?.parts))
+      assert.deepStrictEqual(dataOf(asked.status?.message?.parts), [
+        { approval: { toolCallId: "w1", toolName: "write", input: { text: "note" } } }
+      ])
+      assert.deepStrictEqual(written, [])
+      // an answer that is neither yes nor no asks again
+      const again = asTask(
+        yield* Effect.promise(() =>
+          client.sendMessage(request(userMessage("maybe", { taskId: asked.id, contextId: asked.contextId })))
+        )
+      )
+      assert.strictEqual(again.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED)
+      const done = asTask(
+        yield* Effect.promise(() =>
+          client.sendMessage(request(userMessage("yes", { taskId: asked.id, contextId: asked.contextId })))
+        )
+      )
+      assert.strictEqual(done.id, asked.id)
+      assert.strictEqual(done.status?.state, TaskState.TASK_STATE_COMPLETED, textOf(done.status?.message?.parts))
+      assert.deepStrictEqual(written, ["note"])
+      assert.strictEqual(textOf(done.artifacts[0]?.parts), "Wrote it.")
+
+      // a denial reaches the model as the call's result; the tool does not run
+      const url2 = yield* serve([writer("Not written.")], { permissions })
+      const client2 = yield* clientOf(url2)
+      const asked2 = asTask(yield* Effect.promise(() => client2.sendMessage(request(userMessage("write")))))
+      const denied = asTask(
+        yield* Effect.promise(() =>
+          client2.sendMessage(request(userMessage("no, not now", { taskId: asked2.id, contextId: asked2.contextId })))
+        )
+      )
+      // a denied call ends the run (`ToolPermissionDenied` is terminal): the task fails with the reason
+      assert.strictEqual(denied.status?.state, TaskState.TASK_STATE_FAILED)
+      assert.include(textOf(denied.status?.message?.parts), "Permission denied for write: not now")
+      assert.deepStrictEqual(written, ["note"])
+    }).pipe(Effect.scoped))
+
+  it.live("a client that goes away mid-stream leaves the task going; tasks/get reads its end", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const url = yield* serve([waiting(started, gate)])
+      const client = yield* clientOf(url)
+      const abort = new AbortController()
+      const taskId = yield* Effect.promise(async () => {
+        const stream = client.sendMessageStream(request(userMessage("wait")), { signal: abort.signal })
+        const first = await stream.next()
+        return first.value?.payload?.$case === "task" ? first.value.payload.value.id : ""
+      })
+      yield* Deferred.await(started)
+      abort.abort()
+      yield* Deferred.succeed(gate, undefined)
+      const task = yield* taskUntil(client, taskId, (task) => task.status?.state !== TaskState.TASK_STATE_WORKING)
+      assert.strictEqual(task.status?.state, TaskState.TASK_STATE_COMPLETED)
+      assert.strictEqual(textOf(task.artifacts[0]?.parts), "Done.")
+    }).pipe(Effect.scoped))
+
+  it.live("bad input gets the protocol's error, with a message a person can act on", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter()], { maxPromptLength: 10 })
+      const client = yield* clientOf(url)
+      const long = yield* errorOf(client.sendMessage(request(userMessage("x".repeat(11)))))
+      assert.include(long?.message, "over this server's limit of 10")
+      const longStream = yield* errorOf((async () => {
+        for await (const _ of client.sendMessageStream(request(userMessage("x".repeat(11))))) {
+          // nothing comes
+        }
+      })())
+      assert.include(longStream?.message, "over this server's limit of 10")
+      const unknownSkill = yield* errorOf(
+        client.sendMessage(request(userMessage("hi", { metadata: { skill: "nobody" } })))
+      )
+      assert.include(unknownSkill?.message, `unknown skill "nobody": this server has greeter`)
+      const unknown = yield* errorOf(client.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }))
+      assert.include(unknown?.message, "no-such-task")
+
+      const v1 = { "a2a-version": "1.0" }
+      const notJson = yield* rpc(url, "{ not json", v1)
+      assert.strictEqual(notJson.error?.code, -32700)
+      assert.include(notJson.error?.message, "not JSON")
+      const noMethod = yield* rpc(url, JSON.stringify({ jsonrpc: "2.0", id: 1, params: {} }), v1)
+      assert.strictEqual(noMethod.error?.code, -32600)
+      assert.include(noMethod.error?.message, `a "method" (SendMessage, SendStreamingMessage, GetTask or CancelTask)`)
+      const unknownMethod = yield* rpc(url, JSON.stringify({ jsonrpc: "2.0", id: 1, method: "Nope", params: {} }), v1)
+      assert.strictEqual(unknownMethod.error?.code, -32601)
+      const tooLong = yield* rpc(
+        url,
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 3,
+          method: "message/send",
+          params: {
+            message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "y".repeat(11) }] }
+          }
+        })
+      )
+      assert.strictEqual(tooLong.error?.code, -32602)
+      assert.include(tooLong.error?.message, "shorten it")
+      const unknownTask = yield* rpc(
+        url,
+        JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tasks/get", params: { id: "nope" } })
+      )
+      assert.strictEqual(unknownTask.error?.code, -32001)
+    }).pipe(Effect.scoped))
+})
+
+describe("A2a.layerRoutes on Server.layer", () => {
+  it.live("the A2A routes are served beside the server's API, behind its token", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("effect-agent-a2a-")
+      const token = "a2a-test-token-0123456789"
+      const runner = Durable.layer({ tools: [] }).pipe(
+        Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+        Layer.provide(Layer.succeed(Model.Model, Model.scripted([]))),
+        Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
+      )
+      const context = yield* Layer.build(
+        Server.layer({ token, routes: A2a.layerRoutes([greeter()]) }).pipe(Layer.provide(runner), Layer.orDie)
+      )
+      const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+      const url = `http://127.0.0.1:${address.port}`
+      const anonymous = yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`))
+      assert.strictEqual(anonymous.status, 401)
+      const remote = yield* A2a.connect(url, { headers: { authorization: `Bearer ${token}` } })
+      assert.deepStrictEqual(remote.card.skills.map((skill) => skill.id), ["greeter"])
+      const answer = yield* A2a.ask(remote, "hi")
+      assert.strictEqual(answer.text, "Hello there.")
+    }).pipe(Effect.scoped))
+})
+
+const returnImmediately = {
+  acceptedOutputModes: [],
+  taskPushNotificationConfig: undefined,
+  historyLength: undefined,
+  returnImmediately: true
+}
+
+// -----------------------------------------------------------------------------
+// A2a.tool, against an SDK server
+// -----------------------------------------------------------------------------
+
+/** An A2A server of the SDK's own parts: what it does depends on the prompt. */
+const sdkServer = (): Effect.Effect<
+  { readonly url: string; readonly canceled: Array<string>; readonly waiting: Deferred.Deferred<string> },
+  never,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const canceled: Array<string> = []
+    const waiting = yield* Deferred.make<string>()
+    const cancels = new Map<string, () => void>()
+    const contexts = new Map<string, string>()
+    const status = (taskId: string, contextId: string, state: TaskState, text: string) =>
+      AgentEvent.statusUpdate({
+        taskId,
+        contextId,
+        status: {
+          state,
+          message: {
+            messageId: randomUUID(),
+            contextId,
+            taskId,
+            role: Role.ROLE_AGENT,
+            parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "" }],
+            metadata: undefined,
+            extensions: [],
+            referenceTaskIds: []
+          },
+          timestamp: undefined
+        },
+        metadata: undefined
+      })
+    const executor: AgentExecutor = {
+      execute: async (context, bus) => {
+        const { contextId, taskId } = context
+        contexts.set(taskId, contextId)
+        const prompt = textOf(context.userMessage.parts)
+        bus.publish(AgentEvent.task({
+          id: taskId,
+          contextId,
+          status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: undefined },
+          artifacts: [],
+          history: [context.userMessage],
+          metadata: undefined
+        }))
+        bus.publish(status(taskId, contextId, TaskState.TASK_STATE_WORKING, `working on ${prompt}`))
+        if (prompt === "fail") return bus.publish(status(taskId, contextId, TaskState.TASK_STATE_FAILED, "boom"))
+        if (prompt === "cancel") return bus.publish(status(taskId, contextId, TaskState.TASK_STATE_CANCELED, "stopped"))
+        if (prompt === "ask") {
+          return bus.publish(status(taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, "which one?"))
+        }
+        if (prompt === "wait") {
+          await new Promise<void>((resolve) => {
+            cancels.set(taskId, resolve)
+            Effect.runSync(Deferred.succeed(waiting, taskId))
+          })
+          return bus.publish(status(taskId, contextId, TaskState.TASK_STATE_CANCELED, "canceled by the client"))
+        }
+        for (const chunk of ["4", "2"]) {
+          bus.publish(AgentEvent.artifactUpdate({
+            taskId,
+            contextId,
+            artifact: {
+              artifactId: "a1",
+              name: "answer",
+              description: "",
+              parts: [{ content: { $case: "text", value: chunk }, metadata: undefined, filename: "", mediaType: "" }],
+              metadata: undefined,
+              extensions: []
+            },
+            append: chunk === "2",
+            lastChunk: chunk === "2",
+            metadata: undefined
+          }))
+        }
+        bus.publish(status(taskId, contextId, TaskState.TASK_STATE_COMPLETED, "done"))
+      },
+      cancelTask: async (taskId, bus) => {
+        canceled.push(taskId)
+        const waiter = cancels.get(taskId)
+        if (waiter !== undefined) return waiter()
+        bus.publish(status(taskId, contexts.get(taskId) ?? "", TaskState.TASK_STATE_CANCELED, "canceled"))
+      }
+    }
+    let base = ""
+    const card = (): AgentCard => ({
+      name: "Remote Helper",
+      description: "Answers with 42",
+      supportedInterfaces: [{ url: `${base}/a2a`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" }],
+      provider: undefined,
+      version: "1.0.0",
+      capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+      securitySchemes: {},
+      securityRequirements: [],
+      defaultInputModes: ["text/plain"],
+      defaultOutputModes: ["text/plain"],
+      skills: [{
+        id: "answer",
+        name: "answer",
+        description: "Answers any question",
+        tags: [],
+        examples: [],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: []
+      }],
+      signatures: []
+    })
+    const handler = new DefaultRequestHandler(card(), new InMemoryTaskStore(), executor)
+    const transport = new JsonRpcTransportHandler(handler)
+    const server = Http.createServer(async (req, res) => {
+      if (req.method === "GET" && req.url === "/.well-known/agent-card.json") {
+        res.writeHead(200, { "content-type": "application/json" })
+        return res.end(JSON.stringify(card()))
+      }
+      const chunks: Array<Buffer> = []
+      for await (const chunk of req) chunks.push(chunk as Buffer)
+      const result = await transport.handle(
+        Buffer.concat(chunks).toString("utf8"),
+        new ServerCallContext({ requestedVersion: "1.0" })
+      )
+      if (typeof result === "object" && result !== null && Symbol.asyncIterator in result) {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        for await (const event of result) res.write(`data: ${JSON.stringify(event)}\n\n`)
+        return res.end()
+      }
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify(result))
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.void))
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          for (const cancel of cancels.values()) cancel()
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
+    )
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    return { url: base, canceled, waiting }
+  })
+
+const callOf = (tool: Tool.Tool<{ readonly prompt: string }, Errors.ToolExecutionFailed>, prompt: string) => {
+  const updates: Array<unknown> = []
+  const updated = Deferred.unsafeMake<void>(FiberId.none)
+  const context: Tool.Context = {
+    toolCallId: "t1",
+    toolName: tool.name,
+    update: (progress) =>
+      Effect.zipRight(Effect.sync(() => updates.push(progress)), Deferred.succeed(updated, undefined))
+  }
+  return { updates, updated, run: tool.execute({ prompt }, context) }
+}
+
+describe("A2a.tool, against an @a2a-js/sdk server", () => {
+  it.live("a remote agent is a tool: its card names it, its updates are the progress, its artifact the result", () =>
+    Effect.gen(function*() {
+      const remote = yield* sdkServer()
+      const tool = yield* A2a.tool(remote.url)
+      assert.strictEqual(tool.name, "Remote_Helper")
+      assert.include(tool.description, "Answers with 42")
+      assert.include(tool.description, "answer: Answers any question")
+      const call = callOf(tool, "what is the answer?")
+      const output = yield* call.run
+      assert.strictEqual(Tool.outputContent(output).content[0]?.type, "text")
+      assert.deepStrictEqual(Tool.outputContent(output).content, [Message.text("42")])
+      assert.deepInclude(call.updates, {
+        _tag: "Status",
+        taskId: (call.updates[0] as { taskId: string }).taskId,
+        state: "working",
+        text: "working on what is the answer?"
+      })
+      assert.isTrue(call.updates.some((update) => (update as { _tag: string })._tag === "Artifact"))
+    }).pipe(Effect.scoped))
+
+  it.live("its errors tell a failed task, a canceled one and an unreachable agent apart", () =>
+    Effect.gen(function*() {
+      const remote = yield* sdkServer()
+      const tool = yield* A2a.tool(remote.url)
+      const failed = yield* Effect.flip(callOf(tool, "fail").run)
+      assert.strictEqual((failed.details as A2a.A2aError)._tag, "A2aTaskFailed")
+      assert.include(failed.description, "ended failed: boom")
+      const canceled = yield* Effect.flip(callOf(tool, "cancel").run)
+      assert.strictEqual((canceled.details as A2a.A2aError)._tag, "A2aTaskCanceled")
+      assert.include(canceled.description, "stopped")
+      const asked = yield* Effect.flip(callOf(tool, "ask").run)
+      assert.strictEqual((asked.details as A2a.A2aError)._tag, "A2aTaskFailed")
+      assert.include(asked.description, "the agent asks: which one?")
+      // the question cannot be answered by a tool call: the task is canceled, not left waiting
+      assert.strictEqual(remote.canceled.length, 1)
+
+      // nobody at the URL: reading the card fails
+      const port = yield* Effect.async<number>((resume) => {
+        const server = Http.createServer()
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as AddressInfo
+          server.close(() => resume(Effect.succeed(port)))
+        })
+      })
+      const unreachable = yield* Effect.flip(A2a.tool(`http://127.0.0.1:${port}`))
+      assert.strictEqual(unreachable._tag, "A2aUnreachable")
+      assert.include(unreachable.message, `http://127.0.0.1:${port}`)
+    }).pipe(Effect.scoped))
+
+  it.live("a call whose agent went away after its card was read is A2aUnreachable", () =>
+    Effect.gen(function*() {
+      const inner = yield* Scope.make()
+      const remote = yield* sdkServer().pipe(Scope.extend(inner))
+      const tool = yield* A2a.tool(remote.url)
+      yield* Scope.close(inner, Exit.void)
+      const gone = yield* Effect.flip(callOf(tool, "hi").run)
+      assert.strictEqual((gone.details as A2a.A2aError)._tag, "A2aUnreachable")
+    }).pipe(Effect.scoped))
+
+  it.live("an aborted call cancels the remote task (tasks/cancel)", () =>
+    Effect.gen(function*() {
+      const remote = yield* sdkServer()
+      const tool = yield* A2a.tool(remote.url)
+      const call = callOf(tool, "wait")
+      const fiber = yield* Effect.fork(call.run)
+      const taskId = yield* Deferred.await(remote.waiting)
+      // the task's id reached the call with its first update
+      yield* Deferred.await(call.updated)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(remote.canceled, [taskId])
+    }).pipe(Effect.scoped))
+
+  it.live("an effect-agent agent calls another through A2A", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([greeter()])
+      const tool = yield* A2a.tool(url)
+      assert.strictEqual(tool.name, "greeter")
+      const output = yield* callOf(tool, "say hello").run
+      assert.deepStrictEqual(Tool.outputContent(output).content, [Message.text("Hello there.")])
+    }).pipe(Effect.scoped))
+})
