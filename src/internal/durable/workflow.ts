@@ -42,8 +42,9 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
         return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
       }
-      if (yield* abortedAfter(run, turns)) return yield* finish(run, { _tag: "Aborted", turns })
-      input = yield* drain(run, turns)
+      const boundary = yield* afterTurn(run, turns)
+      if (boundary.aborted) return yield* finish(run, { _tag: "Aborted", turns })
+      input = boundary.input
       if (!exit.value.continue && input.length === 0) {
         // a prompt that came in while the run was ending starts the next turn instead of being left behind
         const late = yield* drain(run, turns + 0.5)
@@ -65,21 +66,34 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
 
 /** The inputs that came in for the turn, taken from the inbox as a step (a resumed run takes the same ones). */
 const drain = (run: Run, turn: number) =>
+  step(Activity.make({ name: `inbox/${turn}`, success: Inputs, execute: takeInputs(run, turn) }))
+
+/**
+ * The boundary after a turn, as one step: whether an `Abort` came, and if not the inputs that came in.
+ * One step rather than two: each step is a round trip through the cluster's storage.
+ */
+const afterTurn = (run: Run, turn: number) =>
   step(Activity.make({
-    name: `inbox/${turn}`,
-    success: Schema.Array(Message.UserMessage),
-    execute: Effect.gen(function*() {
-      const rows = yield* retryStore(claimInbox(run.sessionId, `${run.runId}#${turn}`))
-      return yield* Effect.forEach(
-        rows,
-        (row) => Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))(row.message)
-      )
-    }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), Effect.orDie)
+    name: `turn/${turn}`,
+    success: Boundary,
+    execute: Effect.flatMap(
+      run.aborted,
+      (aborted): Effect.Effect<typeof Boundary.Type> =>
+        aborted
+          ? Effect.succeed({ aborted, input: [] })
+          : Effect.map(takeInputs(run, turn), (input) => ({ aborted, input }))
+    )
   }))
 
-/** Whether an `Abort` came by the end of the turn, as a step. */
-const abortedAfter = (run: Run, turn: number) =>
-  step(Activity.make({ name: `aborted/${turn}`, success: Schema.Boolean, execute: run.aborted }))
+const Inputs = Schema.Array(Message.UserMessage)
+const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs })
+const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
+
+const takeInputs = (run: Run, turn: number) =>
+  Effect.gen(function*() {
+    const rows = yield* retryStore(claimInbox(run.sessionId, `${run.runId}#${turn}`))
+    return yield* Effect.forEach(rows, (row) => decodeInput(row.message))
+  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), Effect.orDie)
 
 /** Records how the run ended, as its last step. */
 const finish = (run: Run, outcome: Outcome) =>

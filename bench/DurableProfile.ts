@@ -1,0 +1,115 @@
+/**
+ * Where a durable turn's time goes: a tracer that adds up the spans a run makes (each workflow activity,
+ * by kind; each SQL statement, by operation and table), and a watch on better-sqlite3 for the statements
+ * of the cluster's own storage, which runs with its tracer disabled. For `bench/durable.ts`.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Tracer from "effect/Tracer"
+
+interface Total {
+  count: number
+  nanos: bigint
+}
+
+/** The profile being recorded, if any: the sqlite watch adds to it. */
+let current: { readonly add: (key: string, nanos: bigint) => void } | undefined
+
+const make = (base: Tracer.Tracer) => {
+  const totals = new Map<string, Total>()
+  let recording = false
+  const add = (key: string, nanos: bigint) => {
+    if (!recording) return
+    const total = totals.get(key) ?? { count: 0, nanos: 0n }
+    total.count++
+    total.nanos += nanos
+    totals.set(key, total)
+  }
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = base.span(name, parent, context, links, startTime, kind, options)
+      const key = classifySpan(name)
+      if (key === undefined) return span
+      const end = span.end.bind(span)
+      span.end = (endTime, exit) => {
+        end(endTime, exit)
+        add(key, endTime - startTime)
+      }
+      return span
+    },
+    context: (f, fiber) => base.context(f, fiber)
+  })
+  const profile = {
+    tracer,
+    add,
+    /** Starts or stops recording (the warm-up and the timed runs are not recorded). */
+    recording: (on: boolean) => {
+      recording = on
+    },
+    reset: () => totals.clear(),
+    /** One table row per kind, largest first: count and milliseconds per turn. */
+    table: (turns: number): ReadonlyArray<string> =>
+      [...totals.entries()]
+        .sort(([, a], [, b]) => Number(b.nanos - a.nanos))
+        .map(([key, total]) =>
+          `| ${key} | ${(total.count / turns).toFixed(1)} | ${(Number(total.nanos) / 1e6 / turns).toFixed(2)} |`
+        )
+  }
+  return profile
+}
+
+/**
+ * Runs `f`'s effect with a profiling tracer over the current one.
+ *
+ * @since 0.1.0
+ * @category Profiling
+ */
+export const profiled = <A, E, R>(
+  f: (profile: ReturnType<typeof make>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.tracerWith((base) => {
+    const profile = make(base)
+    return Effect.suspend(() => {
+      current = profile
+      return Effect.withTracer(f(profile), profile.tracer)
+    }).pipe(Effect.ensuring(Effect.sync(() => current = undefined)))
+  })
+
+/**
+ * Times every better-sqlite3 statement, by operation and table, into the profile being recorded.
+ *
+ * @since 0.1.0
+ * @category Profiling
+ */
+export const watchSqlite = async (): Promise<void> => {
+  // @ts-expect-error better-sqlite3 ships no types; only its statement prototype is used here
+  const { default: Database } = await import("better-sqlite3")
+  const db = new Database(":memory:")
+  const proto = Object.getPrototypeOf(db.prepare("SELECT 1")) as Record<string, unknown>
+  db.close()
+  for (const method of ["all", "run", "get"]) {
+    const original = proto[method] as (this: { readonly source: string }, ...args: Array<unknown>) => unknown
+    proto[method] = function(this: { readonly source: string }, ...args: Array<unknown>) {
+      const start = process.hrtime.bigint()
+      try {
+        return original.apply(this, args)
+      } finally {
+        current?.add(`sql ${classifyStatement(this.source)}`, process.hrtime.bigint() - start)
+      }
+    }
+  }
+}
+
+/** An activity by its kind (the part of its name before `/`); other spans are not counted. */
+const classifySpan = (name: string): string | undefined =>
+  /^(model|tool|inbox|turn|aborted|approval-timeout)\/|^(load|finish)$/.test(name)
+    ? `activity ${name.split("/")[0]}`
+    : undefined
+
+/** A statement by its operation and the table it names. */
+const classifyStatement = (text: string): string => {
+  const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? "?"
+  const table = /(?:FROM|INTO|UPDATE|TABLE)\s+(?:IF NOT EXISTS\s+)?"?(\w+)/i.exec(text)?.[1]
+  return table === undefined ? operation : `${operation} ${table}`
+}
