@@ -165,7 +165,9 @@ const staticClosure = (entry: string): ReadonlySet<string> => {
 }
 
 /** The layers of a Mermaid flowchart, in its order: each `subgraph id["name"]` and the labels of its nodes. */
-const diagramLayers = (diagram: string): ReadonlyArray<{ readonly name: string; readonly modules: Array<string> }> => {
+const diagramLayers = (
+  diagram: string
+): ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyArray<string> }> => {
   const found: Array<{ readonly name: string; readonly modules: Array<string> }> = []
   let current: { readonly name: string; readonly modules: Array<string> } | undefined
   for (const line of diagram.split("\n").map((line) => line.trim())) {
