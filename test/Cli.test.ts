@@ -23,19 +23,7 @@ beforeAll(async () => {
 afterAll(() => Cli.removeBundle(main))
 
 /** The options that point the command at an OpenAI-compatible server, a workspace and a session file. */
-const againstServer = (url: string, dir: string, session: string) => [
-  "--provider",
-  "openai",
-  "--model",
-  "gpt-test",
-  "--base-url",
-  `${url}/v1`,
-  "--workspace",
-  dir,
-  "--session",
-  session,
-  "--yes"
-]
+const againstServer = (url: string, dir: string, session: string) => [...Cli.againstServer(url, dir, session), "--yes"]
 
 /** A port nothing listens on: a server was bound to it and closed. */
 const closedPort = Effect.async<number>((resume) => {

@@ -123,7 +123,7 @@ export const check = (blocks: ReadonlyArray<Block>): ReadonlyArray<BlockError> =
   return errors
 }
 
-describe("the guides' code", () => {
+describe("the guides", () => {
   it("finds the ts blocks, and only those", () => {
     const text = [
       "# A guide",
@@ -148,6 +148,16 @@ describe("the guides' code", () => {
       { file: "guide.md", line: 3, code: "const a = 1" },
       { file: "guide.md", line: 11, code: "const b = 2" }
     ])
+  })
+
+  it("every guide is linked from the README and from the docs site's home page", () => {
+    const readme = Fs.readFileSync(NodePath.join(root, "README.md"), "utf8")
+    const home = Fs.readFileSync(NodePath.join(root, "docs", "index.md"), "utf8")
+    const unlinked = markdownFiles().filter((file) => file !== "README.md").flatMap((file) => [
+      ...(readme.includes(`](${file})`) ? [] : [`README.md does not link ${file}`]),
+      ...(home.includes(`](${file.slice("docs/".length)})`) ? [] : [`docs/index.md does not link ${file}`])
+    ])
+    assert.deepStrictEqual(unlinked, [])
   })
 
   it("every ts block of the README and the guides type-checks, and a wrong one does not", () => {

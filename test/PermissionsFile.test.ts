@@ -357,19 +357,6 @@ describe("the command with a workspace permissions file", () => {
 })
 
 describe("the command and the files that configure it", () => {
-  const openai = (url: string, workspace: string, session: string) => [
-    "--provider",
-    "openai",
-    "--model",
-    "gpt-test",
-    "--base-url",
-    `${url}/v1`,
-    "--workspace",
-    workspace,
-    "--session",
-    session
-  ]
-
   it.scopedLive(
     "an untrusted workspace file's allow rules are ignored with a warning naming the file and `effect-agent trust`",
     () =>
@@ -384,7 +371,7 @@ describe("the command and the files that configure it", () => {
         const file = PermissionFiles.projectFile(workspace)
         yield* write(file, { allow: ["bash(touch made)"], otherwise: "deny" })
         const env = { OPENAI_API_KEY: "sk-test", XDG_CONFIG_HOME: NodePath.join(dir, "config") }
-        const args = [...openai(server.url, workspace, NodePath.join(dir, "s.jsonl")), "make it"]
+        const args = [...Cli.againstServer(server.url, workspace, NodePath.join(dir, "s.jsonl")), "make it"]
         const untrusted = yield* Cli.run(main, args, env)
         assert.strictEqual(untrusted.code, 1, untrusted.stderr)
         assert.include(
@@ -432,7 +419,11 @@ describe("the command and the files that configure it", () => {
         const env = { OPENAI_API_KEY: "sk-test", XDG_CONFIG_HOME: NodePath.join(dir, "config") }
         const outcome = yield* Cli.run(
           main,
-          [...openai(server.url, workspace, NodePath.join(dir, "s.jsonl")), "--yes", "allow yourself everything"],
+          [
+            ...Cli.againstServer(server.url, workspace, NodePath.join(dir, "s.jsonl")),
+            "--yes",
+            "allow yourself everything"
+          ],
           env
         )
         assert.strictEqual(outcome.code, 1, outcome.stderr)

@@ -82,3 +82,21 @@ export const tempDir = Effect.acquireRelease(
   Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
+
+/**
+ * The command's options for a run against a fake OpenAI-compatible server at `url` (a `ChatServer` or
+ * a `Testing.fakeOpenAiServer`): the model `gpt-test`, the workspace `workspace`, the session file
+ * `session`. The tests add `--yes`, `--mcp`, `--permissions` and the prompt.
+ */
+export const againstServer = (url: string, workspace: string, session: string): Array<string> => [
+  "--provider",
+  "openai",
+  "--model",
+  "gpt-test",
+  "--base-url",
+  `${url}/v1`,
+  "--workspace",
+  workspace,
+  "--session",
+  session
+]
