@@ -9,7 +9,8 @@
  * library's entry points (dist/index.js, …): the command is a program of its own, and every part of it
  * that runs — the MCP module included — is a chunk of this bundle and shares the bundle's copy. Only
  * @modelcontextprotocol/sdk stays outside (an optional peer dependency, loaded by the MCP chunk when
- * `--mcp` is given); everything else it needs is inside, so the command needs no package but this one.
+ * `--mcp` is given), and so does better-sqlite3 (a native addon, loaded when a database is a SQLite
+ * file); everything else it needs is inside.
  *
  *   node scripts/bundle.mjs        (part of `npm run build`)
  */
@@ -34,7 +35,9 @@ const result = await esbuild.build({
   minifyWhitespace: true,
   minifySyntax: true,
   sourcemap: true,
-  external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*"],
+  // better-sqlite3 finds its native addon from its own files: it stays a package of its own, loaded
+  // when a database is a SQLite file (`serve`, `--session` on SQLite)
+  external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*", "better-sqlite3"],
   // the CommonJS packages inside (undici) call `require` for Node's modules
   banner: {
     js:

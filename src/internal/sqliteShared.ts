@@ -40,6 +40,12 @@ export const isBusy = (error: SqlError.SqlError): boolean => {
     (typeof cause?.message === "string" && /database is locked/.test(cause.message))
 }
 
+/** Whether `cause` says that a package could not be found (the optional SQLite driver, not installed). */
+const isMissingPackage = (cause: unknown): boolean => {
+  const code = (cause as { readonly code?: unknown } | undefined)?.code
+  return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND"
+}
+
 /** Makes the client; `load` imports `@effect/sql-sqlite-node` (an optional peer). */
 export const make = (options: {
   readonly filename: string
@@ -47,7 +53,17 @@ export const make = (options: {
   readonly load: () => Promise<typeof SqliteClient>
 }): Effect.Effect<SqlClient.SqlClient, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const module = yield* Effect.tryPromise(options.load)
+    const module = yield* Effect.tryPromise({
+      try: options.load,
+      catch: (cause) =>
+        isMissingPackage(cause)
+          ? new Error(
+            `the SQLite driver is not installed (${
+              (cause as Error).message.split("\n")[0]
+            }): install it with \`npm install @effect/sql-sqlite-node better-sqlite3\`, or use a postgres:// database`
+          )
+          : cause
+    })
     const inner = yield* module.make({ filename: options.filename }).pipe(Effect.provide(Reactivity.layer))
     yield* Effect.scoped(
       Effect.flatMap(inner.reserve, (conn) =>

@@ -13,7 +13,7 @@
  *   npm run test:package          (part of `npm test`)
  *   KEEP=1 npm run test:package   keeps the temporary project and prints where it is
  */
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -146,6 +146,18 @@ try {
   const sessions = fs.readdirSync(path.join(data, "effect-agent", "sessions"), { recursive: true })
     .filter((name) => String(name).endsWith(".jsonl"))
   if (sessions.length !== 1) fail(`expected one session file under ${data}, found: ${sessions.join(", ")}`)
+
+  step("npx effect-agent serve without the SQLite driver: one line saying what to install")
+  const serve = spawnSync(npx, ["--no-install", "effect-agent", "serve", "--provider", "demo", "--port", "0"], {
+    cwd: app,
+    encoding: "utf8",
+    env: { ...cleanEnv, XDG_DATA_HOME: data },
+    timeout: 120_000
+  })
+  if (serve.status === 0 || !serve.stderr.includes("npm install @effect/sql-sqlite-node better-sqlite3")) {
+    fail(`serve without better-sqlite3 exited ${serve.status} and did not say what to install:\n${serve.stderr}`)
+  }
+  console.log(serve.stderr.trim().split("\n").at(-1))
 
   step("one copy of effect")
   run(npm, ["ls", "effect", "--all"], { cwd: app })
