@@ -191,11 +191,17 @@ describe("effect-agent mcp-server", () => {
       )
       const { tools } = yield* Effect.promise(() => client.listTools())
       assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_agent"])
+      const progress: Array<string> = []
       const result = yield* Effect.promise(() =>
-        client.callTool({ name: "ask_agent", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+        client.callTool({ name: "ask_agent", arguments: { prompt: "what is here?" } }, CallToolResultSchema, {
+          onprogress: (update) => progress.push(update.message ?? "")
+        })
       )
       assert.notStrictEqual(result.isError, true)
       assert.include(JSON.stringify(result.content), "notes.txt")
+      // the run's events arrive as progress over stdio too
+      assert.include(progress, "turn 1")
+      assert.include(progress, "calling list_files")
     }).pipe(Effect.scoped), 60_000)
 
   it.live(
