@@ -48,6 +48,48 @@ const typed = Agent.make({
 const errorOf = (promise: Promise<unknown>) =>
   Effect.promise(() => promise.then(() => undefined, (error: unknown) => error))
 
+/**
+ * Serves an agent whose one tool call blocks until interrupted; `started` is done when the tool runs,
+ * `opened` has the sessions the server opened.
+ */
+const serveWaiter = Effect.gen(function*() {
+  const started = yield* Deferred.make<void>()
+  const opened: Array<Session.Service> = []
+  const blocking = Tool.make({
+    name: "wait",
+    description: "Waits forever",
+    parameters: Schema.Struct({}),
+    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+  })
+  const waiter = Agent.make({
+    name: "waiter",
+    description: "Waits",
+    instructions: "Wait.",
+    tools: [blocking],
+    model: Model.scripted([Message.assistant([Message.toolCall("w1", "wait", {})])])
+  })
+  const { url } = yield* Mcp.serveHttp([waiter], {
+    openSession: () =>
+      Effect.sync(() => {
+        const session = Session.makeMemory()
+        opened.push(session)
+        return session
+      })
+  })
+  return { opened, started, url }
+})
+
+/** The session's history once the run's call has its result (an aborted run writes one). */
+const pairedHistory = (session: Session.Service) =>
+  Effect.gen(function*() {
+    let messages: ReadonlyArray<Message.Message> = []
+    while (!messages.some((message) => message.role === "toolResult")) {
+      messages = yield* session.messages
+      yield* Effect.sleep("20 millis")
+    }
+    return messages
+  })
+
 describe("Mcp.serveHttp", () => {
   it.live("lists the agents as tools and answers a call with the typed answer, with progress", () =>
     Effect.gen(function*() {
@@ -71,29 +113,7 @@ describe("Mcp.serveHttp", () => {
 
   it.live("a cancelled call aborts the run, and every call of the run is paired", () =>
     Effect.gen(function*() {
-      const started = yield* Deferred.make<void>()
-      const opened: Array<Session.Service> = []
-      const blocking = Tool.make({
-        name: "wait",
-        description: "Waits forever",
-        parameters: Schema.Struct({}),
-        execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
-      })
-      const waiter = Agent.make({
-        name: "waiter",
-        description: "Waits",
-        instructions: "Wait.",
-        tools: [blocking],
-        model: Model.scripted([Message.assistant([Message.toolCall("w1", "wait", {})])])
-      })
-      const { url } = yield* Mcp.serveHttp([waiter], {
-        openSession: () =>
-          Effect.sync(() => {
-            const session = Session.makeMemory()
-            opened.push(session)
-            return session
-          })
-      })
+      const { opened, started, url } = yield* serveWaiter
       const client = yield* connectHttp(url)
       const abort = new AbortController()
       const call = client.callTool({ name: "ask_waiter", arguments: { prompt: "wait" } }, CallToolResultSchema, {
@@ -104,12 +124,23 @@ describe("Mcp.serveHttp", () => {
       const error = yield* errorOf(call)
       assert.isDefined(error)
       // the run ends, its call closed with an aborted result
-      let messages: ReadonlyArray<Message.Message> = []
-      while (!messages.some((message) => message.role === "toolResult")) {
-        messages = yield* opened[0]!.messages
-        yield* Effect.sleep("20 millis")
-      }
+      assert.isTrue(Either.isRight(Message.validateHistory(yield* pairedHistory(opened[0]!))))
+    }).pipe(Effect.scoped))
+
+  it.live("a client that disconnects mid-call aborts the run, and every call of the run is paired", () =>
+    Effect.gen(function*() {
+      const { opened, started, url } = yield* serveWaiter
+      const client = new Client({ name: "test", version: "1.0.0" })
+      yield* Effect.promise(() => client.connect(new StreamableHTTPClientTransport(new URL(url))))
+      const call = client.callTool({ name: "ask_waiter", arguments: { prompt: "wait" } }, CallToolResultSchema)
+      yield* Deferred.await(started)
+      // no notifications/cancelled: the connection just goes away
+      yield* Effect.promise(() => client.close())
+      yield* errorOf(call)
+      const messages = yield* pairedHistory(opened[0]!)
       assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      const result = messages.find((message) => message.role === "toolResult")
+      assert.isTrue(result !== undefined && result.role === "toolResult" && result.isError)
     }).pipe(Effect.scoped))
 
   it.live("bad input gets the protocol's error with a message a person can act on", () =>

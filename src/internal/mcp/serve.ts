@@ -2,7 +2,8 @@
  * Agents served as an MCP server (`Mcp.serve`): each agent is one tool, `ask_<agent>`, whose call is a
  * run of the agent on `{ prompt, sessionId? }` in a session the server keeps. The run's events become
  * progress notifications, `notifications/cancelled` interrupts the run (so its calls are paired, as an
- * abort leaves them), and a typed answer is the result's `structuredContent`. Built on the official
+ * abort leaves them), as does a client gone away (a closed transport, or over HTTP a call's response
+ * closed before its answer), and a typed answer is the result's `structuredContent`. Built on the official
  * SDK's low-level `Server`, over stdio or Streamable HTTP.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
@@ -79,10 +80,26 @@ const inputSchema = (maxPromptLength: number) => ({
 
 const sessionMeta = "effect-agent/sessionId"
 
+/**
+ * The runs in flight, by the transport's session and the call's request id, so a transport can abort
+ * the run of a call whose connection went away without `notifications/cancelled`.
+ */
+type Running = Map<string, AbortController>
+
+const runningKey = (sessionId: string | undefined, requestId: string | number): string =>
+  JSON.stringify([sessionId ?? null, requestId])
+
 /** Serves `agents`; the runs use the services of the Effect's context. */
 export const serve = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
   options: ServeOptions = {}
+): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  serveTracked(agents, options, new Map())
+
+const serveTracked = <Ag extends Agent.Any>(
+  agents: ReadonlyArray<Ag>,
+  options: ServeOptions,
+  running: Running
 ): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
   Effect.map(Effect.runtime<never>(), (runtime) => {
     const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
@@ -165,10 +182,18 @@ export const serve = <Ag extends Agent.Any>(
               : Effect.provide(permissions)
           )
         }).pipe(lock.withPermits(1))
+        const abort = new AbortController()
+        const key = runningKey(extra.sessionId, extra.requestId)
+        const onAbort = () => abort.abort()
+        extra.signal.addEventListener("abort", onAbort)
+        running.set(key, abort)
         const exit = await Runtime.runPromiseExit(runtime)(
           run as Effect.Effect<Agent.Output<typeof agent>, unknown>,
-          { signal: extra.signal }
-        )
+          { signal: abort.signal }
+        ).finally(() => {
+          extra.signal.removeEventListener("abort", onAbort)
+          if (running.get(key) === abort) running.delete(key)
+        })
         const _meta = { [sessionMeta]: sessionId }
         const session = { type: "text" as const, text: `sessionId: ${sessionId} (pass it to continue)` }
         if (Exit.isFailure(exit)) {
@@ -227,7 +252,8 @@ export const serveHttp = <Ag extends Agent.Any>(
   Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions> | Scope.Scope
 > =>
   Effect.gen(function*() {
-    const served = yield* serve(agents, options)
+    const running: Running = new Map()
+    const served = yield* serveTracked(agents, options, running)
     const path = options.path ?? "/mcp"
     const transports = new Map<string, StreamableHTTPServerTransport>()
     const handle = async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse) => {
@@ -254,7 +280,17 @@ export const serveHttp = <Ag extends Agent.Any>(
           "the request body is not JSON: send a JSON-RPC 2.0 message"
         )
       }
-      if (known !== undefined) return known.handleRequest(request, response, body)
+      if (known !== undefined) {
+        // a call's answer goes on this request's response: if the client goes away before it is
+        // written (no notifications/cancelled), nobody can read it, so its run is aborted
+        const keys = requestIds(body).map((requestId) => runningKey(known.sessionId, requestId))
+        if (keys.length > 0) {
+          response.once("close", () => {
+            if (!response.writableFinished) { for (const key of keys) running.get(key)?.abort() }
+          })
+        }
+        return known.handleRequest(request, response, body)
+      }
       if (id !== undefined) return rpcError(response, 404, ErrorCode.InvalidRequest, unknownSession(id))
       if (!isInitializeRequest(body)) {
         return rpcError(
@@ -325,6 +361,14 @@ const structuredOf = (schema: Schema.Schema<any, any, never>, value: unknown): {
   const encoded = Schema.encodeUnknownSync(schema)(value)
   return isObjectSchema(schema) ? encoded as { [key: string]: unknown } : { value: encoded }
 }
+
+/** The ids of the JSON-RPC requests of a body (one message or a batch). */
+const requestIds = (body: unknown): ReadonlyArray<string | number> =>
+  (Array.isArray(body) ? body : [body]).flatMap((message: unknown) => {
+    if (typeof message !== "object" || message === null || !("method" in message) || !("id" in message)) return []
+    const id = (message as { readonly id: unknown }).id
+    return typeof id === "string" || typeof id === "number" ? [id] : []
+  })
 
 const unknownSession = (id: unknown): string =>
   `unknown MCP session ${JSON.stringify(id)}: it ended or never existed; send a new initialize request`
