@@ -152,3 +152,12 @@ export const mcp = Options.text("mcp").pipe(
       "the servers start with the command and their tools join the built-in ones, read again at every turn"
   )
 )
+
+/**
+ * The options every way of running the agent takes (the command, `serve`, `mcp-server`): its model and
+ * fallbacks, its workspace, its turn limit and its permissions.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const agent = { provider, model, baseUrl, fallback, workspace, maxTurns, yes, permissions }

@@ -76,16 +76,7 @@ const name = Options.text("name").pipe(
 )
 
 /** The main command's options the subcommand takes. */
-const shared = {
-  provider: Flags.provider,
-  model: Flags.model,
-  baseUrl: Flags.baseUrl,
-  fallback: Flags.fallback,
-  workspace: Flags.workspace,
-  maxTurns: Flags.maxTurns,
-  yes: Flags.yes,
-  permissions: Flags.permissions
-}
+const shared = Flags.agent
 
 /**
  * What the subcommand starts from, out of the command's options: the workspace, its permission files

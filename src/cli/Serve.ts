@@ -166,6 +166,15 @@ export const command = <Provider extends string, E, R>(
           Fs.mkdirSync(NodePath.dirname(NodePath.resolve(database)), { recursive: true })
           return DurableModule.layerSqlite({ filename: database })
         }))
+      // the agent's own tools never write the database, the permission files or the user's settings
+      const workspace = Workspace.layer(root, {
+        protect: PermissionFiles.protectedPaths({
+          permissions: input.permissions,
+          mcp: Option.none(),
+          session: database,
+          sessionsDir: Sessions.directory(root)
+        })
+      })
       const runner = DurableModule.layer({
         tools: Tools.all,
         policy,
@@ -174,15 +183,7 @@ export const command = <Provider extends string, E, R>(
       }).pipe(
         Layer.provideMerge(DurableModule.layerSingleRunner()),
         Layer.provide(models(modelName)),
-        // the agent's own tools never write the database, the permission files or the user's settings
-        Layer.provide(Workspace.layer(root, {
-          protect: PermissionFiles.protectedPaths({
-            permissions: input.permissions,
-            mcp: Option.none(),
-            session: database,
-            sessionsDir: Sessions.directory(root)
-          })
-        })),
+        Layer.provide(workspace),
         Layer.provide(NodeContext.layer),
         Layer.provideMerge(sql)
       )
@@ -203,14 +204,7 @@ export const command = <Provider extends string, E, R>(
           }
         }).pipe(
           Layer.provide(models(modelName)),
-          Layer.provide(Workspace.layer(root, {
-            protect: PermissionFiles.protectedPaths({
-              permissions: input.permissions,
-              mcp: Option.none(),
-              session: database,
-              sessionsDir: Sessions.directory(root)
-            })
-          })),
+          Layer.provide(workspace),
           Layer.provide(NodeContext.layer)
         ) as Layer.Layer<never>
         : undefined

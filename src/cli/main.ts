@@ -35,17 +35,7 @@ const { report, writeErr } = Process
 
 /** `effect-agent serve`: the agent over HTTP (see src/cli/Serve.ts). */
 const serveCommand = Serve.command(
-  {
-    provider: Flags.provider,
-    model: Flags.model,
-    baseUrl: Flags.baseUrl,
-    fallback: Flags.fallback,
-    workspace: Flags.workspace,
-    maxTurns: Flags.maxTurns,
-    yes: Flags.yes,
-    permissions: Flags.permissions,
-    mcp: Flags.mcp
-  },
+  { ...Flags.agent, mcp: Flags.mcp },
   {
     modelLayer: Models.modelLayer,
     defaultModel: (name) => Models.defaultModels[name],
