@@ -194,18 +194,25 @@ describe("Mcp.serveHttp", () => {
     }).pipe(Effect.scoped))
 })
 
+/** The bundled command, and a temporary workspace holding one file; both removed when the scope closes. */
+const commandAndWorkspace = (file: string, text: string) =>
+  Effect.gen(function*() {
+    const main = yield* Effect.acquireRelease(
+      Effect.promise(() => Cli.bundle()),
+      (main) => Effect.promise(() => Cli.removeBundle(main))
+    )
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))),
+      (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    Fs.writeFileSync(NodePath.join(dir, file), text)
+    return { dir, main }
+  })
+
 describe("effect-agent mcp-server", () => {
   it.live("serves the command's agent over stdio to the official client", () =>
     Effect.gen(function*() {
-      const main = yield* Effect.acquireRelease(Effect.promise(() => Cli.bundle()), (main) =>
-        Effect.promise(() => Cli.removeBundle(main)))
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))
-        ),
-        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-      )
-      Fs.writeFileSync(NodePath.join(dir, "notes.txt"), "hello")
+      const { dir, main } = yield* commandAndWorkspace("notes.txt", "hello")
       const client = yield* Effect.acquireRelease(
         Effect.promise(async () => {
           const client = new Client({ name: "test", version: "1.0.0" })
@@ -239,15 +246,7 @@ describe("effect-agent mcp-server", () => {
     "an effect-agent agent calls it through Mcp.stdio, and both runs keep their calls paired",
     () =>
       Effect.gen(function*() {
-        const main = yield* Effect.acquireRelease(
-          Effect.promise(() => Cli.bundle()),
-          (main) => Effect.promise(() => Cli.removeBundle(main))
-        )
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))),
-          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-        )
-        Fs.writeFileSync(NodePath.join(dir, "plan.md"), "the plan")
+        const { dir, main } = yield* commandAndWorkspace("plan.md", "the plan")
         const name = Mcp.toolName("inner", "ask_agent")
         const session = Session.makeMemory()
         const result = yield* Effect.gen(function*() {
@@ -280,15 +279,7 @@ describe("effect-agent mcp-server", () => {
 
   it.live("--http serves it over Streamable HTTP on 127.0.0.1", () =>
     Effect.gen(function*() {
-      const main = yield* Effect.acquireRelease(Effect.promise(() => Cli.bundle()), (main) =>
-        Effect.promise(() => Cli.removeBundle(main)))
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))
-        ),
-        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-      )
-      Fs.writeFileSync(NodePath.join(dir, "todo.txt"), "things")
+      const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
       const child = yield* Effect.acquireRelease(
         Effect.sync(() =>
           ChildProcess.spawn(
