@@ -15,6 +15,7 @@ import * as Ours from "./runtimes/Ours.js"
 import * as OursAiSdk from "./runtimes/OursAiSdk.js"
 import * as Pi from "./runtimes/Pi.js"
 import * as Abort from "./workloads/Abort.js"
+import * as Adapter from "./workloads/Adapter.js"
 import * as Concurrent from "./workloads/Concurrent.js"
 import * as DurableIdle from "./workloads/DurableIdle.js"
 import * as History from "./workloads/History.js"
@@ -24,7 +25,7 @@ import * as Parallel from "./workloads/Parallel.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
-const selected = args.filter((a) => /^[a-i]$/.test(a))
+const selected = args.filter((a) => /^[a-j]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
 // `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
@@ -99,6 +100,7 @@ const main = async (): Promise<void> => {
     ))
   await step("g", () => Abort.latency({ graceMs: 250, ...timing }))
   await step("i", () => History.resume({ lengths: quick ? [400, 2000] : [4000, 20_000], repeat: quick ? 2 : 5 }))
+  await step("j", () => Adapter.adapterCost({ turns: quick ? [10, 50] : [10, 1000], deltas: 5, ...timing }))
   await step("h", () => DurableIdle.idleSessions({ sessions: quick ? 50 : 1000, idleWaitMs: 35_000 }))
   if (selected.length === 0 && !quick && runtimeNames === undefined) {
     await Report.write("BENCHMARKS.md", results, started)

@@ -43,6 +43,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/genAi",
       "internal/eventSink",
       "internal/provider",
+      "internal/provider/*",
       "internal/parallelCalls"
     ]
   },
@@ -69,6 +70,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "A2a",
       "internal/a2a/*",
       "AiSdk",
+      "internal/aisdk/*",
       "AiModel",
       "Durable",
       "Server",

@@ -11,8 +11,10 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as AiSdk from "../../src/AiSdk.js"
 import * as Loop from "../../src/Loop.js"
+import type * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as Session from "../../src/services/Session.js"
+import * as Counters from "../Counters.js"
 import * as Harness from "../Harness.js"
 import { echoTool, initialHistory } from "./Ours.js"
 
@@ -72,6 +74,42 @@ const mockModel = (spec: Harness.Spec): LanguageModelV4 => {
 }
 
 /**
+ * One run of `Loop.stream` (drained) over the adapter as an effect, over a fresh session and model.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const effectOf = (spec: Harness.Spec): Effect.Effect<ReadonlyArray<Message.Message>> => {
+  const session = Session.makeMemory(spec.history === undefined ? [] : initialHistory(spec.history))
+  return Effect.gen(function*() {
+    const model = yield* AiSdk.fromLanguageModel(mockModel(spec))
+    yield* Stream.runDrain(Loop.stream({ input: "go", tools: [echoTool(spec)], maxTurns: spec.turns + 1 })).pipe(
+      Effect.provideService(Model.Model, model),
+      Effect.provideService(Session.Session, session)
+    )
+    return yield* session.messages
+  }).pipe(Effect.orDie)
+}
+
+/**
+ * The fiber operations and fibers started per turn through the adapter: the difference between a run
+ * of `spec.turns` turns and one of twice as many, so what a run costs once cancels out.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const opsPerTurn = async (spec: Harness.Spec): Promise<{ ops: number; fibers: number }> => {
+  const count = async (turns: number) => {
+    const counter = new Counters.OpCounter()
+    await Effect.runPromise(Counters.counted(effectOf({ ...spec, turns }), counter))
+    return counter
+  }
+  const one = await count(spec.turns)
+  const two = await count(spec.turns * 2)
+  return { ops: (two.ops - one.ops) / spec.turns, fibers: (two.fibers - one.fibers) / spec.turns }
+}
+
+/**
  * `Loop.stream` over the adapter, every event consumed by a no-op consumer.
  *
  * @since 0.1.0
@@ -79,15 +117,5 @@ const mockModel = (spec: Harness.Spec): LanguageModelV4 => {
  */
 export const stream: Harness.Runtime = {
   name: "ours.aiSdk.stream",
-  run: (spec) => {
-    const session = Session.makeMemory(spec.history === undefined ? [] : initialHistory(spec.history))
-    return Effect.runPromise(Effect.gen(function*() {
-      const model = yield* AiSdk.fromLanguageModel(mockModel(spec))
-      yield* Stream.runDrain(Loop.stream({ input: "go", tools: [echoTool(spec)], maxTurns: spec.turns + 1 })).pipe(
-        Effect.provideService(Model.Model, model),
-        Effect.provideService(Session.Session, session)
-      )
-      return yield* session.messages
-    }))
-  }
+  run: (spec) => Effect.runPromise(effectOf(spec))
 }

@@ -1,0 +1,129 @@
+/**
+ * One attempt at a response: the call's options (the settings, the prompt and tools, converted once),
+ * `doStream`, then its parts read in batches through the stream state, each event handed to the
+ * consumer as it comes, until the finish part. An attempt that ends before its finish part (failed,
+ * interrupted, timed out) aborts the call, so the provider closes its connection.
+ *
+ * @internal
+ */
+import type { LanguageModelV4, LanguageModelV4CallOptions, LanguageModelV4StreamResult } from "@ai-sdk/provider"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as AiSdk from "../../AiSdk.js"
+import * as Errors from "../../Errors.js"
+import type * as Message from "../../Message.js"
+import type * as Model from "../../Model.js"
+import type * as Provider from "../provider.js"
+import { fromError, idleTimedOut, type Phase } from "./errors.js"
+import type * as Prompt from "./prompt.js"
+import { idleWait, PartReader } from "./reader.js"
+import { StreamState } from "./streamState.js"
+
+/** What every attempt of one model shares. */
+export interface Context {
+  readonly model: AiSdk.LanguageModel
+  readonly provider: string
+  readonly idle: Duration.Duration
+  /** The idle timeout as a timer's delay (none when longer than a timer can wait). */
+  readonly idleMillis: number | undefined
+  readonly settings: Omit<LanguageModelV4CallOptions, "prompt">
+  readonly prompts: Prompt.PromptCache
+  readonly tools: Prompt.ToolsCache
+  readonly pricing: Provider.Pricing | undefined
+  /** Failures that another attempt cannot fix (a bad prompt, a missing key, a malformed answer). */
+  readonly final: WeakSet<Errors.ModelError>
+}
+
+/** A failure of a call, its stream or an error part, as a model error (remembered in `final` if so). */
+export const fail = (
+  context: Context,
+  error: unknown,
+  phase: Phase,
+  url: string | undefined
+): Effect.Effect<never, Errors.ModelError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    if (error === idleTimedOut) {
+      return Effect.fail(
+        new Errors.ModelUnavailable({
+          provider: context.provider,
+          description: `no data for ${
+            Duration.format(context.idle)
+          } (the idle timeout; raise idleTimeout for a slow server)`
+        })
+      )
+    }
+    const { error: failure, retry } = fromError(context.provider, error, phase, url, now)
+    if (!retry) context.final.add(failure)
+    return Effect.fail(failure)
+  })
+
+/** One attempt: calls `doStream` and hands each event to `onEvent` (after `emitted`), returns the message. */
+export const attempt = (
+  context: Context,
+  request: Model.Request,
+  onEvent: (event: Model.Delta) => Effect.Effect<void>,
+  emitted: () => void
+): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
+  Effect.suspend(() => {
+    // aborted when the attempt ends before its finish part (interrupted, failed, timed out): the
+    // connection is closed; a finished response is left alone (an abort costs an exception's stack)
+    const controller = new AbortController()
+    let finished = false
+    let reader: PartReader | undefined
+    const call: LanguageModelV4CallOptions = {
+      ...context.settings,
+      prompt: context.prompts.of(request.messages, request.systemPrompt),
+      abortSignal: controller.signal
+    }
+    if (request.tools.length > 0) {
+      call.tools = context.tools.of(request.tools)
+      call.toolChoice = { type: "auto" }
+    }
+    const body = Effect.gen(function*() {
+      const result = yield* idleWait(
+        () => (context.model as LanguageModelV4).doStream(call) as PromiseLike<LanguageModelV4StreamResult>,
+        context.idleMillis,
+        (error) => fail(context, error, "call", undefined)
+      )
+      const url = result.request?.url
+      const state = new StreamState(context.provider, context.model.modelId, url, context.pricing)
+      reader = new PartReader(
+        result.stream.getReader(),
+        context.idleMillis,
+        (error) => fail(context, error, "read", url)
+      )
+      // the events of one part, handed over before the next part is read
+      const events: Array<Model.Delta> = []
+      while (true) {
+        const parts = yield* reader.read
+        for (const part of parts) {
+          if (part.type === "error") return yield* fail(context, part.error, "part", url)
+          if (part.type === "finish") {
+            const ended = state.finish(part, yield* Clock.currentTimeMillis)
+            if ("_tag" in ended) return yield* Effect.fail(ended)
+            for (const event of ended.ends) {
+              emitted()
+              yield* onEvent(event)
+            }
+            finished = true
+            return ended.message
+          }
+          state.push(part, events)
+          for (let i = 0; i < events.length; i++) {
+            emitted()
+            yield* onEvent(events[i]!)
+          }
+          events.length = 0
+        }
+        if (reader.done) return yield* Effect.fail(state.end())
+      }
+    })
+    return Effect.ensuring(
+      body,
+      Effect.sync(() => {
+        reader?.release()
+        if (!finished) controller.abort()
+      })
+    )
+  })

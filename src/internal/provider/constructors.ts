@@ -1,0 +1,117 @@
+/**
+ * A provider's constructors (`make`, `layer`, `layerConfig`): the base URL and the API key checked
+ * before any request, a base URL that repeats a path the provider adds corrected with a warning, the
+ * key read from the environment by `layerConfig`.
+ *
+ * @internal
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Errors from "../../Errors.js"
+import * as Model from "../../Model.js"
+import type { Options } from "../provider.js"
+
+/** What a provider module tells the shared constructors about itself. */
+export interface Definition<O extends Options> {
+  /** The module name, for the tracing span of `make`. */
+  readonly module: string
+  /** The provider name in errors and messages, from the options. */
+  readonly provider: (options: O) => string
+  readonly defaultBaseUrl: string
+  /**
+   * The paths the provider adds to the base URL itself, longest first (Anthropic: `/v1/messages`,
+   * `/v1`): a base URL ending in one is corrected, with a warning, rather than requesting `/v1/v1/…`.
+   */
+  readonly adds?: ReadonlyArray<string> | undefined
+  /** The environment variables `layerConfig` reads (the first key variable set wins). */
+  readonly env: { readonly apiKey: string | ReadonlyArray<string>; readonly baseUrl: string }
+  /** Builds the model once the base URL (without its trailing slash) is known valid. */
+  readonly build: (context: {
+    readonly client: HttpClient.HttpClient
+    readonly baseUrl: string
+    readonly provider: string
+    readonly options: O
+  }) => Model.Service
+}
+
+/** The options of `layerConfig`: the key comes from the environment, the base URL may be given. */
+export type ConfigOptions<O extends Options> = Omit<O, "apiKey" | "baseUrl"> & {
+  /** Overrides the base URL variable and the default. */
+  readonly baseUrl?: string | undefined
+}
+
+/** A provider's `make`, `layer` and `layerConfig`. */
+export const constructors = <O extends Options>(definition: Definition<O>) => {
+  const keyVariables = typeof definition.env.apiKey === "string" ? [definition.env.apiKey] : definition.env.apiKey
+  const make = Effect.fn(`${definition.module}.make`)(function*(options: O) {
+    const client = yield* HttpClient.HttpClient
+    const provider = definition.provider(options)
+    const given = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
+    const added = definition.adds?.find((path) => given.toLowerCase().endsWith(path))
+    const baseUrl = added === undefined ? given : given.slice(0, -added.length)
+    if (added !== undefined) {
+      yield* Effect.logWarning(
+        `${provider}: the base URL ${given} ends in ${added}, which ${provider} adds itself: using ${baseUrl}`
+      )
+    }
+    if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
+      return yield* new Errors.ModelConfigInvalid({
+        provider,
+        description: `no API key for ${baseUrl}: set ${keyVariables.join(" or ")}, or a base URL ` +
+          `(${definition.env.baseUrl}) of a server that needs none`
+      })
+    }
+    return definition.build({ client, baseUrl, provider, options })
+  })
+  const layer = (options: O): Layer.Layer<Model.Model, Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+    Layer.effect(Model.Model, make(options))
+  const layerConfig = (
+    options: ConfigOptions<O>
+  ): Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+    Layer.effect(
+      Model.Model,
+      Effect.gen(function*() {
+        let apiKey = Option.none<Redacted.Redacted>()
+        for (const name of keyVariables) {
+          if (Option.isSome(apiKey)) break
+          apiKey = yield* Config.option(Config.redacted(name))
+        }
+        const baseUrl = options.baseUrl ??
+          (yield* Config.withDefault(Config.string(definition.env.baseUrl), definition.defaultBaseUrl))
+        return yield* make({ ...options, apiKey: Option.getOrUndefined(apiKey), baseUrl } as unknown as O)
+      })
+    )
+  return { make, layer, layerConfig } as const
+}
+
+/** The authorization header value of a key, or nothing. */
+export const secret = (apiKey: Redacted.Redacted | undefined): string | undefined =>
+  apiKey === undefined ? undefined : Redacted.value(apiKey)
+
+/** Removes the trailing slashes of a base URL. */
+const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/** A base URL must be an absolute http(s) URL; anything else could never be reached. */
+const checkBaseUrl = (provider: string, raw: string): Effect.Effect<string, Errors.ModelConfigInvalid> => {
+  const url = trimSlash(raw.trim())
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(url)
+  } catch {
+    parsed = undefined
+  }
+  return parsed !== undefined && (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host !== ""
+    ? Effect.succeed(url)
+    : Effect.fail(
+      new Errors.ModelConfigInvalid({
+        provider,
+        description: `invalid base URL ${JSON.stringify(raw)}: it must start with http:// or https:// ` +
+          `(for example http://127.0.0.1:8080/v1)`
+      })
+    )
+}
