@@ -241,8 +241,14 @@ export const timeEach = async (
   fs: ReadonlyArray<
     { readonly name: string; readonly slow?: boolean | undefined; readonly run: () => Promise<unknown> }
   >,
-  options: { readonly warmup: number; readonly repeat: number }
+  options: {
+    readonly warmup: number
+    readonly repeat: number
+    /** Collect the garbage before each sample (needs `--expose-gc`), so no run pays for the one before. */
+    readonly collect?: boolean | undefined
+  }
 ): Promise<Record<string, Array<number>>> => {
+  const collect = options.collect === true ? (globalThis as { gc?: () => void }).gc : undefined
   for (let i = 0; i < options.warmup; i++) {
     for (const f of fs) if (f.slow !== true || i === 0) await f.run()
   }
@@ -251,6 +257,7 @@ export const timeEach = async (
   for (let i = 0; i < options.repeat; i++) {
     for (const f of fs) {
       if (f.slow === true && i >= Math.min(slowRepeat, options.repeat)) continue
+      collect?.()
       // CPU time, not wall time: on a loaded machine a run's wall time counts the other processes' turns
       const start = process.cpuUsage()
       await f.run()

@@ -275,6 +275,51 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.deepStrictEqual(yield* send(compacted), AiSdk.toPrompt(compacted))
     }))
 
+  it.effect("a run's growing history: a turn converts only its new messages and reads no more of the rest", () =>
+    Effect.gen(function*() {
+      const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      // the messages whose content was read (converted), and the positions of the history read
+      const converted = new Set<Message.Message>()
+      let reads = 0
+      const counted = (message: Message.Message): Message.Message =>
+        new Proxy(message, {
+          get: (target, key) => {
+            if (key === "content") converted.add(target)
+            return Reflect.get(target, key)
+          }
+        })
+      // the run hands the model its own history, which grows between requests
+      const messages: Array<Message.Message> = []
+      const history = new Proxy(messages, {
+        get: (target, key, receiver) => {
+          if (typeof key === "string" && /^\d+$/.test(key)) reads++
+          return Reflect.get(target, key, receiver)
+        }
+      })
+      for (let i = 0; i < 1000; i++) {
+        messages.push(
+          counted(Message.user(`question ${i}`)),
+          counted(Message.assistant([Message.toolCall(`c${i}`, "lookup", { q: i })])),
+          counted(Message.toolResult({ toolCallId: `c${i}`, toolName: "lookup", content: `answer ${i}` }))
+        )
+      }
+      const send = Effect.map(model.complete({ messages: history, tools: [] }), () => mock.doStreamCalls.at(-1)!.prompt)
+      yield* send
+      assert.strictEqual(converted.size, 3000)
+      converted.clear()
+      reads = 0
+      messages.push(counted(Message.user("and then?")))
+      const prompt = yield* send
+      assert.strictEqual(converted.size, 1, "only the new message is converted")
+      assert.isAtMost(reads, 4, "a turn reads the new messages, not the whole history")
+      assert.deepStrictEqual(prompt, AiSdk.toPrompt(messages))
+      // the same array with its last message replaced: sent as it is now
+      messages.pop()
+      messages.push(Message.user("or rather?"))
+      assert.deepStrictEqual(yield* send, AiSdk.toPrompt(messages))
+    }))
+
   it.effect("a model of an unsupported specification, or no model at all, fails at construction", () =>
     Effect.gen(function*() {
       const v2 = { specificationVersion: "v2", provider: "old.chat", modelId: "m", doStream: () => Promise.reject() }

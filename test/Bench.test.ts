@@ -4,8 +4,10 @@ import type * as Harness from "../bench/Harness.js"
 import * as AiSdk from "../bench/runtimes/AiSdk.js"
 import { floor } from "../bench/runtimes/Floor.js"
 import * as Ours from "../bench/runtimes/Ours.js"
+import * as OursAiSdk from "../bench/runtimes/OursAiSdk.js"
 import * as Pi from "../bench/runtimes/Pi.js"
 import * as Abort from "../bench/workloads/Abort.js"
+import * as Adapter from "../bench/workloads/Adapter.js"
 import * as Overhead from "../bench/workloads/Overhead.js"
 
 const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
@@ -13,7 +15,7 @@ const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
 describe("bench harness", () => {
   it.live("every runtime runs the same script: three turns of two echo calls, then an answer", () =>
     Effect.gen(function*() {
-      for (const runtime of [Ours.stream(), Ours.run(), Pi.runLoop, Pi.loop]) {
+      for (const runtime of [Ours.stream(), Ours.run(), OursAiSdk.stream, Pi.runLoop, Pi.loop]) {
         const messages = (yield* Effect.promise(() => runtime.run(spec))) as ReadonlyArray<{ role: string }>
         assert.deepStrictEqual(
           messages.map((m) => m.role),
@@ -53,6 +55,20 @@ describe("bench harness", () => {
       )
       assert.deepStrictEqual(Object.keys(result.runtimes), ["floor (ms per run)", "ours.run", "pi.runAgentLoop"])
       assert.deepStrictEqual(Object.keys(result.ratios), ["ours.run / pi.runAgentLoop"])
+    }))
+
+  it.live("the adapter workload sets the AI SDK adapter against the native path at each run length", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() =>
+        Adapter.adapterCost({ turns: [2, 4], deltas: 2, warmup: 0, repeat: 1 })
+      )
+      assert.deepStrictEqual(Object.keys(result.runtimes), ["2 turns", "4 turns"])
+      const row = result.runtimes["4 turns"] as Record<string, unknown>
+      for (const runtime of ["ours.stream", "ours.stream(async model)", "ours.aiSdk.stream"]) {
+        assert.deepStrictEqual(Object.keys(row[runtime] as object), ["median", "min", "max", "n"], runtime)
+      }
+      // the counts do not depend on the load: both paths run their turns without starting a fiber
+      assert.deepStrictEqual(row["fibers/turn native / adapter"], [0, 0])
     }))
 
   it.live("aborting a run whose tool ignores SIGTERM ends it after the grace period with a valid history", () =>

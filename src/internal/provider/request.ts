@@ -79,21 +79,8 @@ export const streamEvents = (options: {
       }
       const contentType = response.headers["content-type"]
       if (contentType !== undefined && !/^text\/event-stream\b/i.test(contentType.trim())) {
-        const parseBody = options.parseBody
-        if (parseBody !== undefined && /json/i.test(contentType)) {
-          const maxBytes = options.options.maxEventBytes ?? defaultMaxEventBytes
-          const body = yield* readText(bytes, maxBytes + 1)
-          if (body.length > maxBytes) {
-            return yield* Effect.fail(
-              new Errors.ModelResponseInvalid({
-                provider,
-                url,
-                description: `the JSON answer is longer than ${maxBytes} bytes (maxEventBytes)`
-              })
-            )
-          }
-          if (hasError(body)) return yield* Effect.fail(classify({ provider, url, status: undefined, body }))
-          return parseBody(body)
+        if (options.parseBody !== undefined && /json/i.test(contentType)) {
+          return yield* jsonAnswer(provider, url, options.options, bytes, options.parseBody)
         }
         return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
       }
@@ -108,6 +95,30 @@ export const streamEvents = (options: {
     }))
     return retryBeforeOutput(attempt, options.options.retry)
   })
+
+/** A complete JSON answer (a server that ignored `stream: true`): its error, or its events. */
+const jsonAnswer = (
+  provider: string,
+  url: string,
+  options: Options,
+  bytes: Stream.Stream<Uint8Array, Errors.ModelError>,
+  parseBody: (body: string) => Stream.Stream<Model.Event, Errors.ModelError>
+): Effect.Effect<Stream.Stream<Model.Event, Errors.ModelError>, Errors.ModelError> => {
+  const maxBytes = options.maxEventBytes ?? defaultMaxEventBytes
+  return Effect.flatMap(readText(bytes, maxBytes + 1), (body) => {
+    if (body.length > maxBytes) {
+      return Effect.fail(
+        new Errors.ModelResponseInvalid({
+          provider,
+          url,
+          description: `the JSON answer is longer than ${maxBytes} bytes (maxEventBytes)`
+        })
+      )
+    }
+    if (hasError(body)) return Effect.fail(classify({ provider, url, status: undefined, body }))
+    return Effect.succeed(parseBody(body))
+  })
+}
 
 /** The GenAI semantic-convention attributes of a request. */
 const requestAttributes = (provider: string, url: string, model: string): Record<string, unknown> => {
