@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Channel from "effect/Channel"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -300,26 +301,43 @@ export const stream: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
 ): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
-      capacity: options.eventBuffer ?? defaultEventBuffer,
-      strategy: "suspend"
-    })
-    const sink = EventSink.mailbox(mailbox)
-    const onEvent = options.onEvent
-    yield* loop(
-      options,
-      toolsOf(options.tools),
-      onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
-      options.signal
-    ).pipe(
-      Effect.withSpan("Loop.stream"),
-      Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
-      Effect.forkScoped
+  Stream.fromChannel(Channel.suspend(() => {
+    let started: {
+      readonly mailbox: Mailbox.Mailbox<Event.AgentEvent<any>, any>
+      readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+    } | undefined
+    const start = Effect.flatMap(
+      Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
+        capacity: options.eventBuffer ?? defaultEventBuffer,
+        strategy: "suspend"
+      }),
+      (mailbox) => {
+        const sink = EventSink.mailbox(mailbox)
+        const onEvent = options.onEvent
+        return Effect.map(
+          loop(
+            options,
+            toolsOf(options.tools),
+            onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
+            options.signal
+          ).pipe(
+            Effect.withSpan("Loop.stream"),
+            Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
+            Effect.fork
+          ),
+          (fiber) => {
+            started = { mailbox, fiber }
+            return mailbox
+          }
+        )
+      }
     )
-    // runs before the fiber is interrupted, so a run finalizing after the consumer left never waits on it
-    yield* Effect.addFinalizer(() => mailbox.shutdown)
-    return Mailbox.toStream(mailbox)
+    return Channel.ensuringWith(
+      Channel.flatMap(Channel.fromEffect(start), Mailbox.toChannel),
+      // the mailbox first, so a run finalizing after the consumer left never waits on it
+      () =>
+        started === undefined ? Effect.void : Effect.zipRight(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
+    )
   }))
 
 /**
