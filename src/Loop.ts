@@ -249,7 +249,7 @@ export const run: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: RunOptions<Tools>
 ): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Effect.withSpan(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
+  Run.spanned(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
     attributes: GenAi.runAttributes(options.maxTurns)
   })
 
@@ -315,13 +315,15 @@ export const stream: {
         const sink = EventSink.mailbox(mailbox)
         const onEvent = options.onEvent
         return Effect.map(
-          loop(
-            options,
-            toolsOf(options.tools),
-            onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
-            options.signal
+          Run.spanned(
+            loop(
+              options,
+              toolsOf(options.tools),
+              onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
+              options.signal
+            ),
+            "Loop.stream"
           ).pipe(
-            Effect.withSpan("Loop.stream"),
             Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
             Effect.fork
           ),
@@ -481,7 +483,7 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
       usage: run.state.usage,
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
     } satisfies TurnResult
-  }).pipe(Effect.withSpan("Loop.turn"))
+  }).pipe((turn) => Run.spanned(turn, "Loop.turn"))
 
 // -----------------------------------------------------------------------------
 // The loop
