@@ -513,7 +513,8 @@ const loop = <E, R>(
     const run = output === undefined
       ? yield* Run.make(options, tools, sink)
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
-    if (sink.active) yield* sink.emit({ _tag: "RunStart" })
+    const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
+    if (started !== undefined) yield* started
     const { endedBy, output: answer } = yield* Effect.onExit(
       // the run's sub-agents report to it (their events, their statistics); an abort, even one before
       // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
@@ -580,7 +581,8 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
     const turn = run.turn
     return run.span(
       Effect.gen(function*() {
-        if (run.sink.active) yield* run.sink.emit({ _tag: "TurnStart", turn })
+        const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
+        if (started !== undefined) yield* started
         for (const message of input) yield* run.append(message)
         yield* run.refreshTools()
         const answer = yield* run.span(
@@ -622,13 +624,14 @@ const finalize = <E, R>(
     }
     if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
     if (!run.sink.active) return
-    yield* run.sink.emit({
+    const ended = EventSink.deliver(run.sink, {
       _tag: "RunEnd",
       outcome: outcomeOf(exit, run.state),
       turns: run.turn,
       usage: run.state.usage,
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
     })
+    if (ended !== undefined) yield* ended
   }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
 
 // -----------------------------------------------------------------------------
