@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Channel from "effect/Channel"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -248,7 +249,7 @@ export const run: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: RunOptions<Tools>
 ): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Effect.withSpan(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
+  Run.spanned(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
     attributes: GenAi.runAttributes(options.maxTurns)
   })
 
@@ -300,26 +301,45 @@ export const stream: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
 ): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
-      capacity: options.eventBuffer ?? defaultEventBuffer,
-      strategy: "suspend"
-    })
-    const sink = EventSink.mailbox(mailbox)
-    const onEvent = options.onEvent
-    yield* loop(
-      options,
-      toolsOf(options.tools),
-      onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
-      options.signal
-    ).pipe(
-      Effect.withSpan("Loop.stream"),
-      Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
-      Effect.forkScoped
+  Stream.fromChannel(Channel.suspend(() => {
+    let started: {
+      readonly mailbox: Mailbox.Mailbox<Event.AgentEvent<any>, any>
+      readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+    } | undefined
+    const start = Effect.flatMap(
+      Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
+        capacity: options.eventBuffer ?? defaultEventBuffer,
+        strategy: "suspend"
+      }),
+      (mailbox) => {
+        const sink = EventSink.mailbox(mailbox)
+        const onEvent = options.onEvent
+        return Effect.map(
+          Run.spanned(
+            loop(
+              options,
+              toolsOf(options.tools),
+              onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
+              options.signal
+            ),
+            "Loop.stream"
+          ).pipe(
+            Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
+            Effect.fork
+          ),
+          (fiber) => {
+            started = { mailbox, fiber }
+            return mailbox
+          }
+        )
+      }
     )
-    // runs before the fiber is interrupted, so a run finalizing after the consumer left never waits on it
-    yield* Effect.addFinalizer(() => mailbox.shutdown)
-    return Mailbox.toStream(mailbox)
+    return Channel.ensuringWith(
+      Channel.flatMap(Channel.fromEffect(start), Mailbox.toChannel),
+      // the mailbox first, so a run finalizing after the consumer left never waits on it
+      () =>
+        started === undefined ? Effect.void : Effect.zipRight(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
+    )
   }))
 
 /**
@@ -463,7 +483,7 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
       usage: run.state.usage,
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
     } satisfies TurnResult
-  }).pipe(Effect.withSpan("Loop.turn"))
+  }).pipe((turn) => Run.spanned(turn, "Loop.turn"))
 
 // -----------------------------------------------------------------------------
 // The loop
@@ -493,7 +513,8 @@ const loop = <E, R>(
     const run = output === undefined
       ? yield* Run.make(options, tools, sink)
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
-    if (sink.active) yield* sink.emit({ _tag: "RunStart" })
+    const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
+    if (started !== undefined) yield* started
     const { endedBy, output: answer } = yield* Effect.onExit(
       // the run's sub-agents report to it (their events, their statistics); an abort, even one before
       // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
@@ -560,7 +581,8 @@ const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message
     const turn = run.turn
     return run.span(
       Effect.gen(function*() {
-        if (run.sink.active) yield* run.sink.emit({ _tag: "TurnStart", turn })
+        const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
+        if (started !== undefined) yield* started
         for (const message of input) yield* run.append(message)
         yield* run.refreshTools()
         const answer = yield* run.span(
@@ -602,13 +624,14 @@ const finalize = <E, R>(
     }
     if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
     if (!run.sink.active) return
-    yield* run.sink.emit({
+    const ended = EventSink.deliver(run.sink, {
       _tag: "RunEnd",
       outcome: outcomeOf(exit, run.state),
       turns: run.turn,
       usage: run.state.usage,
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
     })
+    if (ended !== undefined) yield* ended
   }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
 
 // -----------------------------------------------------------------------------

@@ -265,4 +265,28 @@ describe("Loop.stream", () => {
       assertValid(history)
       assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
     }))
+
+  it.effect("a consumer that stops taking events and goes on has the run aborted and finalized at once", () =>
+    Effect.gen(function*() {
+      const { layer, session } = scriptedRun([
+        Message.assistant([Message.toolCall("c1", "hang")])
+      ])
+      const hang = Tool.make({
+        name: "hang",
+        description: "never finishes",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.never
+      })
+      // the same consumer reads the session next: the run has ended by then, not when the consumer ends
+      const after = yield* Loop.stream({ input: "go", tools: [hang] }).pipe(
+        Stream.takeUntil((event) => event._tag === "ToolStart"),
+        Stream.drain,
+        Stream.concat(Stream.fromEffect(session.messages)),
+        Stream.runCollect,
+        Effect.provide(layer)
+      )
+      const history = Chunk.unsafeHead(after)
+      assertValid(history)
+      assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
+    }))
 })

@@ -193,6 +193,19 @@ export const opsPerTurn = (kind: "stream" | "run", spec: Harness.Spec): { ops: n
 }
 
 /**
+ * The fiber operations and fibers started by one whole run of `spec`, its start and end included (with
+ * `turns: 0`, one request: what a run costs once, which `opsPerTurn` leaves out).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const opsPerRun = (kind: "stream" | "run", spec: Harness.Spec): { ops: number; fibers: number } => {
+  const counter = new Counters.OpCounter()
+  Effect.runSync(Counters.counted(effectOf(kind, spec), counter))
+  return { ops: counter.ops, fibers: counter.fibers }
+}
+
+/**
  * `Loop.stream`, every event consumed by a no-op consumer (`Stream.runDrain`).
  *
  * @since 0.1.0
