@@ -338,6 +338,24 @@ const firstPromptOf = (json: string): string | undefined => {
 export const asks = (policy: Durable.Policy | undefined): ServerStream.AsksApproval => (call) =>
   policy?.({ toolCallId: call.id, toolName: call.name, input: call.input }) === "Ask"
 
+/**
+ * Which calls of a session's events wait for an approval: those the policy asks about, but for the
+ * tools a person allowed for the session ("always"), read again (`refresh`, tapped on the events)
+ * before each answer that makes tool calls.
+ */
+export const sessionApprovals = (sessionId: string, asksApproval: ServerStream.AsksApproval) => {
+  let allowed: ReadonlyArray<string> = []
+  return {
+    asks: ((call) => asksApproval(call) && !allowed.includes(call.name)) satisfies ServerStream.AsksApproval,
+    refresh: (event: Durable.SessionEvent) =>
+      event._tag === "Message" && event.message.role === "assistant" && Message.toolCalls(event.message).length > 0
+        ? Effect.map(Durable.alwaysAllowed(sessionId), (names) => {
+          allowed = names
+        })
+        : Effect.void
+  }
+}
+
 // -----------------------------------------------------------------------------
 // Shutdown
 // -----------------------------------------------------------------------------
@@ -481,18 +499,10 @@ export const layerSessions = (options: HandlerOptions) =>
               const after = headers["last-event-id"] !== undefined
                 ? headers["last-event-id"] + 1
                 : urlParams.after ?? 0
-              // the tools allowed for the session ask no more: read again before each answer with calls
-              let allowed: ReadonlyArray<string> = []
-              const approvals = ServerStream.translator((call) => asksApproval(call) && !allowed.includes(call.name))
+              const session = sessionApprovals(path.sessionId, asksApproval)
+              const approvals = ServerStream.translator(session.asks)
               const events = ServerStream.follow(path.sessionId, after, urlParams.live !== "false").pipe(
-                Stream.tap((event) =>
-                  event._tag === "Message" && event.message.role === "assistant" &&
-                    Message.toolCalls(event.message).length > 0
-                    ? Effect.map(Durable.alwaysAllowed(path.sessionId), (names) => {
-                      allowed = names
-                    })
-                    : Effect.void
-                ),
+                Stream.tap(session.refresh),
                 Stream.mapConcat((event) => {
                   if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
                   const requested = approvals(event).flatMap((part) =>
