@@ -437,3 +437,21 @@ export const events = (
  * @category Store
  */
 export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Store.migrate
+
+/**
+ * The tools a person allowed for the rest of a session (an `Approve` whose decision is an `Allow` with
+ * `always`), by name: their later calls in the session run without asking.
+ *
+ * @since 0.1.0
+ * @category Store
+ * @example
+ * import * as Durable from "effect-agent/Durable"
+ * import * as Effect from "effect/Effect"
+ *
+ * const asksAgain = (sessionId: string, toolName: string) =>
+ *   Effect.map(Durable.alwaysAllowed(sessionId), (names) => !names.includes(toolName))
+ */
+export const alwaysAllowed = (
+  sessionId: string
+): Effect.Effect<ReadonlyArray<string>, StoreFailed, SqlClient.SqlClient> =>
+  Effect.mapError(Store.alwaysAllowed(sessionId), DurableErrors.storeFailed)

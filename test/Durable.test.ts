@@ -327,6 +327,53 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
+      "an Allow with always: the tool's later calls in the session ask no more, in this run and the next; " +
+        "another session still asks",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.scripted([
+            Message.assistant([Message.toolCall("a1", "echo", { text: "one" })]),
+            Message.assistant([Message.toolCall("a2", "echo", { text: "two" })]),
+            Message.assistant("done"),
+            Message.assistant([Message.toolCall("a3", "echo", { text: "three" })]),
+            Message.assistant("done again"),
+            Message.assistant([Message.toolCall("b1", "echo", { text: "other" })]),
+            Message.assistant("done other")
+          ])
+          const options: Omit<Durable.Options, "tools"> = {
+            policy: (request) => request.toolName === "echo" ? "Ask" : "Allow"
+          }
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("always")
+            const first = yield* client.Prompt({ inputId: "p1", text: "echo twice" })
+            yield* waitUntilEffect(Effect.map(client.History(), (history) => history.length === 2))
+            yield* client.Approve({ toolCallId: "a1", decision: { _tag: "Allow", always: true } })
+            // nobody approves a2: the run completes by itself
+            assert.deepStrictEqual(yield* client.Wait({ runId: first.runId }), { _tag: "Completed", turns: 3 })
+            assert.deepStrictEqual(yield* Durable.alwaysAllowed("always"), ["echo"])
+            const second = yield* client.Prompt({ inputId: "p2", text: "echo again" })
+            assert.deepStrictEqual(yield* client.Wait({ runId: second.runId }), { _tag: "Completed", turns: 2 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(
+              history.filter((message) => message.role === "toolResult").map(Message.textOf),
+              ["one", "two", "three"]
+            )
+            // another session asks
+            const other = (yield* Durable.client)("always-other")
+            const third = yield* other.Prompt({ inputId: "p3", text: "echo" })
+            yield* waitUntilEffect(Effect.map(other.History(), (history) => history.length === 2))
+            assert.deepStrictEqual(yield* Durable.alwaysAllowed("always-other"), [])
+            // b1 waits for its approval (had it run, the run would have completed)
+            yield* other.Approve({ toolCallId: "b1", decision: { _tag: "Deny", reason: "no" } })
+            assert.strictEqual((yield* other.Wait({ runId: third.runId }))._tag, "Failed")
+          }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "a denied approval fails the run with the reason; an approval that never comes times out, typed",
       () =>
         Effect.gen(function*() {

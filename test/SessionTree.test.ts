@@ -110,6 +110,25 @@ describe("Session tree: in memory", () => {
   it.effect("an unknown entry or one in the middle of a turn is a typed error; null forks from the start", () =>
     badForks(Session.makeMemory()))
 
+  it.effect("each forked branch names the branch it left (parent): the branches make a tree", () =>
+    Effect.gen(function*() {
+      const session = Session.makeMemory([...round(1), ...round(2)])
+      // branch 2 leaves branch 1 after round 1; branch 3 leaves branch 2 after its round; branch 4 starts anew
+      yield* session.fork!((yield* session.entries!)[3]!.id)
+      yield* session.append(...round(3), ...round(6))
+      yield* session.fork!((yield* session.entries!)[7]!.id)
+      yield* session.append(...round(4))
+      yield* session.fork!(null)
+      yield* session.append(...round(5))
+      const branches = yield* session.branches!
+      assert.deepStrictEqual(branches.map((branch) => [branch.firstPrompt, branch.parent]), [
+        ["round 1", undefined],
+        ["round 3", 0],
+        ["round 4", 1],
+        ["round 5", undefined]
+      ])
+    }))
+
   it.effect("the latest compaction is the current branch's", () =>
     Effect.gen(function*() {
       const session = Session.makeMemory(round(1))

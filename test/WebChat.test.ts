@@ -1,30 +1,23 @@
 /**
- * The web chat in a real browser: Debian's chromium, driven by playwright-core, against `Server.layer`
- * on 127.0.0.1 (in this process: the tests hold the tools' gates), with the real OpenAI-compatible
- * provider talking to `Testing.fakeOpenAiServer`. The page is built with `node scripts/web.mjs` first.
- * Every test fails when the page logs a console error or an unhandled rejection, and saves a screenshot
- * in test/artifacts/.
+ * The web chat in a real browser: Debian's chromium, driven by playwright-core, against a real
+ * `effect-agent serve` on 127.0.0.1 (the command bundled once for the file, in a child process, with a
+ * temporary workspace, database and permissions file) whose model is `Testing.fakeOpenAiServer`. The
+ * model's tools are the command's own: `bash` echoes, and a slow call is `bash` blocked reading a FIFO
+ * the test writes to; the permissions file makes `bash(echo guarded …)` ask. The page is built with
+ * `node scripts/web.mjs` next to the bundle, where the command looks for it. Every test fails when the page logs a console error or an unhandled
+ * rejection, and saves a screenshot in test/artifacts/ (the first one also docs/web-chat.png).
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import type * as HttpServer from "@effect/platform/HttpServer"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
-import * as Durable from "../src/Durable.js"
-import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
-import * as Server from "../src/Server.js"
 import * as Testing from "../src/Testing.js"
-import * as Tool from "../src/Tool.js"
+import * as Cli from "./utils/cli.js"
+import * as Serve from "./utils/serve.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 // the page's globals, in the functions that run in the browser (this project's types have no DOM)
@@ -33,48 +26,16 @@ declare const window: any
 
 const root = NodePath.resolve(import.meta.dirname, "..")
 const artifacts = NodePath.join(root, "test", "artifacts")
-const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/lib/chromium/chromium"
+const chromiumPath = process.env.CHROMIUM_PATH ??
+  ["/usr/lib/chromium/chromium", "/usr/bin/chromium"].find((path) => Fs.existsSync(path)) ??
+  "/usr/bin/chromium"
 const token = "web-chat-token-0123456789"
 
-// the page as the package ships it
-execFileSync(process.execPath, [NodePath.join(root, "scripts", "web.mjs")], { cwd: root, stdio: "inherit" })
-
-/** Gates the `slow` tool waits on, opened by the tests. */
-const gates = new Map<string, Deferred.Deferred<void>>()
-const gate = (key: string) =>
-  Effect.sync(() => {
-    let found = gates.get(key)
-    if (found === undefined) {
-      found = Deferred.unsafeMake<void>(undefined as never)
-      gates.set(key, found)
-    }
-    return found
-  })
-const open = (key: string) => Effect.flatMap(gate(key), (deferred) => Deferred.succeed(deferred, undefined))
-
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(`echo: ${text}`)
-})
-const guarded = Tool.make({
-  name: "guarded",
-  description: "Needs an approval",
-  parameters: Schema.Struct({ name: Schema.String }),
-  execute: ({ name }) => Effect.succeed(`guarded ran for ${name}`)
-})
-const slow = Tool.make({
-  name: "slow",
-  description: "Reports progress, then waits for its gate",
-  parameters: Schema.Struct({ key: Schema.String }),
-  execute: ({ key }, context) =>
-    Effect.gen(function*() {
-      yield* context.update({ output: `started ${key}\n` })
-      yield* Deferred.await(yield* gate(key))
-      return `slow ${key} done`
-    })
-})
+/** The workspace of the served command (set once it is made): the FIFOs of the slow calls are in it. */
+let workspace = ""
+const fifoOf = (key: string) => NodePath.join(workspace, "gates", key)
+/** Opens the gate of the slow call `key`: writes its last line to the FIFO the call reads. */
+const open = (key: string) => Effect.promise(() => Fs.promises.writeFile(fifoOf(key), `slow ${key} done\n`))
 
 const hostileText = [
   "Look: <script>window.__pwned = 1; alert(1)</script>",
@@ -97,24 +58,38 @@ const lastOf = (body: any): { readonly user: string; readonly afterTool: boolean
     ? content.map((part: { text?: string }) => part.text ?? "").join("")
     : ""
   const last = messages[messages.length - 1]
-  const tool = last?.role === "tool" ? String(last.content) : ""
+  const tool = last?.role === "tool"
+    ? typeof last.content === "string"
+      ? last.content
+      : JSON.stringify(last.content)
+    : ""
   return { user, afterTool: last?.role === "tool", tool }
 }
+
+const bash = (command: string) => ({ toolCalls: [{ name: "bash", input: { command, timeout: 900 } }] })
 
 /** The model: what it answers is chosen from the conversation. */
 const answer = (body: any): Testing.FakeAnswer => {
   const { afterTool, tool, user } = lastOf(body)
-  if (afterTool) return user === "hostile" ? { text: `Result: ${hostileArgs}` } : { text: `Finished: ${tool}` }
+  if (afterTool) {
+    return user === "hostile" ? { text: `Result: ${hostileArgs}` } : { text: `Finished: ${tool.trim()}` }
+  }
   if (user.startsWith("hello")) {
     return {
       thinking: "The user greets me.",
       text: `Hi! You said *${user}*.\n\nHere is code:\n\n\`\`\`ts\nconst answer: number = 42\n\`\`\`\n`
     }
   }
-  if (user === "use echo") return { toolCalls: [{ name: "echo", input: { text: "ping" } }] }
-  if (user.startsWith("guard ")) return { toolCalls: [{ name: "guarded", input: { name: user.slice(6) } }] }
-  if (user.startsWith("slow ")) return { toolCalls: [{ name: "slow", input: { key: user.slice(5) } }] }
-  if (user === "hostile") return { text: hostileText, toolCalls: [{ name: "echo", input: { text: hostileArgs } }] }
+  if (user === "use echo") return bash("echo echo: ping")
+  // `bash(echo guarded)` asks (the permissions file)
+  if (user.startsWith("guard ")) return bash(`echo guarded ran for ${user.slice(6)}`)
+  // a slow call: reports a line, then waits until the test writes to its FIFO
+  if (user.startsWith("slow ")) {
+    const key = user.slice(5)
+    if (!Fs.existsSync(fifoOf(key))) execFileSync("mkfifo", [fifoOf(key)])
+    return bash(`echo started ${key}; cat gates/${key}`)
+  }
+  if (user === "hostile") return { text: hostileText, ...bash(`printf '%s\\n' '${hostileArgs}'`) }
   return { text: `Reply to: ${user}` }
 }
 
@@ -130,24 +105,41 @@ interface Chat {
 /** The console errors and unhandled rejections of each page. */
 const problems = new WeakMap<Page, Array<string>>()
 
-const setup: Effect.Effect<Chat, never, Scope.Scope> = Effect.gen(function*() {
+let main: string
+
+const setup: Effect.Effect<Chat, unknown, Scope.Scope> = Effect.gen(function*() {
   const dir = yield* tempDir("effect-agent-webchat-")
+  workspace = NodePath.join(dir, "workspace")
+  Fs.mkdirSync(NodePath.join(workspace, "gates"), { recursive: true })
+  // every call is allowed (`--yes`) but the guarded echo, which asks
+  const permissions = NodePath.join(dir, "permissions.json")
+  Fs.writeFileSync(permissions, JSON.stringify({ ask: ["bash(echo guarded)"] }))
   const model = yield* Testing.fakeOpenAiServer({ script: answer, model: "fake-model" })
-  const policy: Durable.Policy = (request) => request.toolName === "guarded" ? "Ask" : "Allow"
-  const runner = Durable.layer({ tools: [echo, guarded, slow], policy }).pipe(
-    Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
-    Layer.provide(
-      OpenAiCompat.layer({ model: "fake-model", baseUrl: `${model.url}/v1`, apiKey: Redacted.make("test") }).pipe(
-        Layer.provide(NodeHttpClient.layerUndici),
-        Layer.orDie
-      )
-    ),
-    Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
-  )
-  const context = yield* Layer.build(Server.layer({ token, policy }).pipe(Layer.provide(runner), Layer.orDie))
-  const HttpServerModule = yield* Effect.promise(() => import("@effect/platform/HttpServer"))
-  const address = Context.get(context, HttpServerModule.HttpServer).address as HttpServer.TcpAddress
-  const url = `http://127.0.0.1:${address.port}`
+  const serve = yield* Serve.start(main, [
+    "--provider",
+    "openai",
+    "--model",
+    "fake-model",
+    "--base-url",
+    `${model.url}/v1`,
+    "--workspace",
+    workspace,
+    "--yes",
+    "--permissions",
+    permissions,
+    "--port",
+    "0",
+    "--token",
+    token,
+    "--database",
+    NodePath.join(dir, "serve.db")
+  ], {
+    OPENAI_API_KEY: "sk-test",
+    XDG_DATA_HOME: NodePath.join(dir, "data"),
+    XDG_CONFIG_HOME: NodePath.join(dir, "config")
+  })
+  const url = /serving .* on (http:\/\/127\.0\.0\.1:\d+)/.exec(serve.output())?.[1]
+  if (url === undefined) throw new Error(`no address in the output of serve:\n${serve.output()}`)
   const browser = yield* Effect.acquireRelease(
     Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
     (browser) => Effect.promise(() => browser.close())
@@ -175,12 +167,22 @@ const setup: Effect.Effect<Chat, never, Scope.Scope> = Effect.gen(function*() {
 /** One server and one browser for the file's tests (each test has its own pages and sessions). */
 let shared: { readonly chat: Chat; readonly scope: Scope.CloseableScope } | undefined
 beforeAll(async () => {
+  main = await Cli.bundle()
+  // the command serves the page from `dist/web` beside the package.json nearest to it: the page as the
+  // package ships it, built from this checkout next to the bundle
+  const bundleDir = NodePath.dirname(main)
+  Fs.writeFileSync(NodePath.join(bundleDir, "package.json"), JSON.stringify({ type: "module", private: true }))
+  execFileSync(process.execPath, [NodePath.join(root, "scripts", "web.mjs"), NodePath.join(bundleDir, "dist", "web")], {
+    cwd: root,
+    stdio: "inherit"
+  })
   const scope = Effect.runSync(Scope.make())
   const chat = await Effect.runPromise(Scope.extend(setup, scope))
   shared = { chat, scope }
 }, 120_000)
 afterAll(async () => {
   if (shared !== undefined) await Effect.runPromise(Scope.close(shared.scope, Exit.void))
+  if (main !== undefined) await Cli.removeBundle(main)
 }, 120_000)
 const getChat = Effect.sync(() => {
   if (shared === undefined) throw new Error("the server did not start")
@@ -223,6 +225,21 @@ const noProblems = (...pages: ReadonlyArray<Page>) =>
   Effect.sync(() => {
     for (const page of pages) assert.deepStrictEqual(problems.get(page), [])
   })
+
+/** Waits until the texts of the elements `selector` finds are `expected`. */
+const waitTexts = (page: Page, selector: string, expected: ReadonlyArray<string>) =>
+  step(() =>
+    page.waitForFunction(
+      ([selector, expected]) =>
+        JSON.stringify(Array.from(document.querySelectorAll(selector), (node: any) => node.textContent)) ===
+          JSON.stringify(expected),
+      [selector, expected] as const
+    )
+  )
+
+/** Waits until the status says the session is idle. */
+const idle = (page: Page) =>
+  step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
 
 /** Waits until an element holding `text` is in the page (shown or folded). */
 const waitAttached = (page: Page, selector: string, text: string) =>
@@ -275,8 +292,8 @@ describe("Web chat", () => {
       assert.strictEqual(yield* count(page, ".tool"), 1)
       assert.include(yield* step(() => card.getAttribute("class")), "done")
       yield* step(() => card.locator("summary").click())
-      assert.include(yield* step(() => card.locator(".args").innerText()), "\"text\": \"ping\"")
-      assert.strictEqual(yield* step(() => card.locator(".result .text").innerText()), "echo: ping")
+      assert.include(yield* step(() => card.locator(".args").innerText()), "\"command\": \"echo echo: ping\"")
+      assert.strictEqual((yield* step(() => card.locator(".result .text").innerText())).trim(), "echo: ping")
       yield* shot(page, "tool")
       yield* noProblems(page)
     }), 180_000)
@@ -292,14 +309,21 @@ describe("Web chat", () => {
         yield* step(() => page.locator(".tool.waiting").waitFor({ timeout: 60_000 }))
         assert.strictEqual(yield* step(() => page.locator("#status .state").innerText()), "waiting for your approval")
         yield* shot(page, "approval")
-        const first = page.locator(".tool", { hasText: "\"first\"" })
+        // the front page's picture: UPDATE_SCREENSHOTS=1 makes it again
+        if (process.env.UPDATE_SCREENSHOTS === "1") {
+          yield* step(() => page.screenshot({ path: NodePath.join(root, "docs", "web-chat.png") }))
+        }
+        const first = page.locator(".tool", { hasText: "guarded ran for first" })
         yield* step(() => first.getByRole("button", { name: "Allow", exact: true }).click())
         yield* waitText(page, ".msg.assistant .markdown", "Finished: guarded ran for first")
-        assert.strictEqual(yield* step(() => first.locator(".result .text").innerText()), "guarded ran for first")
+        assert.strictEqual(
+          (yield* step(() => first.locator(".result .text").innerText())).trim(),
+          "guarded ran for first"
+        )
         assert.include(yield* step(() => first.getAttribute("class")), "done")
         yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
         yield* say(page, "guard second")
-        const second = page.locator(".tool", { hasText: "\"second\"" })
+        const second = page.locator(".tool", { hasText: "guarded ran for second" })
         yield* step(() => second.getByRole("button", { name: "Deny", exact: true }).waitFor({ timeout: 60_000 }))
         yield* step(() => second.getByRole("button", { name: "Deny", exact: true }).click())
         yield* waitText(page, "#messages .error", "Denied by the user")
@@ -328,7 +352,7 @@ describe("Web chat", () => {
         yield* step(() => page.locator(".msg.assistant .stopped").first().waitFor({ timeout: 60_000 }))
         yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
         // the call has its result: the history pairs it
-        const card = page.locator(".tool", { hasText: "slow" })
+        const card = page.locator(".tool")
         const cardClass = yield* step(() => card.getAttribute("class"))
         assert.match(cardClass ?? "", /failed|stopped/)
         const hash = new URL(page.url()).hash
@@ -436,9 +460,7 @@ describe("Web chat", () => {
         yield* shot(page, "branches")
         assert.include((yield* texts(page, "#tree li.current"))[0], "(current)")
         yield* step(() => page.locator("#tree button.switch").click())
-        yield* step(() => page.waitForFunction(() => document.querySelectorAll(".msg.user").length === 2))
-        yield* waitText(page, ".msg.user .text", "second question")
-        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["first question", "second question"])
+        yield* waitTexts(page, ".msg.user .text", ["first question", "second question"])
         assert.deepStrictEqual(yield* texts(page, ".msg.assistant .markdown"), [
           "Reply to: first question",
           "Reply to: second question"
@@ -465,7 +487,7 @@ describe("Web chat", () => {
       yield* step(() => page.evaluate(() => (window as any).effectAgentChat.dropConnection()))
       yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "running"))
       yield* open("reload")
-      yield* waitText(page, ".msg.assistant .markdown", "Finished: slow reload done")
+      yield* waitText(page, ".msg.assistant .markdown", "slow reload done")
       yield* step(() => page.waitForFunction(() => document.querySelector("#status .state")?.textContent === "idle"))
       assert.strictEqual(yield* count(page, ".msg.user"), 1)
       assert.strictEqual(yield* count(page, ".tool"), 1)
@@ -548,6 +570,138 @@ describe("Web chat", () => {
       yield* shot(two, "two-tabs")
       yield* noProblems(one, two)
     }), 180_000)
+
+  it.scopedLive(
+    "the model's name shows before the first answer, from the server's /info",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        // no session open, no answer yet: the name can only come from the server
+        yield* waitText(page, "#status .model", "model fake-model")
+        assert.strictEqual(yield* count(page, ".msg"), 0)
+        yield* newSession(page)
+        yield* waitText(page, "#status .model", "model fake-model")
+        const headers = { authorization: `Bearer ${token}` }
+        const info = yield* step(() => fetch(`${chat.url}/info`, { headers }).then((r) => r.json() as Promise<any>))
+        assert.deepStrictEqual(info, { model: "fake-model" })
+        assert.strictEqual((yield* step(() => fetch(`${chat.url}/info`))).status, 401)
+        const spec = yield* step(() =>
+          fetch(`${chat.url}/openapi.json`, { headers }).then((r) => r.json() as Promise<any>)
+        )
+        assert.isDefined(spec.paths["/info"]?.get)
+        yield* shot(page, "model")
+        yield* noProblems(page)
+      }),
+    180_000
+  )
+
+  it.scopedLive(
+    "\"Always for this session\" is kept by the server: later calls of the tool in the session ask no more, " +
+      "after a reload and in a second tab; another session still asks",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        const hash = yield* newSession(page)
+        yield* say(page, "guard one")
+        const one = page.locator(".tool", { hasText: "guarded ran for one" })
+        yield* step(() => one.getByRole("button", { name: "Always for this session" }).click())
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: guarded ran for one")
+        yield* idle(page)
+        // nobody answers the next calls: they run by themselves, or the run would wait forever
+        yield* say(page, "guard two")
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: guarded ran for two")
+        yield* idle(page)
+        yield* step(() => page.reload())
+        yield* idle(page)
+        yield* say(page, "guard three")
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: guarded ran for three")
+        yield* idle(page)
+        // the first tab is gone: nothing but the server can let the second tab's call run
+        yield* step(() => page.context().close())
+        const second = yield* chat.page({ hash: hash.slice(1) })
+        yield* idle(second)
+        yield* say(second, "guard four")
+        yield* waitText(second, ".msg.assistant .markdown", "Finished: guarded ran for four")
+        assert.strictEqual(yield* count(second, ".approval:not([hidden])"), 0)
+        const sessionId = new URLSearchParams(hash.slice(1)).get("session")!
+        const history = yield* step(() =>
+          fetch(`${chat.url}/sessions/${sessionId}`, { headers: { authorization: `Bearer ${token}` } }).then((r) =>
+            r.json() as Promise<any>
+          )
+        )
+        assert.deepStrictEqual(history.alwaysAllowed, ["bash"])
+        // another session asks again
+        const other = yield* chat.page()
+        yield* newSession(other)
+        yield* say(other, "guard five")
+        yield* step(() => other.locator(".tool.waiting").waitFor({ timeout: 60_000 }))
+        yield* step(() => other.getByRole("button", { name: "Deny", exact: true }).click())
+        yield* waitText(other, "#messages .error", "Denied by the user")
+        yield* shot(second, "always")
+        yield* noProblems(page, second, other)
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "the branches are drawn as a tree: each fork under the branch it left, switched by click or keyboard",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        const exchange = (text: string) =>
+          Effect.zipRight(say(page, text), waitText(page, ".msg.assistant .markdown", `Reply to: ${text}`)).pipe(
+            Effect.zipRight(idle(page))
+          )
+        const edit = (from: string, to: string) =>
+          step(async () => {
+            await page.locator(".msg.user", { hasText: from }).getByRole("button", { name: /Edit/ }).click()
+            await page.locator(".edit-form textarea").fill(to)
+            await page.locator(".edit-form button[type=submit]").click()
+          }).pipe(
+            Effect.zipRight(waitText(page, ".msg.assistant .markdown", `Reply to: ${to}`)),
+            Effect.zipRight(idle(page))
+          )
+        yield* exchange("tree one")
+        yield* exchange("tree two")
+        // branch 2 leaves branch 1 after its first answer; branch 3 leaves branch 2 after its second
+        yield* edit("tree two", "tree two again")
+        yield* exchange("tree three")
+        yield* edit("tree three", "tree three again")
+        yield* step(() => page.waitForFunction(() => document.querySelectorAll("#tree li").length === 3))
+        yield* step(() => page.locator("#branches summary").click())
+        const nested = "#tree > ul > li[data-branch='1'] > ul > li[data-branch='2'] > ul > li[data-branch='3']"
+        assert.strictEqual(yield* count(page, nested), 1)
+        assert.include(yield* step(() => page.locator(nested).locator(":scope > .node").innerText()), "(current)")
+        assert.include(
+          yield* step(() => page.locator("li[data-branch='2'] > .node").innerText()),
+          "forked after message 2 · tree two again"
+        )
+        yield* shot(page, "tree")
+        // the keyboard: focus branch 1's Switch, Enter
+        yield* step(() => page.locator("li[data-branch='1'] > .node button.switch").focus())
+        yield* step(() => page.keyboard.press("Enter"))
+        yield* step(() =>
+          page.waitForFunction(() =>
+            document.querySelector("#tree li[data-branch='1']")?.classList.contains("current") === true
+          )
+        )
+        yield* waitTexts(page, ".msg.user .text", ["tree one", "tree two"])
+        // a click on branch 2
+        yield* step(() => page.locator("li[data-branch='2'] > .node button.switch").click())
+        yield* step(() =>
+          page.waitForFunction(() =>
+            document.querySelector("#tree li[data-branch='2']")?.classList.contains("current") === true
+          )
+        )
+        yield* waitTexts(page, ".msg.user .text", ["tree one", "tree two again", "tree three"])
+        yield* noProblems(page)
+      }),
+    240_000
+  )
 
   it.scopedLive("readable at 400 px: nothing wider than the window", () =>
     Effect.gen(function*() {

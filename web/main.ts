@@ -64,6 +64,9 @@ interface Branch {
   readonly current: boolean
   readonly messages: number
   readonly sinceFork: number
+  readonly firstPrompt?: string | undefined
+  readonly lastTimestamp?: number | undefined
+  readonly parent?: number | undefined
 }
 interface Awaiting {
   readonly toolCallId: string
@@ -76,6 +79,7 @@ interface History {
   readonly branches: ReadonlyArray<Branch>
   readonly running?: string | undefined
   readonly position?: number | undefined
+  readonly alwaysAllowed?: ReadonlyArray<string> | undefined
   readonly awaiting?: ReadonlyArray<Awaiting> | undefined
 }
 interface SessionSummary {
@@ -279,21 +283,8 @@ const live = new Map<number, LiveResponse>()
 let queue: Array<Queued> = []
 let lastAssistant: HTMLDivElement | undefined
 const stats = { model: "", turn: 0, tokens: 0, cost: undefined as number | undefined }
-
-const alwaysKey = () => `effect-agent-always:${sessionId ?? ""}`
-const alwaysAllowed = (): Set<string> => {
-  try {
-    const value = JSON.parse(sessionStorage.getItem(alwaysKey()) ?? "[]") as unknown
-    return new Set(Array.isArray(value) ? value.filter((name): name is string => typeof name === "string") : [])
-  } catch {
-    return new Set()
-  }
-}
-const allowAlways = (toolName: string): void => {
-  const names = alwaysAllowed()
-  names.add(toolName)
-  sessionStorage.setItem(alwaysKey(), JSON.stringify([...names]))
-}
+/** The model the server runs (`GET /info`), shown until an answer names its own. */
+let serverModel = ""
 
 const textOf = (message: Message): string =>
   message.role === "assistant"
@@ -323,7 +314,8 @@ const renderStatus = (): void => {
     ? ["running", "running"]
     : ["idle", "idle"]
   item(state[1]!, `state state-${state[0]}`)
-  if (stats.model !== "") item(`model ${stats.model}`, "model")
+  const model = stats.model === "" ? serverModel : stats.model
+  if (model !== "") item(`model ${model}`, "model")
   if (stats.turn > 0) item(`turn ${stats.turn}`, "turn")
   item(`${stats.tokens.toLocaleString("en")} tokens`, "tokens")
   if (stats.cost !== undefined) item(`$${stats.cost.toFixed(4)}`, "cost")
@@ -419,20 +411,13 @@ const askApproval = (toolCallId: string, toolName: string, input: unknown): void
   const card = cards.get(toolCallId) ?? makeCard(toolCallId, toolName, assistantHolder())
   if (card.done || !card.approval.hidden) return
   if (card.argsText === "") card.args.textContent = pretty(input)
-  if (alwaysAllowed().has(toolName)) {
-    void decide(card, toolCallId, true)
-    return
-  }
   setCardState(card, "waiting")
   card.root.open = true
   const question = el("div", "question", `Allow ${toolName} with these arguments?`)
   const allow = button("Allow", () => void decide(card, toolCallId, true), "allow")
   const deny = button("Deny", () => void decide(card, toolCallId, false), "deny")
-  const always = button("Always for this session", () => {
-    allowAlways(toolName)
-    void decide(card, toolCallId, true)
-  }, "always")
-  always.title = `Allow every ${toolName} call in this session, in this tab`
+  const always = button("Always for this session", () => void decide(card, toolCallId, true, true), "always")
+  always.title = `Allow every ${toolName} call in this session (the server keeps it, for every tab)`
   card.approval.replaceChildren(question, allow, deny, always)
   card.approval.hidden = false
   waitingApproval += 1
@@ -440,12 +425,16 @@ const askApproval = (toolCallId: string, toolName: string, input: unknown): void
   allow.focus()
 }
 
-const decide = async (card: Card, toolCallId: string, approve: boolean): Promise<void> => {
+const decide = async (card: Card, toolCallId: string, approve: boolean, always = false): Promise<void> => {
   const id = sessionId
   if (id === undefined) return
   for (const node of card.approval.querySelectorAll("button")) node.disabled = true
   try {
-    await api("POST", `/sessions/${encodeURIComponent(id)}/approve`, { toolCallId, approve })
+    await api("POST", `/sessions/${encodeURIComponent(id)}/approve`, {
+      toolCallId,
+      approve,
+      ...(always ? { always } : {})
+    })
     hideApproval(card)
     if (!card.done) setCardState(card, approve ? "running" : "failed")
     if (!approve && !card.done) card.state.textContent = "denied"
@@ -811,30 +800,52 @@ const applyEntries = (history: History): void => {
 // Branches
 // -----------------------------------------------------------------------------
 
-/** The branches as the terminal chat's `/tree` lists them: one line each, the current one marked. */
+/**
+ * The branches as a tree: each branch under the one it forked off, numbered as the terminal chat's
+ * `/tree` numbers them, the current one marked. Every other branch has a Switch button (keyboard: Tab
+ * to it, Enter).
+ */
 const renderTree = (): void => {
   branchesEl.hidden = branches.length < 2
-  treeEl.replaceChildren()
-  const list = el("ul")
+  const children = new Map<number | undefined, Array<number>>()
   branches.forEach((branch, index) => {
-    const li = el("li", branch.current ? "current" : undefined)
-    const fork = branch.forkedFrom === undefined || branch.forkedFrom === null
-      ? ""
-      : ` · forked from entry ${branch.forkedFrom}, ${branch.sinceFork} messages since`
-    li.appendChild(el(
-      "span",
-      "line",
-      `branch ${index + 1}${branch.current ? " (current)" : ""}${fork} · ${branch.messages} messages`
-    ))
-    if (!branch.current) {
-      const open = button("Switch", () => void switchTo(branch.leafId), "switch")
-      open.setAttribute("aria-label", `Switch to branch ${index + 1}`)
-      open.disabled = running !== undefined
-      li.appendChild(open)
-    }
-    list.appendChild(li)
+    const parent = branch.parent !== undefined && branch.parent < index ? branch.parent : undefined
+    children.set(parent, [...(children.get(parent) ?? []), index])
   })
-  treeEl.appendChild(list)
+  const level = (parent: number | undefined): HTMLUListElement => {
+    // nested lists, not an ARIA tree: every branch's button is in the tab order, which is all it needs
+    const list = el("ul")
+    if (parent === undefined) list.setAttribute("aria-label", "Branches of this session")
+    for (const index of children.get(parent) ?? []) list.appendChild(branchNode(index, level))
+    return list
+  }
+  treeEl.replaceChildren(level(undefined))
+}
+
+const branchNode = (index: number, level: (parent: number) => HTMLUListElement): HTMLLIElement => {
+  const branch = branches[index]!
+  const li = el("li", branch.current ? "branch current" : "branch")
+  li.dataset.branch = String(index + 1)
+  const node = el("div", "node")
+  const where = branch.forkedFrom === undefined
+    ? ""
+    : branch.forkedFrom === null
+    ? "new from the start · "
+    : `forked after message ${branch.messages - branch.sinceFork} · `
+  const prompt = branch.firstPrompt === undefined || branch.firstPrompt === "" ? "(no prompt yet)" : branch.firstPrompt
+  node.appendChild(el("span", "number", `${index + 1}`))
+  node.appendChild(el("span", "line", `${where}${prompt} · ${branch.messages} messages`))
+  if (branch.current) node.appendChild(el("span", "mark", "(current)"))
+  else {
+    const open = button("Switch", () => void switchTo(branch.leafId), "switch")
+    open.setAttribute("aria-label", `Switch to branch ${index + 1}: ${prompt}`)
+    open.disabled = running !== undefined
+    node.appendChild(open)
+  }
+  li.appendChild(node)
+  const below = level(index)
+  if (below.childElementCount > 0) li.appendChild(below)
+  return li
 }
 
 const switchTo = async (leafId: string | null): Promise<void> => {
@@ -1091,6 +1102,11 @@ Object.defineProperty(window, "effectAgentChat", {
 })
 
 renderStatus()
+// the model's name, before the first answer names it
+api<{ readonly model?: string }>("GET", "/info").then((info) => {
+  serverModel = info.model ?? ""
+  renderStatus()
+}, (error: unknown) => notice(explain(error)))
 route()
 if (sessionId === undefined) void loadSessions()
 inputEl.focus()

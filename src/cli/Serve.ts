@@ -214,6 +214,7 @@ export const command = <Provider extends string, E, R>(
         token,
         cors: input.cors,
         policy,
+        model: modelName,
         routes
       }).pipe(Layer.provideMerge(runner))
       const context = yield* Layer.build(server)

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as SessionSql from "../../services/SessionSql.js"
-import { decide } from "./approvals.js"
+import { decide, rememberAlways } from "./approvals.js"
 import { checkSize, SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
 import { events } from "./events.js"
 import { approvalTimedOutText } from "./models.js"
@@ -64,6 +64,9 @@ export const handlers = (maxPromptBytes: number) =>
           withStore(Effect.gen(function*() {
             const running = yield* runningRun(sessionId)
             if (Option.isNone(running)) return {}
+            if (payload.decision._tag === "Allow" && payload.decision.always === true) {
+              yield* rememberAlways(sessionId, running.value.run_id, payload.toolCallId)
+            }
             yield* decide(sessionId, running.value.run_id, payload.toolCallId, payload.decision)
             return { runId: running.value.run_id }
           }))

@@ -19,7 +19,8 @@ export const Outcome = Schema.Union(
 export type Outcome = typeof Outcome.Type
 
 export const Decision = Schema.Union(
-  Schema.TaggedStruct("Allow", {}),
+  /** `always`: the tool's later calls in the session are allowed too, without asking. */
+  Schema.TaggedStruct("Allow", { always: Schema.optional(Schema.Boolean) }),
   Schema.TaggedStruct("Deny", { reason: Schema.String })
 )
 

@@ -32,6 +32,9 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
     id ${id}, session_id TEXT NOT NULL, message_position INTEGER, call_id TEXT, events TEXT NOT NULL,
     at BIGINT NOT NULL)`
   yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_live_session ON effect_agent_live (session_id, id)`
+  // the tools a person allowed for the rest of a session ("always" on an approval)
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_always_allowed (
+    session_id TEXT NOT NULL, tool_name TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (session_id, tool_name))`
 }).pipe(Effect.mapError(storeFailed))
 
 const autoId = (sql: SqlClient.SqlClient) =>
@@ -137,6 +140,21 @@ export const claimToolStart = (sql: SqlClient.SqlClient, key: string) =>
     Effect.map((rows) => rows.length > 0),
     retryStore
   )
+
+/** Allows every later call of `toolName` in the session without asking. */
+export const allowAlways = (sessionId: string, toolName: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO effect_agent_always_allowed (session_id, tool_name, at)
+      VALUES (${sessionId}, ${toolName}, ${Date.now()}) ON CONFLICT (session_id, tool_name) DO NOTHING`)
+
+/** The tools allowed for the rest of the session, by name, in the order they were allowed. */
+export const alwaysAllowed = (sessionId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly tool_name: string }>`SELECT tool_name FROM effect_agent_always_allowed
+        WHERE session_id = ${sessionId} ORDER BY at, tool_name`,
+      (rows) => rows.map((row) => row.tool_name)
+    ))
 
 // -----------------------------------------------------------------------------
 // Live events

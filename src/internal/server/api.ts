@@ -96,7 +96,13 @@ export const Branch = Schema.Struct({
   forkedFrom: Schema.optional(Schema.NullOr(Schema.String)),
   current: Schema.Boolean,
   messages: Schema.Number,
-  sinceFork: Schema.Number
+  sinceFork: Schema.Number,
+  /** The text of the branch's first user message after its fork point, on one line (empty when none). */
+  firstPrompt: Schema.optional(Schema.String),
+  /** When its last message was made (milliseconds since the epoch). */
+  lastTimestamp: Schema.optional(Schema.Number),
+  /** The index (in `branches`) of the branch this one left at `forkedFrom` (absent: it starts at the root). */
+  parent: Schema.optional(Schema.Number)
 })
 
 export const SessionHistory = Schema.Struct({
@@ -108,6 +114,8 @@ export const SessionHistory = Schema.Struct({
   running: Schema.optional(Schema.String),
   /** The log's size when the history was read: pass it as `after` to the events to get what follows. */
   position: Schema.optional(Schema.Number),
+  /** The tools a person allowed for the rest of the session ("always" on an approval), by name. */
+  alwaysAllowed: Schema.optional(Schema.Array(Schema.String)),
   /** The calls of the current branch's last message that wait for an approval (when a run is going on). */
   awaiting: Schema.optional(Schema.Array(Schema.Struct({
     toolCallId: Schema.String,
@@ -125,7 +133,18 @@ export const Input = Schema.Struct({
 export const Decision = Schema.Struct({
   toolCallId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)),
   approve: Schema.Boolean,
+  /**
+   * With `approve`: allow every later call of this tool in this session without asking (calls the
+   * permission rules deny stay denied). The server keeps it, so every client of the session sees it.
+   */
+  always: Schema.optional(Schema.Boolean),
   reason: Schema.optional(Schema.String)
+})
+
+/** What the server runs: its model, for a client to show before the first answer. */
+export const ServerInfo = Schema.Struct({
+  /** The model's name, as the server was started with it (absent when the server was not told). */
+  model: Schema.optional(Schema.String)
 })
 
 const RunRef = Schema.Struct({ runId: Schema.optional(Schema.String) })
@@ -139,6 +158,11 @@ const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations
 // -----------------------------------------------------------------------------
 
 export class Sessions extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.get("info", "/info")
+      .addSuccess(ServerInfo)
+      .annotate(OpenApi.Summary, "What the server runs: its model's name")
+  )
   .add(
     HttpApiEndpoint.post("create", "/sessions")
       .setPayload(Schema.Struct({ sessionId: Schema.optional(Id) }))
@@ -204,7 +228,11 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setPayload(Decision)
       .addSuccess(RunRef)
       .addError(NotFound)
-      .annotate(OpenApi.Summary, "Approve or deny a tool call waiting for approval (the first decision stands)")
+      .annotate(
+        OpenApi.Summary,
+        "Approve or deny a tool call waiting for approval (the first decision stands); `always` also allows " +
+          "the tool's later calls in the session"
+      )
   )
   .add(
     HttpApiEndpoint.get("events", "/sessions/:sessionId/events")

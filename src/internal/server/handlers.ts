@@ -41,6 +41,8 @@ export interface HandlerOptions {
   readonly sseBacklog?: number | undefined
   /** How often an idle event stream sends a comment (default 15 seconds). */
   readonly heartbeat?: Duration.DurationInput | undefined
+  /** The model's name, which `GET /info` reports (a client shows it before the first answer). */
+  readonly model?: string | undefined
 }
 
 export const defaultMaxBodyBytes = 1024 * 1024
@@ -269,12 +271,16 @@ const history = (sessionId: string, asksApproval: ServerStream.AsksApproval = ()
     const entries = yield* (store.entries ?? Effect.succeed([]))
     const branches = yield* (store.branches ?? Effect.succeed([]))
     const running = yield* runningRun(sessionId)
-    const awaiting = Option.isSome(running) ? yield* awaitingCalls(sessionId, entries, asksApproval) : []
+    const alwaysAllowed = yield* Durable.alwaysAllowed(sessionId)
+    const awaiting = Option.isSome(running)
+      ? yield* awaitingCalls(sessionId, entries, (call) => asksApproval(call) && !alwaysAllowed.includes(call.name))
+      : []
     return {
       sessionId,
       entries,
       branches,
       position,
+      ...(alwaysAllowed.length > 0 ? { alwaysAllowed } : {}),
       ...(Option.isSome(running) ? { running: running.value } : {}),
       ...(awaiting.length > 0 ? { awaiting } : {})
     }
@@ -331,6 +337,24 @@ const firstPromptOf = (json: string): string | undefined => {
 /** Whether the policy asks for an approval of this call. */
 export const asks = (policy: Durable.Policy | undefined): ServerStream.AsksApproval => (call) =>
   policy?.({ toolCallId: call.id, toolName: call.name, input: call.input }) === "Ask"
+
+/**
+ * Which calls of a session's events wait for an approval: those the policy asks about, but for the
+ * tools a person allowed for the session ("always"), read again (`refresh`, tapped on the events)
+ * before each answer that makes tool calls.
+ */
+export const sessionApprovals = (sessionId: string, asksApproval: ServerStream.AsksApproval) => {
+  let allowed: ReadonlyArray<string> = []
+  return {
+    asks: ((call) => asksApproval(call) && !allowed.includes(call.name)) satisfies ServerStream.AsksApproval,
+    refresh: (event: Durable.SessionEvent) =>
+      event._tag === "Message" && event.message.role === "assistant" && Message.toolCalls(event.message).length > 0
+        ? Effect.map(Durable.alwaysAllowed(sessionId), (names) => {
+          allowed = names
+        })
+        : Effect.void
+  }
+}
 
 // -----------------------------------------------------------------------------
 // Shutdown
@@ -407,6 +431,7 @@ export const layerSessions = (options: HandlerOptions) =>
       const run = <A>(sessionId: string, effect: Effect.Effect<A, unknown, SqlClient.SqlClient>) =>
         effect.pipe(Effect.provide(context), mapErrors(sessionId))
       return handlers
+        .handle("info", () => Effect.succeed(options.model === undefined ? {} : { model: options.model }))
         .handle("create", ({ payload }) => {
           const sessionId = payload.sessionId ?? Crypto.randomUUID()
           return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
@@ -462,7 +487,7 @@ export const layerSessions = (options: HandlerOptions) =>
             makeClient(path.sessionId).Approve({
               toolCallId: payload.toolCallId,
               decision: payload.approve
-                ? { _tag: "Allow" }
+                ? { _tag: "Allow", ...(payload.always === true ? { always: true } : {}) }
                 : { _tag: "Deny", reason: payload.reason ?? "Denied by the user" }
             })
           ))
@@ -474,8 +499,10 @@ export const layerSessions = (options: HandlerOptions) =>
               const after = headers["last-event-id"] !== undefined
                 ? headers["last-event-id"] + 1
                 : urlParams.after ?? 0
-              const approvals = ServerStream.translator(asksApproval)
+              const session = sessionApprovals(path.sessionId, asksApproval)
+              const approvals = ServerStream.translator(session.asks)
               const events = ServerStream.follow(path.sessionId, after, urlParams.live !== "false").pipe(
+                Stream.tap(session.refresh),
                 Stream.mapConcat((event) => {
                   if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
                   const requested = approvals(event).flatMap((part) =>

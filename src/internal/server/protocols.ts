@@ -15,7 +15,7 @@ import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Api from "./api.js"
-import { describe, logSize, positionAfterCall, runningRun } from "./handlers.js"
+import { describe, logSize, positionAfterCall, runningRun, sessionApprovals } from "./handlers.js"
 import * as ServerStream from "./stream.js"
 
 type MakeClient = Effect.Effect.Success<typeof Durable.client>
@@ -39,9 +39,11 @@ type Ending =
  */
 const runParts = (deps: Deps, sessionId: string, runId: string, after: number) =>
   Stream.suspend(() => {
-    const translate = ServerStream.translator(deps.asks)
+    const session = sessionApprovals(sessionId, deps.asks)
+    const translate = ServerStream.translator(session.asks)
     let ending: Ending | undefined
     const parts = Durable.events(sessionId, { after, live: true }).pipe(
+      Stream.tap(session.refresh),
       Stream.map((event) => {
         const out = translate(event).filter((part) => part._tag !== "RunEnd" || part.runId === runId)
         const approvals = out.filter((part) => part._tag === "Approval")

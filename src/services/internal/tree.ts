@@ -54,6 +54,11 @@ export interface Branch {
   readonly firstPrompt: string
   /** The timestamp of the branch's last message, if it has one. */
   readonly lastTimestamp: number | undefined
+  /**
+   * The index (in the list of branches) of the branch it left at `forkedFrom`; absent for the first
+   * branch and for one that starts anew from the root.
+   */
+  readonly parent?: number | undefined
 }
 
 /** What a path of entries replays to: the history, each message's entry and line, the latest compaction. */
@@ -236,7 +241,14 @@ export class Tree {
         start: from
       })
     }
-    return found.sort((a, b) => a.start - b.start).map(({ start: _, ...branch }) => branch)
+    found.sort((a, b) => a.start - b.start)
+    // the branch a fork left: the one whose first entry starts the segment its fork point is on
+    const byStart = new Map(found.map((branch, index) => [branch.start, index]))
+    return found.map(({ start: from, ...branch }) => {
+      const forkParent = from < 0 ? -1 : parents[from]!
+      const parent = forkParent < 0 ? undefined : byStart.get(start[forkParent]!)
+      return parent === undefined ? branch : { ...branch, parent }
+    })
   }
 
   // the text of the first user message after `before` on the path to `leaf`, walking back to `from` only
