@@ -1,7 +1,8 @@
 /**
  * The size limits of `src/` (docs/DESIGN.md, "Size"), measured with the TypeScript compiler: no file
  * over 500 lines of code (comments and blank lines aside), and no function over 80 lines unless a
- * comment before it says why it is one function (it contains the marker "one function because").
+ * comment before it says why it is one function: a comment that holds "over 80 lines" (any case), as in
+ * `// Over 80 lines: the chat is one closure over its state ...`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
@@ -13,7 +14,7 @@ const src = NodePath.join(root, "src")
 
 const maxFileLines = 500
 const maxFunctionLines = 80
-const marker = "one function because"
+const marker = "over 80 lines"
 
 /**
  * Files over the limits while they are being split: each entry names the file and is to be dropped as
@@ -26,6 +27,21 @@ const allowed: ReadonlyArray<string> = [
   "internal/provider.ts",
   // the `serve` command: its `command` is being split into steps
   "cli/Serve.ts"
+]
+
+/**
+ * Functions over the limit, with no comment saying why, that are still to be split (file and name):
+ * each is to be split into named steps, or given its comment, and dropped from the list.
+ */
+const unsplit: ReadonlyArray<string> = [
+  "A2a.ts ask",
+  "internal/a2a/executor.ts make",
+  "internal/a2a/server.ts makeApp",
+  "internal/server/handlers.ts layerSessions",
+  "internal/server/protocols.ts agui",
+  "internal/server/stream.ts translator",
+  "internal/sqliteShared.ts make",
+  "internal/toolBatch.ts run"
 ]
 
 /** A place over a limit: the file, the line, what it is and its size. */
@@ -81,7 +97,7 @@ const explained = (node: ts.Node, source: ts.SourceFile): boolean => {
   const text = source.getFullText()
   for (let at: ts.Node | undefined = node; at !== undefined && !ts.isSourceFile(at); at = at.parent) {
     const comments = ts.getLeadingCommentRanges(text, at.getFullStart()) ?? []
-    if (comments.some((range) => text.slice(range.pos, range.end).includes(marker))) return true
+    if (comments.some((range) => text.slice(range.pos, range.end).toLowerCase().includes(marker))) return true
     if (ts.isStatement(at) || ts.isClassElement(at) || ts.isPropertyAssignment(at)) return false
   }
   return false
@@ -138,7 +154,9 @@ describe("the size of src/", () => {
   if (process.env["HOUSE_REPORT"] !== undefined) console.log(show(findings))
 
   it("no file over 500 lines of code and no function over 80 lines without a comment saying why", () => {
-    const over = findings.filter((finding) => !allowed.includes(finding.file))
+    const over = findings.filter((finding) =>
+      !allowed.includes(finding.file) && !unsplit.includes(`${finding.file} ${finding.what}`)
+    )
     assert.deepStrictEqual(
       over,
       [],
@@ -146,8 +164,11 @@ describe("the size of src/", () => {
     )
   })
 
-  it("every file on the allow-list is still over a limit", () => {
-    const stale = allowed.filter((file) => !findings.some((finding) => finding.file === file))
+  it("every entry of the allow-lists is still over a limit", () => {
+    const stale = [
+      ...allowed.filter((file) => !findings.some((finding) => finding.file === file)),
+      ...unsplit.filter((entry) => !findings.some((finding) => `${finding.file} ${finding.what}` === entry))
+    ]
     assert.deepStrictEqual(stale, [], "within the limits now: drop them from the allow-list")
   })
 
@@ -164,7 +185,7 @@ describe("the size of src/", () => {
     assert.deepStrictEqual(find(text.replace("  const x3 = 3", "\n  // why\n\n  const x3 = 3")), [["long", 87, 6]])
     assert.deepStrictEqual(find(text.replace(/ {2}const x[0-6] = \d\n/g, "")), [])
     assert.deepStrictEqual(
-      find(`// one function because the steps share every local\n${text.slice(text.indexOf("export"))}`),
+      find(`// Over 80 lines: the steps share every local\n${text.slice(text.indexOf("export"))}`),
       []
     )
     // a template literal's lines are code

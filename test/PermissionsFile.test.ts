@@ -304,20 +304,7 @@ describe("the command with a workspace permissions file", () => {
         const workspace = NodePath.join(dir, "workspace")
         yield* write(PermissionFiles.projectFile(workspace), { deny: ["bash(git push)"] })
         const env = { OPENAI_API_KEY: "sk-test", XDG_CONFIG_HOME: NodePath.join(dir, "config") }
-        const args = [
-          "--provider",
-          "openai",
-          "--model",
-          "gpt-test",
-          "--base-url",
-          `${server.url}/v1`,
-          "--workspace",
-          workspace,
-          "--session",
-          NodePath.join(dir, "s.jsonl"),
-          "--yes",
-          "push it"
-        ]
+        const args = [...Cli.againstServer(server.url, workspace, NodePath.join(dir, "s.jsonl")), "--yes", "push it"]
         const outcome = yield* Cli.run(main, args, env)
         assert.strictEqual(outcome.code, 1, outcome.stderr)
         assert.match(
