@@ -18,6 +18,13 @@ import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
 import * as Tmux from "./utils/tmux.js"
 
+/**
+ * The timeout of a test that runs the command (and a terminal): every wait in it is for an event (an
+ * exit, a line on the screen), and a run that takes seconds on an idle machine can take minutes on a
+ * loaded one, so the timeout is only a safety net.
+ */
+const commandTimeout = 300_000
+
 const request = (toolName: string, input: unknown): Permissions.Request => ({ toolCallId: "c", toolName, input })
 
 const write = (file: string, content: unknown) =>
@@ -339,7 +346,7 @@ describe("the command with a workspace permissions file", () => {
         ])
         assert.strictEqual(server.requests.length, requests, "no request was made")
       }),
-    60_000
+    commandTimeout
   )
 })
 
@@ -385,7 +392,7 @@ describe("the command and the files that configure it", () => {
         assert.strictEqual(none.code, 2, none.stderr)
         assert.include(none.stderr, `${PermissionFiles.projectFile(dir)}: no such file`)
       }),
-    90_000
+    commandTimeout
   )
 
   it.scopedLive(
@@ -424,7 +431,7 @@ describe("the command and the files that configure it", () => {
         )
         assert.isFalse(exists)
       }),
-    60_000
+    commandTimeout
   )
 })
 
@@ -467,6 +474,6 @@ describe("the chat asks once to trust the workspace's permission file", () => {
         yield* again.keys("C-d")
         yield* again.waitFor(/\[exit 0\]/)
       }),
-    { timeout: 90_000 }
+    { timeout: commandTimeout }
   )
 })

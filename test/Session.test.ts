@@ -414,6 +414,12 @@ const lockDirOf = (path: string) => {
  */
 const processTimeout = 300_000
 
+/** A temp dir for the test with the session agent bundled into it. */
+const agentIn = Effect.flatMap(
+  tempDir,
+  (dir) => Effect.map(Effect.promise(() => bundleAgent(dir)), (agent) => ({ agent, dir }))
+)
+
 /** Plants a lock held by `pid` (with a start time that is not the running process's). */
 const plantLock = (path: string, pid: number) => {
   NodeFs.writeFileSync(path, "", { flag: "a" })
@@ -526,8 +532,7 @@ describe("Session.layerJsonl: one writer", () => {
     "a holder whose parent dies exits too: no agent outlives the test process",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = yield* tempDir
-        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const { agent, dir } = yield* agentIn
         const pid = yield* orphanExits(agent, ["hold", NodePath.join(dir, "s.jsonl")])
         assert.isFalse(isRunning(pid))
       })),
@@ -538,8 +543,7 @@ describe("Session.layerJsonl: one writer", () => {
     "processes racing for a dead writer's lock: exactly one gets it, in every trial",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = yield* tempDir
-        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const { agent, dir } = yield* agentIn
         // a pid that surely does not run
         const dead = ChildProcess.spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"])
           .stdout
@@ -594,8 +598,7 @@ describe("Session.layerJsonl: no lock left behind", () => {
     "processes opening and closing one session over and over: never two holders, and nothing left",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = yield* tempDir
-        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const { agent, dir } = yield* agentIn
         const path = NodePath.join(dir, "busy.jsonl")
         const outcomes = yield* Effect.promise(() =>
           Promise.all(Array.from({ length: 3 }, () =>
