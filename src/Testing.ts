@@ -520,13 +520,44 @@ export const scripted = (script: Script): { readonly model: Model.Service; reado
 
 /**
  * What a fake server sends for one request, on the wire: server-sent event frames (at once, frame by
- * frame every `delayMillis`, or in byte pieces of `chunkSize`; then `end`, `cut` or `hang`), an HTTP
- * status with a body, a stall (no answer at all) or a flood (one endless line).
+ * frame every `delayMillis`, or in byte pieces of `chunkSize`; held at `gates` until the test opens
+ * them; then `end`, `cut` or `hang`), an HTTP status with a body, a stall (no answer at all) or a
+ * flood (one endless line).
+ *
+ * @example
+ * ```ts
+ * import * as Deferred from "effect/Deferred"
+ * import * as Effect from "effect/Effect"
+ * import * as Testing from "effect-agent/Testing"
+ *
+ * // the first frame goes out at once; the rest waits until the test has seen it and opens the gate
+ * const program = Effect.gen(function*() {
+ *   const gate = yield* Deferred.make<void>()
+ *   const server = yield* Testing.fakeHttpServer(() => ({
+ *     _tag: "Sse",
+ *     frames: ["data: {\"n\":1}\n\n", "data: {\"n\":2}\n\n", "data: [DONE]\n\n"],
+ *     gates: [{ at: 1, open: Deferred.await(gate) }]
+ *   }))
+ *   // ... start a client against server.url, wait for its first event, then:
+ *   yield* Deferred.succeed(gate, undefined)
+ * }).pipe(Effect.scoped)
+ * ```
  *
  * @since 0.1.0
  * @category Models
  */
 export type Reply = HttpServer.Reply
+
+/**
+ * Where a fake server's event stream waits (`Reply`'s `gates`): before the frame at position `at`
+ * (from 0; the number of frames holds the end of the stream) until the Effect `open` completes, for
+ * example `Deferred.await` of a Deferred the test completes once it has seen what came before. A
+ * gate whose Effect fails or dies cuts the connection.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Gate = HttpServer.Gate
 
 /**
  * One request a fake server received: URL, method, headers, the body (as JSON), whether the client

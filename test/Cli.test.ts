@@ -267,18 +267,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       const server = yield* ChatServer.make(() => ChatServer.text(["ok"]))
       const dir = yield* Cli.tempDir
       const data = NodePath.join(dir, "data")
-      const args = (prompt: string) => [
-        "--provider",
-        "openai",
-        "--model",
-        "gpt-test",
-        "--base-url",
-        `${server.url}/v1`,
-        "--workspace",
-        dir,
-        "-c",
-        prompt
-      ]
+      const args = (prompt: string) => [...Cli.againstServer(server.url, dir), "-c", prompt]
       const env = { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
       const first = yield* Cli.run(main, args("one"), env)
       assert.strictEqual(first.code, 0, first.stderr)

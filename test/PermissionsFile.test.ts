@@ -18,6 +18,13 @@ import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
 import * as Tmux from "./utils/tmux.js"
 
+/**
+ * The timeout of a test that runs the command (and a terminal): every wait in it is for an event (an
+ * exit, a line on the screen), and a run that takes seconds on an idle machine can take minutes on a
+ * loaded one, so the timeout is only a safety net.
+ */
+const commandTimeout = 300_000
+
 const request = (toolName: string, input: unknown): Permissions.Request => ({ toolCallId: "c", toolName, input })
 
 const write = (file: string, content: unknown) =>
@@ -304,20 +311,7 @@ describe("the command with a workspace permissions file", () => {
         const workspace = NodePath.join(dir, "workspace")
         yield* write(PermissionFiles.projectFile(workspace), { deny: ["bash(git push)"] })
         const env = { OPENAI_API_KEY: "sk-test", XDG_CONFIG_HOME: NodePath.join(dir, "config") }
-        const args = [
-          "--provider",
-          "openai",
-          "--model",
-          "gpt-test",
-          "--base-url",
-          `${server.url}/v1`,
-          "--workspace",
-          workspace,
-          "--session",
-          NodePath.join(dir, "s.jsonl"),
-          "--yes",
-          "push it"
-        ]
+        const args = [...Cli.againstServer(server.url, workspace, NodePath.join(dir, "s.jsonl")), "--yes", "push it"]
         const outcome = yield* Cli.run(main, args, env)
         assert.strictEqual(outcome.code, 1, outcome.stderr)
         assert.match(
@@ -352,7 +346,7 @@ describe("the command with a workspace permissions file", () => {
         ])
         assert.strictEqual(server.requests.length, requests, "no request was made")
       }),
-    60_000
+    commandTimeout
   )
 })
 
@@ -398,7 +392,7 @@ describe("the command and the files that configure it", () => {
         assert.strictEqual(none.code, 2, none.stderr)
         assert.include(none.stderr, `${PermissionFiles.projectFile(dir)}: no such file`)
       }),
-    90_000
+    commandTimeout
   )
 
   it.scopedLive(
@@ -437,7 +431,7 @@ describe("the command and the files that configure it", () => {
         )
         assert.isFalse(exists)
       }),
-    60_000
+    commandTimeout
   )
 })
 
@@ -480,6 +474,6 @@ describe("the chat asks once to trust the workspace's permission file", () => {
         yield* again.keys("C-d")
         yield* again.waitFor(/\[exit 0\]/)
       }),
-    { timeout: 90_000 }
+    { timeout: commandTimeout }
   )
 })

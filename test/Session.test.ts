@@ -15,7 +15,8 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
-import { bundleAgent } from "./utils/sessionAgent.js"
+import { bundleAgent, orphanExits } from "./utils/sessionAgent.js"
+import { isRunning } from "./utils/workspace.js"
 
 /** A temp dir for the test, removed after. */
 const tempDir = Effect.acquireRelease(
@@ -406,6 +407,19 @@ const lockDirOf = (path: string) => {
   return NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
 }
 
+/**
+ * The timeout of a test that bundles the agent and starts processes: every wait in it is for an event
+ * (a line of output, an exit), and seconds on an idle machine can be minutes on a loaded one, so the
+ * timeout is only a safety net.
+ */
+const processTimeout = 300_000
+
+/** A temp dir for the test with the session agent bundled into it. */
+const agentIn = Effect.flatMap(
+  tempDir,
+  (dir) => Effect.map(Effect.promise(() => bundleAgent(dir)), (agent) => ({ agent, dir }))
+)
+
 /** Plants a lock held by `pid` (with a start time that is not the running process's). */
 const plantLock = (path: string, pid: number) => {
   NodeFs.writeFileSync(path, "", { flag: "a" })
@@ -488,34 +502,48 @@ describe("Session.layerJsonl: one writer", () => {
       }
     }))
 
-  it.live("a second process gets SessionLocked naming the writer; a dead writer's lock is taken over", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = yield* tempDir
-      const path = NodePath.join(dir, "s.jsonl")
-      const agent = yield* Effect.promise(() => bundleAgent(dir))
-      const child = yield* Effect.acquireRelease(
-        Effect.sync(() => ChildProcess.spawn(process.execPath, [agent, "hold", path], { stdio: "pipe" })),
-        (child) => Effect.sync(() => child.kill("SIGKILL"))
-      )
-      yield* Effect.promise(() => new Promise<void>((resolve) => child.stdout.once("data", () => resolve())))
-      const error = yield* Effect.flip(reopen(path))
-      assert.strictEqual(error._tag, "SessionLocked")
-      if (error._tag === "SessionLocked") assert.strictEqual(error.pid, child.pid)
-      assert.include(error.message, `already open by another writer (process ${child.pid})`)
+  it.live(
+    "a second process gets SessionLocked naming the writer; a dead writer's lock is taken over",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = yield* tempDir
+        const path = NodePath.join(dir, "s.jsonl")
+        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() => ChildProcess.spawn(process.execPath, [agent, "hold", path], { stdio: "pipe" })),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        yield* Effect.promise(() => new Promise<void>((resolve) => child.stdout.once("data", () => resolve())))
+        const error = yield* Effect.flip(reopen(path))
+        assert.strictEqual(error._tag, "SessionLocked")
+        if (error._tag === "SessionLocked") assert.strictEqual(error.pid, child.pid)
+        assert.include(error.message, `already open by another writer (process ${child.pid})`)
 
-      child.kill("SIGKILL")
-      yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
-      // the lock still names the dead process: it is taken over
-      const { report } = yield* reopen(path)
-      assert.isFalse(report.created)
-    })))
+        child.kill("SIGKILL")
+        yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
+        // the lock still names the dead process: it is taken over
+        const { report } = yield* reopen(path)
+        assert.isFalse(report.created)
+      })),
+    processTimeout
+  )
+
+  it.live(
+    "a holder whose parent dies exits too: no agent outlives the test process",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { agent, dir } = yield* agentIn
+        const pid = yield* orphanExits(agent, ["hold", NodePath.join(dir, "s.jsonl")])
+        assert.isFalse(isRunning(pid))
+      })),
+    processTimeout
+  )
 
   it.live(
     "processes racing for a dead writer's lock: exactly one gets it, in every trial",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = yield* tempDir
-        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const { agent, dir } = yield* agentIn
         // a pid that surely does not run
         const dead = ChildProcess.spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"])
           .stdout
@@ -526,7 +554,7 @@ describe("Session.layerJsonl: one writer", () => {
           assert.strictEqual(yield* raceHolders(agent, path, 3), 1, `trial ${trial}`)
         }
       })),
-    60_000
+    processTimeout
   )
 })
 
@@ -570,8 +598,7 @@ describe("Session.layerJsonl: no lock left behind", () => {
     "processes opening and closing one session over and over: never two holders, and nothing left",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = yield* tempDir
-        const agent = yield* Effect.promise(() => bundleAgent(dir))
+        const { agent, dir } = yield* agentIn
         const path = NodePath.join(dir, "busy.jsonl")
         const outcomes = yield* Effect.promise(() =>
           Promise.all(Array.from({ length: 3 }, () =>
@@ -589,7 +616,7 @@ describe("Session.layerJsonl: no lock left behind", () => {
         }
         assert.deepStrictEqual(lockDirs(dir), [])
       })),
-    120_000
+    processTimeout
   )
 })
 

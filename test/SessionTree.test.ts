@@ -14,7 +14,8 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Tree from "../src/services/internal/tree.js"
 import * as Session from "../src/services/Session.js"
-import { bundleAgent } from "./utils/sessionAgent.js"
+import { bundleAgent, orphanExits } from "./utils/sessionAgent.js"
+import { isRunning } from "./utils/workspace.js"
 
 const tempDir = Effect.acquireRelease(
   Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-tree-"))),
@@ -257,11 +258,17 @@ const followModel = (session: Session.Service, ops: ReadonlyArray<Op>) =>
   })
 
 describe("Session tree: a model of it", () => {
+  // the runs take a few seconds on an idle machine; on a loaded one each property runs as many as fit
+  // in its budget (fast-check stops drawing new ones then; a run cut there is not a failure), and the
+  // timeout is a safety net far behind
+  const budget = 20_000
+  const timeout = 120_000
+
   it.effect.prop(
     "in memory, random appends, forks and switches read as the model says",
     [Ops],
     ([ops]) => Effect.asVoid(followModel(Session.makeMemory(), ops)),
-    { fastCheck: { numRuns: 150 } }
+    { fastCheck: { numRuns: 150, interruptAfterTimeLimit: budget }, timeout }
   )
 
   it.effect.prop(
@@ -275,7 +282,7 @@ describe("Session tree: a model of it", () => {
         assert.deepStrictEqual(contents.messages, current)
         assert.strictEqual(contents.branches.filter((branch) => branch.current).length, 1)
       })),
-    { fastCheck: { numRuns: 40 } }
+    { fastCheck: { numRuns: 40, interruptAfterTimeLimit: budget }, timeout }
   )
 })
 
@@ -556,6 +563,14 @@ const checkRounds = (messages: ReadonlyArray<Message.Message>) => {
 }
 
 describe("Session tree: crashes", () => {
+  it.live("the forking child exits when its parent dies: none outlives the test process", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const agent = yield* Effect.promise(() => bundleAgent(dir, "session-fork-agent"))
+      const pid = yield* orphanExits(agent, ["run", NodePath.join(dir, "forking.jsonl")])
+      assert.isFalse(isRunning(pid))
+    }).pipe(Effect.scoped), 300_000)
+
   it.live(
     "a process killed with SIGKILL while it appends and forks always leaves a loadable, valid branch",
     () =>
@@ -606,6 +621,8 @@ describe("Session tree: crashes", () => {
           console.log(`tree crash test: ${JSON.stringify({ kills, forked, forks, torn, onFork })}`)
         }
       }).pipe(Effect.scoped),
-    60_000
+    // a dozen processes started and killed: seconds on an idle machine, minutes on a loaded one; every
+    // wait in it is for an event (a line of progress, an exit), the timeout is a safety net
+    300_000
   )
 })

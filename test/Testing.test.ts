@@ -8,6 +8,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -498,4 +499,71 @@ describe("Testing laws", () => {
     assert.throws(() => Testing.assertLaws([start], []), /never ended \(no RunEnd\)/)
     Testing.assertLaws([start, end], [])
   })
+})
+
+describe("Testing.fakeHttpServer gates", () => {
+  const frames = ["data: 1\n\n", "data: 2\n\n", "data: [DONE]\n\n"]
+  const read = (url: string) =>
+    Effect.promise(async () => {
+      const response = await fetch(url)
+      return response.body!.getReader()
+    })
+  const decoder = new TextDecoder()
+
+  it.live("a reply waits at each gate until its Effect completes, then streams on", () =>
+    Effect.gen(function*() {
+      const reached = yield* Deferred.make<number>()
+      const gate = yield* Deferred.make<void>()
+      const server: Testing.FakeServer = yield* Testing.fakeHttpServer(() => ({
+        _tag: "Sse",
+        frames,
+        gates: [{
+          at: 1,
+          // how much was written when the stream got to the gate
+          open: Effect.zipRight(
+            Effect.suspend(() => Deferred.succeed(reached, server.requests[0]!.sent())),
+            Deferred.await(gate)
+          )
+        }]
+      }))
+      const reader = yield* read(server.url)
+      let text = ""
+      while (text.length < frames[0]!.length) {
+        const { value } = yield* Effect.promise(() => reader.read())
+        text += decoder.decode(value)
+      }
+      assert.strictEqual(text, frames[0])
+      assert.strictEqual(yield* Deferred.await(reached), frames[0]!.length)
+      assert.strictEqual(server.requests[0]!.sent(), frames[0]!.length, "held at the gate")
+      yield* Deferred.succeed(gate, undefined)
+      for (;;) {
+        const { done, value } = yield* Effect.promise(() => reader.read())
+        if (done) break
+        text += decoder.decode(value)
+      }
+      assert.strictEqual(text, frames.join(""))
+    }).pipe(Effect.scoped))
+
+  it.live("a gate that fails cuts the connection", () =>
+    Effect.gen(function*() {
+      const server = yield* Testing.fakeHttpServer(() => ({
+        _tag: "Sse",
+        frames,
+        gates: [{ at: frames.length, open: Effect.die("the gate broke") }]
+      }))
+      const reader = yield* read(server.url)
+      const outcome = yield* Effect.promise(async () => {
+        let text = ""
+        try {
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) return { text, cut: false }
+            text += decoder.decode(value)
+          }
+        } catch {
+          return { text, cut: true }
+        }
+      })
+      assert.deepStrictEqual(outcome, { text: frames.join(""), cut: true })
+    }).pipe(Effect.scoped))
 })

@@ -89,61 +89,6 @@ export interface Branch {
  */
 export const toHtml = (messages: ReadonlyArray<Message.Message>, info: PageInfo): string => {
   const turns = timeline(messages)
-  const results = new Map<string, Message.ToolResultMessage>()
-  for (const message of messages) if (message.role === "toolResult") results.set(message.toolCallId, message)
-  const totalTokens = turns.reduce((sum, turn) => sum + turn.tokens, 0)
-  const costs = turns.filter((turn) => turn.cost !== undefined)
-  const totalCost = costs.length === 0 ? undefined : costs.reduce((sum, turn) => sum + turn.cost!, 0)
-  const body: Array<string> = []
-  let turn = 0
-  for (const message of messages) {
-    switch (message.role) {
-      case "user":
-        body.push(
-          `<section class="msg user"><div class="role">user</div><div class="text">${
-            escape(textOf(message.content))
-          }</div></section>`
-        )
-        break
-      case "assistant": {
-        turn++
-        const blocks = message.content.map((block) => {
-          switch (block.type) {
-            case "text":
-              return `<div class="text">${escape(block.text)}</div>`
-            case "thinking":
-              return `<details class="thinking"><summary>thinking</summary><div class="text">${
-                escape(block.thinking)
-              }</div></details>`
-            case "toolCall": {
-              const result = results.get(block.id)
-              const status = result === undefined ? "no result" : result.isError ? "error" : "ok"
-              return `<div class="tool ${status === "error" ? "failed" : ""}">` +
-                `<details class="input"><summary><span class="name">${escape(block.name)}</span> ` +
-                `<span class="preview">${escape(preview(block.input))}</span></summary>` +
-                `<pre>${escape(JSON.stringify(block.input, null, 2) ?? "")}</pre></details>` +
-                `<details class="result"><summary>result: ${status}</summary><pre>${
-                  escape(result === undefined ? "" : textOf(result.content))
-                }</pre></details></div>`
-            }
-          }
-        }).join("")
-        const note = message.stopReason === "aborted" || message.stopReason === "error"
-          ? `<div class="note">${escape(message.stopReason)}${
-            message.errorMessage === undefined ? "" : `: ${escape(message.errorMessage)}`
-          }</div>`
-          : ""
-        body.push(
-          `<section class="msg assistant" id="turn-${turn}"><div class="role">assistant · turn ${turn}</div>${blocks}${note}</section>`
-        )
-        break
-      }
-      case "toolResult":
-        // shown with its call
-        break
-    }
-  }
-  const created = info.createdAt === undefined ? "" : ` · ${dateOf(info.createdAt) ?? "unknown time"}`
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -153,16 +98,38 @@ export const toHtml = (messages: ReadonlyArray<Message.Message>, info: PageInfo)
 <style>${css}</style>
 </head>
 <body>
-<header>
+${header(messages, turns, info)}
+<main>
+${timelineSection(turns)}
+${branchList(info.branches ?? [])}<section class="conversation">
+<h2>Conversation${(info.branches?.length ?? 0) > 1 ? " (the current branch)" : ""}</h2>
+${conversation(messages)}
+</section>
+</main>
+</body>
+</html>
+`
+}
+
+/** The page's title and its line of totals: messages, turns, tokens and cost. */
+const header = (messages: ReadonlyArray<Message.Message>, turns: ReadonlyArray<Turn>, info: PageInfo): string => {
+  const totalTokens = turns.reduce((sum, turn) => sum + turn.tokens, 0)
+  const costs = turns.filter((turn) => turn.cost !== undefined)
+  const totalCost = costs.length === 0 ? undefined : costs.reduce((sum, turn) => sum + turn.cost!, 0)
+  const created = info.createdAt === undefined ? "" : ` · ${dateOf(info.createdAt) ?? "unknown time"}`
+  return `<header>
 <h1>${escape(info.title)}</h1>
 <p class="meta">${escape(info.id === undefined ? "" : `session ${info.id}`)}${
     escape(created)
   } · ${messages.length} messages · ${turns.length} turns · ${totalTokens} tokens${
     totalCost === undefined ? "" : ` · $${totalCost.toFixed(4)}`
   }</p>
-</header>
-<main>
-<section class="timeline">
+</header>`
+}
+
+/** The timeline: the chart and a table with a row a turn, each linking to its message. */
+const timelineSection = (turns: ReadonlyArray<Turn>): string =>
+  `<section class="timeline">
 <h2>Timeline</h2>
 ${chart(turns)}
 <table>
@@ -179,15 +146,64 @@ ${
   }
 </tbody>
 </table>
-</section>
-${branchList(info.branches ?? [])}<section class="conversation">
-<h2>Conversation${(info.branches?.length ?? 0) > 1 ? " (the current branch)" : ""}</h2>
-${body.join("\n")}
-</section>
-</main>
-</body>
-</html>
-`
+</section>`
+
+/** The messages, each tool result shown with its call rather than on its own. */
+const conversation = (messages: ReadonlyArray<Message.Message>): string => {
+  const results = new Map<string, Message.ToolResultMessage>()
+  for (const message of messages) if (message.role === "toolResult") results.set(message.toolCallId, message)
+  const body: Array<string> = []
+  let turn = 0
+  for (const message of messages) {
+    if (message.role === "user") {
+      body.push(
+        `<section class="msg user"><div class="role">user</div><div class="text">${
+          escape(textOf(message.content))
+        }</div></section>`
+      )
+    } else if (message.role === "assistant") {
+      body.push(assistantHtml(message, ++turn, results))
+    }
+  }
+  return body.join("\n")
+}
+
+/** An answer: its text, thinking folded, each call with its input and result, and how it ended if badly. */
+const assistantHtml = (
+  message: Message.AssistantMessage,
+  turn: number,
+  results: ReadonlyMap<string, Message.ToolResultMessage>
+): string => {
+  const blocks = message.content.map((block) => {
+    switch (block.type) {
+      case "text":
+        return `<div class="text">${escape(block.text)}</div>`
+      case "thinking":
+        return `<details class="thinking"><summary>thinking</summary><div class="text">${
+          escape(block.thinking)
+        }</div></details>`
+      case "toolCall":
+        return toolCallHtml(block, results.get(block.id))
+    }
+  }).join("")
+  const note = message.stopReason === "aborted" || message.stopReason === "error"
+    ? `<div class="note">${escape(message.stopReason)}${
+      message.errorMessage === undefined ? "" : `: ${escape(message.errorMessage)}`
+    }</div>`
+    : ""
+  return `<section class="msg assistant" id="turn-${turn}"><div class="role">assistant · turn ${turn}</div>${blocks}${note}</section>`
+}
+
+/** A tool call: its input and its result, each collapsible. */
+const toolCallHtml = (block: Message.ToolCall, result: Message.ToolResultMessage | undefined): string => {
+  const status = result === undefined ? "no result" : result.isError ? "error" : "ok"
+  return `<div class="tool ${status === "error" ? "failed" : ""}">` +
+    `<details class="input"><summary><span class="name">${escape(block.name)}</span> ` +
+    `<span class="preview">${escape(preview(block.input))}</span></summary>` +
+    `<pre>${escape(JSON.stringify(block.input, null, 2) ?? "")}</pre></details>` +
+    `<details class="result"><summary>result: ${status}</summary><pre>${
+      escape(result === undefined ? "" : textOf(result.content))
+    }</pre></details></div>`
 }
 
 const chart = (turns: ReadonlyArray<Turn>): string => {

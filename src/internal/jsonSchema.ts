@@ -24,8 +24,15 @@ const re2 = (pattern: string, flags: string) => {
   return { test: (input: string) => compiled.test(input), toString: () => `/${pattern}/${flags}` }
 }
 
-// the SDK's default ajv (draft-07, formats, all errors) is the one to keep; the SDK builds it with
-// ajv 8, which this package reaches only through the SDK, so the engine is set on the built instance
+// The SDK's default ajv (draft-07, formats, all errors) is the one to keep, with RE2 as its regular
+// expression engine. There is no public way to set that engine on it: the SDK's only public hook is
+// `new AjvJsonSchemaValidator(ajv)`, which takes an ajv 8 instance built by the caller, and ajv 8 (with
+// ajv-formats) is a dependency of the SDK, not of this package (the `ajv` a project has at its top level
+// may be another major: ajv 6 comes with eslint). Taking ajv 8 as a dependency of our own would let us
+// build the instance publicly, at the cost of a second copy to keep in step with the SDK's. Until then
+// the engine is set on the SDK's instance: ajv reads `opts.code.regExp` each time it compiles a
+// `pattern` (ajv's vocabularies/code.js, `usePattern`), so setting it before the first compile takes
+// effect; the check below fails loudly at import if a new SDK changes the instance's shape.
 const sdkValidator = new AjvJsonSchemaValidator()
 const ajvOptions = (sdkValidator as unknown as { _ajv?: { opts?: { code?: { regExp?: unknown } } } })._ajv?.opts?.code
 if (ajvOptions === undefined) throw new Error("effect-agent: the MCP SDK's ajv instance has an unexpected shape")

@@ -16,7 +16,7 @@ import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../Errors.js"
 import * as Provider from "../internal/provider.js"
-import type * as Message from "../Message.js"
+import * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import type * as Tool from "../Tool.js"
 
@@ -223,6 +223,7 @@ export const toWireContents = (
     if (last !== undefined && last.role === role) last.parts.push(...parts)
     else out.push({ role, parts })
   }
+  // the names of the calls so far, for their results
   const calls = new Map<string, string>()
   for (const message of messages) {
     switch (message.role) {
@@ -234,64 +235,75 @@ export const toWireContents = (
             : message.content.flatMap((block) => block.type === "text" ? textParts(block.text) : [inlineData(block)])
         )
         break
-      case "assistant": {
-        const own = message.provider === undefined || message.provider === provider
-        const parts: Array<Record<string, unknown>> = []
-        let signature: string | undefined
-        const flushSignature = () => {
-          if (signature !== undefined) parts.push({ text: "", thoughtSignature: signature })
-          signature = undefined
-        }
-        for (const block of message.content) {
-          switch (block.type) {
-            case "thinking": {
-              if (!own) break
-              flushSignature()
-              if (block.thinking === "") {
-                signature = block.thinkingSignature
-              } else {
-                const part: Record<string, unknown> = { text: block.thinking, thought: true }
-                if (block.thinkingSignature !== undefined) part.thoughtSignature = block.thinkingSignature
-                parts.push(part)
-              }
-              break
-            }
-            case "text":
-              flushSignature()
-              parts.push(...textParts(block.text))
-              break
-            case "toolCall": {
-              calls.set(block.id, block.name)
-              const call: Record<string, unknown> = { name: block.name, args: toolArgs(block.input) }
-              if (!block.id.startsWith(generatedIdPrefix)) call.id = block.id
-              const part: Record<string, unknown> = { functionCall: call }
-              const sig = signature ?? (own ? undefined : skipSignature)
-              if (sig !== undefined) part.thoughtSignature = sig
-              signature = undefined
-              parts.push(part)
-              break
-            }
-          }
-        }
+      case "assistant":
+        for (const call of Message.toolCalls(message)) calls.set(call.id, call.name)
+        push("model", modelParts(message, message.provider === undefined || message.provider === provider))
+        break
+      case "toolResult":
+        push("user", resultParts(message, calls.get(message.toolCallId) ?? message.toolName))
+        break
+    }
+  }
+  return out
+}
+
+/**
+ * An answer's parts. Thinking goes back only to its own provider (`own`), a signature-only thinking
+ * block on the function call after it (or on an empty text part); another provider's calls carry
+ * `skipSignature`.
+ */
+const modelParts = (message: Message.AssistantMessage, own: boolean): Array<Record<string, unknown>> => {
+  const parts: Array<Record<string, unknown>> = []
+  let signature: string | undefined
+  const flushSignature = () => {
+    if (signature !== undefined) parts.push({ text: "", thoughtSignature: signature })
+    signature = undefined
+  }
+  for (const block of message.content) {
+    switch (block.type) {
+      case "thinking": {
+        if (!own) break
         flushSignature()
-        push("model", parts)
+        if (block.thinking === "") {
+          signature = block.thinkingSignature
+        } else {
+          const part: Record<string, unknown> = { text: block.thinking, thought: true }
+          if (block.thinkingSignature !== undefined) part.thoughtSignature = block.thinkingSignature
+          parts.push(part)
+        }
         break
       }
-      case "toolResult": {
-        const text = message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n")
-        const images = message.content.flatMap((block) => block.type === "image" ? [inlineData(block)] : [])
-        const output = text === "" ? (images.length > 0 ? "(image)" : "(no output)") : text
-        const response: Record<string, unknown> = {
-          name: calls.get(message.toolCallId) ?? message.toolName,
-          response: message.isError ? { error: output } : { output }
-        }
-        if (!message.toolCallId.startsWith(generatedIdPrefix)) response.id = message.toolCallId
-        push("user", [{ functionResponse: response }, ...images])
+      case "text":
+        flushSignature()
+        parts.push(...textParts(block.text))
+        break
+      case "toolCall": {
+        const call: Record<string, unknown> = { name: block.name, args: toolArgs(block.input) }
+        if (!block.id.startsWith(generatedIdPrefix)) call.id = block.id
+        const part: Record<string, unknown> = { functionCall: call }
+        const sig = signature ?? (own ? undefined : skipSignature)
+        if (sig !== undefined) part.thoughtSignature = sig
+        signature = undefined
+        parts.push(part)
         break
       }
     }
   }
-  return out
+  flushSignature()
+  return parts
+}
+
+/** A tool result as a `functionResponse` part (an error as `{ error }`), its images after it. */
+const resultParts = (message: Message.ToolResultMessage, name: string): Array<Record<string, unknown>> => {
+  const text = message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n")
+  const images = message.content.flatMap((block) => block.type === "image" ? [inlineData(block)] : [])
+  const output = text === "" ? (images.length > 0 ? "(image)" : "(no output)") : text
+  const response: Record<string, unknown> = {
+    name,
+    response: message.isError ? { error: output } : { output }
+  }
+  if (!message.toolCallId.startsWith(generatedIdPrefix)) response.id = message.toolCallId
+  return [{ functionResponse: response }, ...images]
 }
 
 /**

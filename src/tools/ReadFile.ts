@@ -70,7 +70,6 @@ export const make = (
     parameters: Parameters,
     timeout: Files.timeout,
     execute: Effect.fn("ReadFile.execute")(function*({ limit, offset, path }, context) {
-      const fs = yield* FileSystem.FileSystem
       const { absolute, info, shown } = yield* Files.existingFile(
         context,
         path,
@@ -78,21 +77,7 @@ export const make = (
       )
       const size = Number(info.size)
       const mimeType = imageTypes[shown.slice(shown.lastIndexOf(".") + 1).toLowerCase()]
-      if (mimeType !== undefined) {
-        if (size > maxImageBytes) {
-          return yield* new Errors.ToolExecutionFailed({
-            description: `${shown} is an image of ${size} bytes, over the limit of ${maxImageBytes} bytes.`
-          })
-        }
-        const bytes = yield* Effect.mapError(fs.readFile(absolute), (error) => Files.failed(shown, error))
-        return {
-          content: [
-            Message.text(`Image ${shown} (${mimeType}, ${size} bytes)`),
-            { type: "image", data: Buffer.from(bytes).toString("base64"), mimeType }
-          ],
-          details: { path: shown, mimeType, bytes: size }
-        } as const
-      }
+      if (mimeType !== undefined) return yield* readImage({ absolute, shown, size, mimeType }, maxImageBytes)
       const start = (offset ?? 1) - 1
       const want = limit ?? maxLines
       const window = yield* readWindow(absolute, start, want, maxBytes).pipe(
@@ -105,36 +90,13 @@ export const make = (
         })
       }
       if (window.empty) return `(${shown} is empty)`
-      const lines = window.lines
-      const total = window.total
+      const { lines, total } = window
       if (lines.length === 0) {
         return yield* new Errors.ToolExecutionFailed({
           description: `Offset ${start + 1} is past the end of ${shown}, which has ${total} lines.`
         })
       }
-      const end = start + lines.length
-      const width = String(total === undefined ? start + want : Math.min(total, start + want)).length
-      const out: Array<string> = []
-      let used = 0
-      let last = start
-      for (let i = start; i < end; i++) {
-        const line = `${String(i + 1).padStart(width)}\t${lines[i - start]}`
-        const cost = Buffer.byteLength(line) + 1
-        if (used + cost > maxBytes && out.length > 0) break
-        // a single line over the cap is cut rather than dropped
-        out.push(cost > maxBytes ? `${line.slice(0, maxBytes)} [line cut at ${maxBytes} bytes]` : line)
-        used += cost
-        last = i + 1
-      }
-      const truncated = total === undefined || last < total
-      const of = total === undefined ? `of a file of ${size} bytes` : `of ${total}`
-      const marker = truncated
-        ? `\n[Showing lines ${start + 1}-${last} ${of}. Use offset=${last + 1} to read further.]`
-        : ""
-      return {
-        content: out.join("\n") + marker,
-        details: { path: shown, lines: total, from: start + 1, to: last, truncated }
-      }
+      return numbered(lines, { start, want, total, size, shown }, maxBytes)
     })
   })
 }
@@ -146,6 +108,69 @@ export const make = (
  * @category Tools
  */
 export const readFile = make()
+
+/** An image of the workspace, as image content, if it is within the limit. */
+const readImage = (
+  file: { readonly absolute: string; readonly shown: string; readonly size: number; readonly mimeType: string },
+  maxImageBytes: number
+) =>
+  Effect.gen(function*() {
+    const { absolute, mimeType, shown, size } = file
+    if (size > maxImageBytes) {
+      return yield* new Errors.ToolExecutionFailed({
+        description: `${shown} is an image of ${size} bytes, over the limit of ${maxImageBytes} bytes.`
+      })
+    }
+    const fs = yield* FileSystem.FileSystem
+    const bytes = yield* Effect.mapError(fs.readFile(absolute), (error) => Files.failed(shown, error))
+    return {
+      content: [
+        Message.text(`Image ${shown} (${mimeType}, ${size} bytes)`),
+        { type: "image", data: Buffer.from(bytes).toString("base64"), mimeType }
+      ],
+      details: { path: shown, mimeType, bytes: size }
+    } as const
+  })
+
+/**
+ * The lines read, numbered and kept within `maxBytes` (a single line over it is cut rather than
+ * dropped), with a marker that says how to read further when the file goes on.
+ */
+const numbered = (
+  lines: ReadonlyArray<string>,
+  at: {
+    readonly start: number
+    readonly want: number
+    readonly total: number | undefined
+    readonly size: number
+    readonly shown: string
+  },
+  maxBytes: number
+) => {
+  const { shown, size, start, total, want } = at
+  const end = start + lines.length
+  const width = String(total === undefined ? start + want : Math.min(total, start + want)).length
+  const out: Array<string> = []
+  let used = 0
+  let last = start
+  for (let i = start; i < end; i++) {
+    const line = `${String(i + 1).padStart(width)}\t${lines[i - start]}`
+    const cost = Buffer.byteLength(line) + 1
+    if (used + cost > maxBytes && out.length > 0) break
+    out.push(cost > maxBytes ? `${line.slice(0, maxBytes)} [line cut at ${maxBytes} bytes]` : line)
+    used += cost
+    last = i + 1
+  }
+  const truncated = total === undefined || last < total
+  const of = total === undefined ? `of a file of ${size} bytes` : `of ${total}`
+  const marker = truncated
+    ? `\n[Showing lines ${start + 1}-${last} ${of}. Use offset=${last + 1} to read further.]`
+    : ""
+  return {
+    content: out.join("\n") + marker,
+    details: { path: shown, lines: total, from: start + 1, to: last, truncated }
+  }
+}
 
 // a NUL byte in the first 8 KiB, as git decides it
 const isBinary = (bytes: Uint8Array) => bytes.subarray(0, 8192).includes(0)

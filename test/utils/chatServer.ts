@@ -1,16 +1,16 @@
 /**
- * A fake OpenAI-compatible chat server for the command's tests: a real node:http server on 127.0.0.1
+ * A fake OpenAI-compatible chat server for the command's tests: `Testing.fakeHttpServer` on 127.0.0.1
  * whose answer to each request is chosen from the request (so concurrent runs of the command can share
  * it), streamed as server-sent events with a delay between chunks.
  */
 import * as Effect from "effect/Effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
+import * as Testing from "../../src/Testing.js"
 
 /**
  * What to answer: the chunks' JSON payloads streamed one every `delayMillis`, then `[DONE]`; or, with
  * `status`, that HTTP status and `body`. A gate holds the stream before the chunk at `at` until `open`
- * resolves (the test releases it once it has seen what came before).
+ * resolves (the test releases it once it has seen what came before; `at` = the number of chunks holds
+ * the `[DONE]`).
  */
 export interface Reply {
   readonly chunks: ReadonlyArray<unknown>
@@ -20,72 +20,36 @@ export interface Reply {
   readonly body?: string | undefined
 }
 
-/** A running server. */
+/** A running server: its URL and the body of every request so far. */
 export interface ChatServer {
   readonly url: string
-  readonly requests: Array<any>
+  readonly requests: ReadonlyArray<any>
 }
 
 /** Starts the server for the scope; `answer` picks the reply from the request body. */
 export const make = (answer: (body: any) => Reply) =>
-  Effect.acquireRelease(
-    Effect.async<{ server: http.Server; handle: ChatServer }>((resume) => {
-      const requests: Array<any> = []
-      const server = http.createServer((req, res) => {
-        let text = ""
-        req.on("data", (chunk) => (text += chunk))
-        req.on("end", () => {
-          const body = JSON.parse(text)
-          requests.push(body)
-          const reply = req.url === "/v1/chat/completions"
-            ? answer(body)
-            : {
-              chunks: [],
-              status: 404,
-              body: JSON.stringify({ error: { message: "File Not Found", type: "not_found_error" } })
-            }
-          if (reply.status !== undefined) {
-            res.writeHead(reply.status, { "content-type": "application/json" })
-            res.end(reply.body ?? "")
-            return
-          }
-          res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
-          res.flushHeaders()
-          let index = 0
-          const passed = new Set<number>()
-          let waiting = false
-          const timer = setInterval(() => {
-            if (waiting) return
-            const gate = reply.gates?.find((each) => each.at === index && !passed.has(each.at))
-            if (gate !== undefined) {
-              waiting = true
-              void gate.open.then(() => {
-                passed.add(gate.at)
-                waiting = false
-              })
-              return
-            }
-            if (index < reply.chunks.length) {
-              res.write(`data: ${JSON.stringify(reply.chunks[index++])}\n\n`)
-            } else {
-              clearInterval(timer)
-              res.end("data: [DONE]\n\n")
-            }
-          }, reply.delayMillis ?? 1)
-          res.on("close", () => clearInterval(timer))
-        })
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as AddressInfo
-        resume(Effect.succeed({ server, handle: { url: `http://127.0.0.1:${port}`, requests } }))
-      })
+  Effect.map(
+    Testing.fakeHttpServer((request): Testing.Reply => {
+      if (request.url !== "/v1/chat/completions") {
+        const body = JSON.stringify({ error: { message: "File Not Found", type: "not_found_error" } })
+        return { _tag: "Status", status: 404, body }
+      }
+      const reply = answer(request.body)
+      if (reply.status !== undefined) return { _tag: "Status", status: reply.status, body: reply.body ?? "" }
+      return {
+        _tag: "Sse",
+        frames: [...reply.chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`), "data: [DONE]\n\n"],
+        delayMillis: reply.delayMillis ?? 1,
+        gates: reply.gates?.map(({ at, open }) => ({ at, open: Effect.promise(() => open) }))
+      }
     }),
-    ({ server }) =>
-      Effect.async<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  ).pipe(Effect.map(({ handle }) => handle))
+    (server): ChatServer => ({
+      url: server.url,
+      get requests() {
+        return server.requests.map((request) => request.body)
+      }
+    })
+  )
 
 const chunk = (delta: unknown, finishReason: string | null = null, usage?: unknown) => ({
   id: "chatcmpl-test",

@@ -86,9 +86,10 @@ export const tempDir = Effect.acquireRelease(
 /**
  * The command's options for a run against a fake OpenAI-compatible server at `url` (a `ChatServer` or
  * a `Testing.fakeOpenAiServer`): the model `gpt-test`, the workspace `workspace`, the session file
- * `session`. The tests add `--yes`, `--mcp`, `--permissions` and the prompt.
+ * `session` (none: the command picks it, as with `-c`). The tests add `--yes`, `--mcp`, `--permissions`
+ * and the prompt.
  */
-export const againstServer = (url: string, workspace: string, session: string): Array<string> => [
+export const againstServer = (url: string, workspace: string, session?: string): Array<string> => [
   "--provider",
   "openai",
   "--model",
@@ -97,6 +98,5 @@ export const againstServer = (url: string, workspace: string, session: string): 
   `${url}/v1`,
   "--workspace",
   workspace,
-  "--session",
-  session
+  ...(session === undefined ? [] : ["--session", session])
 ]

@@ -5,6 +5,7 @@
  * and whether the client closed the connection before the reply ended.
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -21,6 +22,11 @@ export type Reply =
     readonly chunkSize?: number | undefined
     /** Write one frame every this many milliseconds (real time). */
     readonly delayMillis?: number | undefined
+    /**
+     * Hold the stream before the frame at position `at` (from 0; the number of frames: before the end)
+     * until `open` completes; with gates the frames are written one by one.
+     */
+    readonly gates?: ReadonlyArray<Gate> | undefined
   }
   | {
     /** Accepts the request and never answers, not even the headers. */
@@ -43,6 +49,12 @@ export type Reply =
     readonly body: string
     readonly headers?: Readonly<Record<string, string>> | undefined
   }
+
+/** A point where a reply's stream waits: before the frame at `at`, until `open` completes. */
+export interface Gate {
+  readonly at: number
+  readonly open: Effect.Effect<void>
+}
 
 /** One request the server received. */
 export interface Received {
@@ -160,10 +172,11 @@ const writeEvents = (
     if (after === "end") res.end()
     else if (after === "cut") setTimeout(() => req.socket.destroy(), 20)
   }
-  // the pieces to write: the frames one by one when paced, else the bytes in pieces of `chunkSize`
+  // the pieces to write: the frames one by one when paced or gated, else the bytes in pieces of `chunkSize`
   const whole = Buffer.from(reply.frames.join(""), "utf8")
   const pieces: Array<Buffer> = []
-  if (reply.delayMillis !== undefined) {
+  const gates = reply.gates ?? []
+  if (reply.delayMillis !== undefined || gates.length > 0) {
     for (const frame of reply.frames) pieces.push(Buffer.from(frame, "utf8"))
   } else {
     const size = reply.chunkSize ?? Math.max(whole.length, 1)
@@ -172,8 +185,18 @@ const writeEvents = (
   const delay = reply.delayMillis ?? (pieces.length > 1 ? 1 : 0)
   const timers = new Set<NodeJS.Timeout>()
   res.on("close", () => timers.forEach(clearTimeout))
-  const writeFrom = (position: number) => {
-    if (position >= pieces.length || res.destroyed) return finish()
+  const writeFrom = (position: number, gated = false): void => {
+    if (res.destroyed) return finish()
+    const held = gated ? [] : gates.filter((gate) => gate.at === position)
+    if (held.length > 0) {
+      // a gate that fails or dies cuts the connection, as a server that broke would
+      const cancel = Effect.runCallback(Effect.all(held.map((gate) => gate.open)), {
+        onExit: (exit) => Exit.isSuccess(exit) ? writeFrom(position, true) : res.destroy()
+      })
+      res.once("close", () => cancel())
+      return
+    }
+    if (position >= pieces.length) return finish()
     const piece = pieces[position]!
     count(piece.length)
     res.write(piece, () => {

@@ -41,101 +41,140 @@ const keywords = new Set([
  * or a shell keyword where a command starts.
  */
 export const parse = (command: string): ReadonlyArray<ReadonlyArray<Word>> | undefined => {
-  const commands: Array<Array<Word>> = []
-  let words: Array<Word> = []
-  let text = ""
-  let glob = false
-  let inWord = false
-  const endWord = () => {
-    if (inWord) words.push({ text, glob })
-    text = ""
-    glob = false
-    inWord = false
+  const reader: Reader = {
+    command,
+    i: 0,
+    text: "",
+    glob: false,
+    inWord: false,
+    words: [],
+    commands: [],
+    needCommand: false
   }
-  const endCommand = (): boolean => {
-    endWord()
-    if (words.length === 0) return false
-    if (keywords.has(words[0]!.text) && !words[0]!.glob) return false
-    commands.push(words)
-    words = []
+  while (reader.i < command.length) {
+    if (!step(reader)) return undefined
+  }
+  if (reader.needCommand) return undefined
+  if ((reader.words.length > 0 || reader.inWord) && !endCommand(reader)) return undefined
+  return reader.commands
+}
+
+/** Where `parse` is: the word and the simple command it reads, and the commands read so far. */
+interface Reader {
+  readonly command: string
+  i: number
+  text: string
+  glob: boolean
+  inWord: boolean
+  words: Array<Word>
+  readonly commands: Array<Array<Word>>
+  /** After an operator that joins two commands: it must have a command on each side. */
+  needCommand: boolean
+}
+
+const endWord = (reader: Reader): void => {
+  if (reader.inWord) reader.words.push({ text: reader.text, glob: reader.glob })
+  reader.text = ""
+  reader.glob = false
+  reader.inWord = false
+}
+
+/** Ends the simple command; false when it is empty or starts with a keyword. */
+const endCommand = (reader: Reader): boolean => {
+  endWord(reader)
+  const first = reader.words[0]
+  if (first === undefined || (keywords.has(first.text) && !first.glob)) return false
+  reader.commands.push(reader.words)
+  reader.words = []
+  return true
+}
+
+/** Reads a character, an operator, a comment or a quoted or escaped run; false to give up. */
+const step = (reader: Reader): boolean => {
+  const { command } = reader
+  const char = command[reader.i]!
+  if (char === " " || char === "\t") {
+    endWord(reader)
+    reader.i++
     return true
   }
-  let i = 0
-  // an operator that joins two commands must have a command on each side
-  let needCommand = false
-  while (i < command.length) {
-    const char = command[i]!
-    if (char === " " || char === "\t") {
-      endWord()
-      i++
-      continue
-    }
-    if (char === "\n" || char === ";") {
-      if (command[i + 1] === ";" && char === ";") return undefined
-      if (words.length > 0 || inWord) {
-        if (!endCommand()) return undefined
-      } else if (needCommand || (char === ";")) return undefined
-      needCommand = false
-      i++
-      continue
-    }
-    if (char === "&" || char === "|") {
-      const next = command[i + 1]
-      const double = (char === "&" && next === "&") || (char === "|" && next === "|")
-      if (char === "&" && !double) return undefined
-      if (char === "|" && next === "&") return undefined
-      if (!endCommand()) return undefined
-      needCommand = true
-      i += double ? 2 : 1
-      continue
-    }
-    if ("<>()`${}".includes(char)) return undefined
-    if (char === "#" && !inWord) {
-      while (i < command.length && command[i] !== "\n") i++
-      continue
-    }
-    inWord = true
-    needCommand = false
-    if (char === "\\") {
-      if (i + 1 >= command.length) return undefined
-      if (command[i + 1] !== "\n") text += command[i + 1]
-      else if (text === "") inWord = false
-      i += 2
-      continue
-    }
-    if (char === "'") {
-      const end = command.indexOf("'", i + 1)
-      if (end === -1) return undefined
-      text += command.slice(i + 1, end)
-      i = end + 1
-      continue
-    }
-    if (char === "\"") {
-      i++
-      while (i < command.length && command[i] !== "\"") {
-        const inner = command[i]!
-        if (inner === "$" || inner === "`") return undefined
-        if (inner === "\\" && i + 1 < command.length && "$`\"\\\n".includes(command[i + 1]!)) {
-          if (command[i + 1] !== "\n") text += command[i + 1]
-          i += 2
-          continue
-        }
-        text += inner
-        i++
-      }
-      if (i >= command.length) return undefined
-      i++
-      continue
-    }
-    if (char === "*" || char === "?" || char === "[") glob = true
-    text += char
-    i++
+  if (char === "\n" || char === ";") return separator(reader, char)
+  if (char === "&" || char === "|") return joiner(reader, char)
+  if ("<>()`${}".includes(char)) return false
+  if (char === "#" && !reader.inWord) {
+    while (reader.i < command.length && command[reader.i] !== "\n") reader.i++
+    return true
   }
-  if (needCommand) return undefined
-  if (words.length > 0 || inWord) {
-    if (!endCommand()) return undefined
+  reader.inWord = true
+  reader.needCommand = false
+  if (char === "\\") return escaped(reader)
+  if (char === "'") return singleQuoted(reader)
+  if (char === "\"") return doubleQuoted(reader)
+  if (char === "*" || char === "?" || char === "[") reader.glob = true
+  reader.text += char
+  reader.i++
+  return true
+}
+
+/** A newline or `;`: the end of a command (`;;`, and `;` with no command before it, give up). */
+const separator = (reader: Reader, char: string): boolean => {
+  if (char === ";" && reader.command[reader.i + 1] === ";") return false
+  if (reader.words.length > 0 || reader.inWord) {
+    if (!endCommand(reader)) return false
+  } else if (reader.needCommand || char === ";") return false
+  reader.needCommand = false
+  reader.i++
+  return true
+}
+
+/** `&&`, `||` or `|`, which need a command on each side (`&` and `|&` give up). */
+const joiner = (reader: Reader, char: string): boolean => {
+  const next = reader.command[reader.i + 1]
+  const double = (char === "&" && next === "&") || (char === "|" && next === "|")
+  if (char === "&" && !double) return false
+  if (char === "|" && next === "&") return false
+  if (!endCommand(reader)) return false
+  reader.needCommand = true
+  reader.i += double ? 2 : 1
+  return true
+}
+
+/** A backslash: the next character as it is; a line continuation is nothing. */
+const escaped = (reader: Reader): boolean => {
+  const { command, i } = reader
+  if (i + 1 >= command.length) return false
+  if (command[i + 1] !== "\n") reader.text += command[i + 1]
+  else if (reader.text === "") reader.inWord = false
+  reader.i += 2
+  return true
+}
+
+const singleQuoted = (reader: Reader): boolean => {
+  const end = reader.command.indexOf("'", reader.i + 1)
+  if (end === -1) return false
+  reader.text += reader.command.slice(reader.i + 1, end)
+  reader.i = end + 1
+  return true
+}
+
+/** A double-quoted run: `$` and backticks in it give up; a backslash escapes only `$`, `` ` ``, `"`, `\\`, newline. */
+const doubleQuoted = (reader: Reader): boolean => {
+  const { command } = reader
+  reader.i++
+  while (reader.i < command.length && command[reader.i] !== "\"") {
+    const inner = command[reader.i]!
+    if (inner === "$" || inner === "`") return false
+    if (inner === "\\" && reader.i + 1 < command.length && "$`\"\\\n".includes(command[reader.i + 1]!)) {
+      if (command[reader.i + 1] !== "\n") reader.text += command[reader.i + 1]
+      reader.i += 2
+      continue
+    }
+    reader.text += inner
+    reader.i++
   }
-  return commands
+  if (reader.i >= command.length) return false
+  reader.i++
+  return true
 }
 
 /** The words of a rule's prefix. */
