@@ -2,6 +2,8 @@
  * The handlers of the server's API, its guard (token, body size, one-line decode errors, CORS) and the
  * store queries they need beside the `Durable` entity's RPCs.
  */
+import * as EntityId from "@effect/cluster/EntityId"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiError from "@effect/platform/HttpApiError"
 import type * as HttpApp from "@effect/platform/HttpApp"
@@ -349,19 +351,28 @@ const unanswered = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Mes
 }
 
 /**
- * Aborts every run going on in the store (a server that stops): each gets an `Abort`, a call waiting
- * for an approval is denied, and it waits until they have ended (their calls paired) or `timeout` passed.
- * The number of runs it aborted.
+ * Aborts every run going on in the store (a server that stops), or with `local` only those of the
+ * sessions whose shard this runner holds: each gets an `Abort`, a call waiting for an approval is
+ * denied, and it waits until they have ended (their calls paired) or `timeout` passed. The number of
+ * runs it aborted.
  */
 export const abortRuns = (options: {
   readonly policy?: Durable.Policy | undefined
   readonly timeout?: Duration.DurationInput | undefined
+  readonly local?: boolean | undefined
 } = {}) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const makeClient = yield* Durable.client
-    const runs = yield* sql<{ readonly run_id: string; readonly session_id: string }>`
-      SELECT run_id, session_id FROM effect_agent_runs WHERE status = 'running'`
+    const sharding = yield* Sharding.Sharding
+    const runsHere = (sessionId: string) => {
+      const id = EntityId.make(sessionId)
+      return sharding.hasShardId(sharding.getShardId(id, Durable.SessionEntity.getShardGroup(id)))
+    }
+    const runs = (yield* sql<{ readonly run_id: string; readonly session_id: string }>`
+      SELECT run_id, session_id FROM effect_agent_runs WHERE status = 'running'`).filter((run) =>
+      options.local !== true || runsHere(run.session_id)
+    )
     const requestId = `stop-${Crypto.randomUUID()}`
     const asksApproval = asks(options.policy)
     yield* Effect.forEach(runs, (run) =>

@@ -1,0 +1,191 @@
+/**
+ * `effect-agent serve --runner-address`: two real serve processes on one PostgreSQL database form one
+ * cluster. A session created through one is prompted through the other, its events read through both,
+ * and when the process that runs it is SIGKILLed mid-run the other takes the session over and the run
+ * completes. And the combination that cannot work (runners on several machines on one SQLite file) is
+ * refused before anything starts.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import * as ChatServer from "./utils/chatServer.js"
+import * as Cli from "./utils/cli.js"
+import * as Serve from "./utils/serve.js"
+import { freePort, postgres, tempDir } from "./utils/sqlStores.js"
+
+let main: string
+beforeAll(async () => {
+  main = await Cli.bundle()
+}, 120_000)
+afterAll(() => Cli.removeBundle(main))
+
+const token = "serve-cluster-token-0123456789"
+const auth = { authorization: `Bearer ${token}` }
+
+const turnOf = (body: any): number => body.messages.filter((message: any) => message.role === "assistant").length
+
+const args = (options: {
+  readonly provider: string
+  readonly dir: string
+  readonly port: number
+  readonly database: string
+  readonly runner: number
+}) => [
+  "--provider",
+  "openai",
+  "--model",
+  "gpt-test",
+  "--base-url",
+  `${options.provider}/v1`,
+  "--workspace",
+  options.dir,
+  "--yes",
+  "--port",
+  String(options.port),
+  "--token",
+  token,
+  "--database",
+  options.database,
+  "--runner-address",
+  `127.0.0.1:${options.runner}`
+]
+
+const env = (dir: string) => ({ OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: NodePath.join(dir, "data") })
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body) })
+      .then(async (response) => ({ status: response.status, body: await response.text() }))
+  )
+
+const getJson = (url: string) =>
+  Effect.promise(() => fetch(url, { headers: auth }).then((response) => response.json() as Promise<any>))
+
+/** The positions of the stored messages among `received`, in the order they came. */
+const positions = (received: ReadonlyArray<Serve.Received>) =>
+  received.flatMap((event) => event.data._tag === "Message" ? [event.data.position as number] : [])
+
+describe("effect-agent serve --runner-address", () => {
+  it.scopedLive(
+    "two serve processes on one PostgreSQL database: any serves the session, and when the one that runs it " +
+      "is SIGKILLed mid-run the other takes it over and the run completes",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* postgres
+        const dir = yield* tempDir("effect-agent-serve-cluster-")
+        Fs.writeFileSync(NodePath.join(dir, "a.txt"), "alpha\n")
+        // turn 0 asks bash for the process that runs it, turn 1 reads a file (its first request is held
+        // until the kill), turn 2 answers
+        const turn1 = yield* Deferred.make<void>()
+        let held = false
+        const provider = yield* ChatServer.make((body) => {
+          const turn = turnOf(body)
+          if (turn === 0) return ChatServer.toolCall("call_pid", "bash", { command: "echo $PPID" })
+          if (turn >= 2) return ChatServer.text(["all ", "done"])
+          const reply = ChatServer.toolCall("call_read", "read_file", { path: "a.txt" })
+          if (held) return reply
+          held = true
+          Deferred.unsafeDone(turn1, Effect.void)
+          return { ...reply, gates: [{ at: 0, open: new Promise<void>(() => {}) }] }
+        })
+        const start = (name: string) =>
+          Effect.gen(function*() {
+            const port = yield* Serve.stablePort
+            const runner = yield* Effect.promise(freePort)
+            const options = { provider: provider.url, dir, port, database: store.target, runner }
+            const serve = yield* Serve.start(main, args(options), env(dir))
+            assert.include(serve.output(), `runner of the cluster at 127.0.0.1:${runner}`)
+            return { name, serve, url: `http://127.0.0.1:${port}` }
+          })
+        // one after the other: the first creates the tables
+        const a = yield* start("A")
+        const b = yield* start("B")
+        const output = () => `A:\n${a.serve.output()}\nB:\n${b.serve.output()}`
+
+        assert.strictEqual((yield* post(`${a.url}/sessions`, { sessionId: "c1" })).status, 200)
+        assert.strictEqual((yield* post(`${b.url}/sessions/c1/prompt`, { clientId: "p1", text: "go" })).status, 200)
+
+        const received = { A: [] as Array<Serve.Received>, B: [] as Array<Serve.Received> }
+        const pidResult = yield* Deferred.make<number>()
+        const readers = [a, b].map((process) =>
+          Serve.eventSource(`${process.url}/sessions/c1/events`, auth, (event) => {
+            received[process.name as "A" | "B"].push(event)
+            const message = event.data._tag === "Message" ? event.data.message : undefined
+            if (message?.role === "toolResult" && message.toolCallId === "call_pid") {
+              Deferred.unsafeDone(pidResult, Effect.succeed(Number(message.content[0].text)))
+            }
+          })
+        )
+        yield* Effect.addFinalizer(() => Effect.sync(() => readers.forEach((reader) => reader.close())))
+
+        // the run is going: bash told which process runs it, and turn 1's answer is being asked for
+        const pid = yield* Deferred.await(pidResult).pipe(
+          Serve.within("120 seconds", () => `bash never answered:\n${output()}`)
+        )
+        yield* Deferred.await(turn1).pipe(Serve.within("120 seconds", () => `turn 1 never asked for:\n${output()}`))
+        const [owner, other] = pid === a.serve.child.pid ? [a, b] : [b, a]
+        assert.strictEqual(owner.serve.child.pid, pid, `bash ran in neither process (${pid}):\n${output()}`)
+        yield* owner.serve.kill("SIGKILL")
+
+        // the other process takes the session over (once the dead runner's shard locks expire): it asks for
+        // turn 1 again and the run completes; its reader gets every stored message once, in order
+        yield* Effect.map(getJson(`${other.url}/sessions/c1`), (history) => history.running === undefined).pipe(
+          Effect.repeat({ until: (done) => done, schedule: Schedule.spaced("200 millis") }),
+          Serve.within("300 seconds", () => `the run never ended:\n${output()}`)
+        )
+        const history = yield* getJson(`${other.url}/sessions/c1`)
+        assert.deepStrictEqual(
+          history.entries.map((entry: any) => entry.message.role),
+          ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"]
+        )
+        assert.strictEqual(history.entries[4].message.toolCallId, "call_read")
+        assert.isFalse(history.entries[4].message.isError, JSON.stringify(history.entries[4]))
+        const requests = provider.requests.map(turnOf)
+        assert.deepStrictEqual(requests, [0, 1, 1, 2], "turn 1 asked again by the other process, no other twice")
+
+        const survivor = received[other.name as "A" | "B"]
+        yield* Effect.sync(() => positions(survivor).length).pipe(
+          Effect.repeat({ until: (count) => count >= 6, schedule: Schedule.spaced("50 millis") }),
+          Serve.within("60 seconds", () => `the survivor's reader got ${JSON.stringify(positions(survivor))}`)
+        )
+        assert.deepStrictEqual(positions(survivor), [0, 1, 2, 3, 4, 5], "every stored message once, in order")
+        // the killed process's reader got a prefix, each once
+        const dead = positions(received[owner.name as "A" | "B"])
+        assert.deepStrictEqual(dead, [0, 1, 2, 3, 4, 5].slice(0, dead.length))
+        assert.isAtLeast(dead.length, 3, "the reader of the killed process saw bash's result")
+      }),
+    480_000
+  )
+
+  it.scopedLive(
+    "runners on several machines on one SQLite file: a usage error before anything starts",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-serve-cluster-sqlite-")
+        const outcome = yield* Cli.run(main, [
+          "serve",
+          "--provider",
+          "demo",
+          "--workspace",
+          dir,
+          "--database",
+          NodePath.join(dir, "serve.db"),
+          "--runner-address",
+          "10.0.0.5:4242"
+        ], { XDG_DATA_HOME: NodePath.join(dir, "data") })
+        assert.strictEqual(outcome.code, 2, outcome.stderr)
+        assert.include(outcome.stderr, "cannot share a SQLite file")
+        assert.include(outcome.stderr, "postgres://")
+        assert.isFalse(Fs.existsSync(NodePath.join(dir, "serve.db")), "no database created")
+        const malformed = yield* Cli.run(main, ["serve", "--provider", "demo", "--runner-address", "4242"], {
+          XDG_DATA_HOME: NodePath.join(dir, "data")
+        })
+        assert.notStrictEqual(malformed.code, 0, malformed.stderr)
+        assert.include(malformed.stderr, "is not <host:port>")
+      }),
+    120_000
+  )
+})
