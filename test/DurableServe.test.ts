@@ -25,40 +25,17 @@ beforeAll(async () => {
 afterAll(() => Cli.removeBundle(main))
 
 const token = "serve-test-token-0123456789"
-const auth = { authorization: `Bearer ${token}` }
+const { auth, getJson, post } = Serve.client(token)
+const { env, turnOf } = Serve
 
-const turnOf = (body: any): number => body.messages.filter((message: any) => message.role === "assistant").length
-
-const args = (
-  options: { readonly provider: string; readonly dir: string; readonly port: number; readonly yes?: boolean }
-) => [
-  "--provider",
-  "openai",
-  "--model",
-  "gpt-test",
-  "--base-url",
-  `${options.provider}/v1`,
-  "--workspace",
-  options.dir,
-  ...(options.yes === false ? [] : ["--yes"]),
-  "--port",
-  String(options.port),
-  "--token",
-  token,
-  "--database",
-  NodePath.join(options.dir, "serve.db")
-]
-
-const env = (dir: string) => ({ OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: NodePath.join(dir, "data") })
-
-const post = (url: string, body: unknown) =>
-  Effect.promise(() =>
-    fetch(url, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body) })
-      .then(async (response) => ({ status: response.status, body: await response.text() }))
-  )
-
-const getJson = (url: string) =>
-  Effect.promise(() => fetch(url, { headers: auth }).then((response) => response.json() as Promise<any>))
+/** A serve on the SQLite file `serve.db` of `dir`. */
+const args = (options: {
+  readonly provider: string
+  readonly dir: string
+  readonly port: number
+  readonly yes?: boolean
+  readonly extra?: ReadonlyArray<string>
+}) => Serve.args({ ...options, token, database: NodePath.join(options.dir, "serve.db") })
 
 /** Polls `check` every 50 millis until it holds (for a state the server announces no event of). */
 const until = <E, R>(check: Effect.Effect<boolean, E, R>, what: string) =>
@@ -180,10 +157,7 @@ describe("effect-agent serve as a process", () => {
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
         yield* Deferred.await(started).pipe(Serve.within("120 seconds", () => `bash never started:\n${first.output()}`))
 
-        yield* Effect.sync(() => first.child.kill("SIGINT"))
-        const exit = yield* first.exited.pipe(
-          Serve.within("60 seconds", () => `serve did not stop on SIGINT:\n${first.output()}`)
-        )
+        const exit = yield* Serve.interrupt(first)
         source.close()
         assert.strictEqual(exit.code, 130, first.output())
         assert.include(first.output(), "aborted 1 run")
@@ -228,10 +202,7 @@ describe("effect-agent serve as a process", () => {
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
         yield* Deferred.await(asked).pipe(Serve.within("120 seconds", () => `no approval asked:\n${first.output()}`))
 
-        yield* Effect.sync(() => first.child.kill("SIGINT"))
-        const exit = yield* first.exited.pipe(
-          Serve.within("60 seconds", () => `serve did not stop on SIGINT:\n${first.output()}`)
-        )
+        const exit = yield* Serve.interrupt(first)
         source.close()
         assert.strictEqual(exit.code, 130, first.output())
         assert.include(first.output(), "aborted 1 run")
@@ -281,7 +252,7 @@ describe("effect-agent serve as a process", () => {
         const url = `http://127.0.0.1:${port}`
         const serve = yield* Serve.start(
           main,
-          [...args({ provider: provider.url, dir, port }), "--mcp", config],
+          args({ provider: provider.url, dir, port, extra: ["--mcp", config] }),
           env(dir)
         )
         assert.strictEqual((yield* post(`${url}/sessions`, { sessionId: "m1" })).status, 200)
@@ -318,10 +289,7 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual(outcome._tag, "Failed", JSON.stringify(outcome))
         assert.strictEqual(Fs.readFileSync(config, "utf8"), configText)
 
-        yield* Effect.sync(() => serve.child.kill("SIGINT"))
-        const exit = yield* serve.exited.pipe(
-          Serve.within("60 seconds", () => `serve did not stop on SIGINT:\n${serve.output()}`)
-        )
+        const exit = yield* Serve.interrupt(serve)
         assert.strictEqual(exit.code, 130, serve.output())
         yield* waitUntil("the MCP server to end", () => !isAlive(pid), "30 seconds")
       }),

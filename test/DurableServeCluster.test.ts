@@ -23,46 +23,8 @@ beforeAll(async () => {
 afterAll(() => Cli.removeBundle(main))
 
 const token = "serve-cluster-token-0123456789"
-const auth = { authorization: `Bearer ${token}` }
-
-const turnOf = (body: any): number => body.messages.filter((message: any) => message.role === "assistant").length
-
-const args = (options: {
-  readonly provider: string
-  readonly dir: string
-  readonly port: number
-  readonly database: string
-  readonly runner: number
-}) => [
-  "--provider",
-  "openai",
-  "--model",
-  "gpt-test",
-  "--base-url",
-  `${options.provider}/v1`,
-  "--workspace",
-  options.dir,
-  "--yes",
-  "--port",
-  String(options.port),
-  "--token",
-  token,
-  "--database",
-  options.database,
-  "--runner-address",
-  `127.0.0.1:${options.runner}`
-]
-
-const env = (dir: string) => ({ OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: NodePath.join(dir, "data") })
-
-const post = (url: string, body: unknown) =>
-  Effect.promise(() =>
-    fetch(url, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body) })
-      .then(async (response) => ({ status: response.status, body: await response.text() }))
-  )
-
-const getJson = (url: string) =>
-  Effect.promise(() => fetch(url, { headers: auth }).then((response) => response.json() as Promise<any>))
+const { auth, getJson, post } = Serve.client(token)
+const { env, turnOf } = Serve
 
 /** The positions of the stored messages among `received`, in the order they came. */
 const positions = (received: ReadonlyArray<Serve.Received>) =>
@@ -96,7 +58,11 @@ describe("effect-agent serve --runner-address", () => {
             const port = yield* Serve.stablePort
             const runner = yield* Effect.promise(freePort)
             const options = { provider: provider.url, dir, port, database: store.target, runner }
-            const serve = yield* Serve.start(main, args(options), env(dir))
+            const serve = yield* Serve.start(
+              main,
+              Serve.args({ ...options, token, extra: ["--runner-address", `127.0.0.1:${runner}`] }),
+              env(dir)
+            )
             assert.include(serve.output(), `runner of the cluster at 127.0.0.1:${runner}`)
             return { name, serve, url: `http://127.0.0.1:${port}` }
           })

@@ -243,6 +243,7 @@ const prepare = <Provider extends string, E, R>(input: Input<Provider>, deps: De
     }
     const rules = PermissionFiles.rules(loaded.rules, { yes: input.yes, root, confirm: () => Permissions.allow })
     const models = yield* deps.modelLayer(input.provider, input)
+    const modelName = Option.getOrElse(input.model, () => deps.defaultModel(input.provider))
     const dynamicTools = Option.isSome(input.mcp) ? yield* Flags.connectMcp(input.mcp.value) : undefined
     // the agent's own tools never write the database, the permission and MCP files or the user's settings
     const workspace = Workspace.layer(root, {
@@ -258,8 +259,8 @@ const prepare = <Provider extends string, E, R>(input: Input<Provider>, deps: De
       root,
       rules,
       policy: policyOf(rules),
-      model: models(Option.getOrElse(input.model, () => deps.defaultModel(input.provider))),
-      modelName: Option.getOrElse(input.model, () => deps.defaultModel(input.provider)),
+      model: models(modelName),
+      modelName,
       dynamicTools,
       workspace,
       database,
