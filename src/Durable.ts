@@ -11,8 +11,12 @@
  * @since 0.1.0
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import type * as Sharding from "@effect/cluster/Sharding"
+import type * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type * as SocketServer from "@effect/platform/SocketServer"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Cause from "effect/Cause"
@@ -20,6 +24,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Stream from "effect/Stream"
 import * as Entity from "./internal/durable/entity.js"
 import * as DurableErrors from "./internal/durable/errors.js"
@@ -323,6 +328,58 @@ export const layerSingleRunner = (options?: {
     })),
     Layer.orDie
   )
+
+/**
+ * A runner of a cluster of several processes on the store's database (PostgreSQL, or one SQLite file that
+ * processes on one machine share): `Sharding` and the workflow engine, with the runners registered and
+ * the shards locked in the database. The other runners reach this one at `address` (it listens there,
+ * or at `listen`), and each session runs on the runner that holds its shard; when a runner dies, the
+ * others take its sessions over once its shard locks expire (`shardLockExpiration`, 35 seconds unless
+ * `shardingConfig` says otherwise). The runners' port takes the cluster's messages without
+ * authentication: only the cluster's machines may reach it.
+ *
+ * @example
+ * import * as Durable from "effect-agent/Durable"
+ * import * as Layer from "effect/Layer"
+ *
+ * import * as PgClient from "@effect/sql-pg/PgClient"
+ * import * as Redacted from "effect/Redacted"
+ *
+ * const url = "postgres://agent:secret@db.internal/agent"
+ * const store = Durable.checkedSql(url, PgClient.layer({ url: Redacted.make(url) }))
+ * // a runner that the others reach at 10.0.0.5:4242
+ * const cluster = Durable.layerCluster({ address: { host: "10.0.0.5", port: 4242 } }).pipe(
+ *   Layer.provideMerge(store)
+ * )
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerCluster = (options: {
+  readonly address: { readonly host: string; readonly port: number }
+  readonly listen?: { readonly host: string; readonly port: number } | undefined
+  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
+}): Layer.Layer<
+  Sharding.Sharding | WorkflowEngine.WorkflowEngine,
+  SocketServer.SocketServerError,
+  SqlClient.SqlClient
+> => {
+  const listen = options.listen ?? options.address
+  return ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({
+      storage: "sql",
+      shardingConfig: {
+        entityMessagePollInterval: "500 millis",
+        // a runner that died is noticed within seconds; its shards move once their locks expire
+        runnerHealthCheckInterval: "5 seconds",
+        ...options.shardingConfig,
+        runnerAddress: Option.some(RunnerAddress.make(options.address.host, options.address.port)),
+        runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
+      }
+    })),
+    Layer.catchAll((error) => error._tag === "SocketServerError" ? Layer.fail(error) : Layer.die(error))
+  )
+}
 
 /**
  * Wraps a `SqlClient` layer so a database that cannot be reached at start fails with

@@ -210,8 +210,9 @@ export const layer = (
 }
 
 /**
- * Aborts every run going on in the store, as a server does when it stops: each run gets an `Abort`, a
- * tool call waiting for an approval is denied, and it waits until the runs have ended with their tool
+ * Aborts every run going on in the store, as a server does when it stops (with `local`, only the runs this
+ * runner executes: a runner of a cluster that stops while the others go on):
+ * each run gets an `Abort`, a tool call waiting for an approval is denied, and it waits until the runs have ended with their tool
  * calls paired (or `timeout` passed: default 20 seconds; the store failing is a `StoreFailed`). Succeeds
  * with the number of runs aborted. Run it before the cluster shuts down (a run cut off by a shutdown is
  * not ended: it resumes on the next start).
@@ -231,6 +232,7 @@ export const layer = (
 export const abortRuns: (options?: {
   readonly policy?: Durable.Policy | undefined
   readonly timeout?: Duration.DurationInput | undefined
+  readonly local?: boolean | undefined
 }) => Effect.Effect<
   number,
   Cause.TimeoutException | Durable.StoreFailed,

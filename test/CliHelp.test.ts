@@ -77,6 +77,12 @@ describe("the command's help", () => {
           assert.include(own.stdout, `effect-agent ${name}`)
           for (const placeholder of Help.placeholders) assert.notInclude(own.stdout, placeholder)
         }
+        // serve's options, the cluster's and the MCP servers' among them
+        const serve = entries((yield* Cli.run(main, ["serve", "--help"])).stdout, "OPTIONS")
+        for (const name of ["--runner-address", "--mcp", "--database"]) {
+          assert.isTrue(serve.some((entry) => entry.head.includes(name)), `serve ${name} listed`)
+        }
+        for (const entry of serve) assert.isAbove(entry.body.trim().length, 10, `serve ${entry.head} has a description`)
       }),
     { timeout: 60_000 }
   )

@@ -2,7 +2,9 @@
  * `effect-agent serve` as a real child process, against a fake OpenAI-compatible server on 127.0.0.1,
  * read by the `eventsource` package: SIGKILLed mid-run and started again on the same port and database
  * (the run resumes, the reconnecting client gets every stored message once), and stopped with SIGINT
- * mid-run (the run is aborted with its tool call paired, the database closed, the port freed).
+ * mid-run (the run is aborted with its tool call paired, the database closed, the port freed), also while
+ * a call waits for an approval (it is denied); and with `--mcp` (the servers' tools are called, the file
+ * is protected, the servers end with the command).
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -12,6 +14,7 @@ import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import { fixtureBin, isAlive, waitUntil } from "./utils/mcp.js"
 import * as Serve from "./utils/serve.js"
 import { tempDir } from "./utils/sqlStores.js"
 
@@ -22,38 +25,17 @@ beforeAll(async () => {
 afterAll(() => Cli.removeBundle(main))
 
 const token = "serve-test-token-0123456789"
-const auth = { authorization: `Bearer ${token}` }
+const { auth, getJson, post } = Serve.client(token)
+const { env, turnOf } = Serve
 
-const turnOf = (body: any): number => body.messages.filter((message: any) => message.role === "assistant").length
-
-const args = (options: { readonly provider: string; readonly dir: string; readonly port: number }) => [
-  "--provider",
-  "openai",
-  "--model",
-  "gpt-test",
-  "--base-url",
-  `${options.provider}/v1`,
-  "--workspace",
-  options.dir,
-  "--yes",
-  "--port",
-  String(options.port),
-  "--token",
-  token,
-  "--database",
-  NodePath.join(options.dir, "serve.db")
-]
-
-const env = (dir: string) => ({ OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: NodePath.join(dir, "data") })
-
-const post = (url: string, body: unknown) =>
-  Effect.promise(() =>
-    fetch(url, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body) })
-      .then(async (response) => ({ status: response.status, body: await response.text() }))
-  )
-
-const getJson = (url: string) =>
-  Effect.promise(() => fetch(url, { headers: auth }).then((response) => response.json() as Promise<any>))
+/** A serve on the SQLite file `serve.db` of `dir`. */
+const args = (options: {
+  readonly provider: string
+  readonly dir: string
+  readonly port: number
+  readonly yes?: boolean
+  readonly extra?: ReadonlyArray<string>
+}) => Serve.args({ ...options, token, database: NodePath.join(options.dir, "serve.db") })
 
 /** Polls `check` every 50 millis until it holds (for a state the server announces no event of). */
 const until = <E, R>(check: Effect.Effect<boolean, E, R>, what: string) =>
@@ -175,10 +157,7 @@ describe("effect-agent serve as a process", () => {
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
         yield* Deferred.await(started).pipe(Serve.within("120 seconds", () => `bash never started:\n${first.output()}`))
 
-        yield* Effect.sync(() => first.child.kill("SIGINT"))
-        const exit = yield* first.exited.pipe(
-          Serve.within("60 seconds", () => `serve did not stop on SIGINT:\n${first.output()}`)
-        )
+        const exit = yield* Serve.interrupt(first)
         source.close()
         assert.strictEqual(exit.code, 130, first.output())
         assert.include(first.output(), "aborted 1 run")
@@ -195,6 +174,124 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual(messages[2].toolCallId, "call_sleep")
         assert.isTrue(messages[2].isError)
         assert.include(JSON.stringify(messages[2].content), "aborted")
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "Ctrl-C while a call waits for an approval: the call is denied, the history paired, the port freed",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-serve-approval-")
+        // without --yes the rules leave bash to a person: the run waits for an approval
+        const provider = yield* ChatServer.make((body) =>
+          ChatServer.afterToolResult(body)
+            ? ChatServer.text(["should not be asked"])
+            : ChatServer.toolCall("call_echo", "bash", { command: "echo ran > ran.txt" })
+        )
+        const port = yield* Serve.stablePort
+        const url = `http://127.0.0.1:${port}`
+        const options = { provider: provider.url, dir, port, yes: false }
+        const first = yield* Serve.start(main, args(options), env(dir))
+        assert.strictEqual((yield* post(`${url}/sessions`, { sessionId: "a1" })).status, 200)
+        assert.strictEqual((yield* post(`${url}/sessions/a1/prompt`, { clientId: "p1", text: "go" })).status, 200)
+        const asked = yield* Deferred.make<void>()
+        const source = Serve.eventSource(`${url}/sessions/a1/events`, auth, (event) => {
+          if (event.data._tag === "ApprovalRequested") Deferred.unsafeDone(asked, Effect.void)
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(source.close))
+        yield* Deferred.await(asked).pipe(Serve.within("120 seconds", () => `no approval asked:\n${first.output()}`))
+
+        const exit = yield* Serve.interrupt(first)
+        source.close()
+        assert.strictEqual(exit.code, 130, first.output())
+        assert.include(first.output(), "aborted 1 run")
+        assert.isFalse(Fs.existsSync(NodePath.join(dir, "ran.txt")), "the call waiting for approval never ran")
+
+        // the port is free again: a second server binds it, on the same database
+        yield* Serve.start(main, args(options), env(dir))
+        const history = yield* getJson(`${url}/sessions/a1`)
+        assert.isUndefined(history.running, "no run going on")
+        const messages = history.entries.map((entry: any) => entry.message)
+        assert.deepStrictEqual(messages.map((message: any) => message.role), ["user", "assistant", "toolResult"])
+        assert.strictEqual(messages[2].toolCallId, "call_echo")
+        assert.isTrue(messages[2].isError)
+        assert.include(JSON.stringify(messages[2].content), "The server stopped before anyone answered")
+        assert.strictEqual(provider.requests.length, 1, "the model is not asked again after the denial")
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "--mcp: the servers' tools are called by the runs, the file is protected from the agent's writes, and " +
+      "the servers end with the command",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-serve-mcp-")
+        const config = NodePath.join(dir, "mcp.json")
+        const configText = JSON.stringify({
+          mcpServers: {
+            fixture: {
+              command: process.execPath,
+              args: [fixtureBin, "normal"],
+              env: { MCP_FIXTURE_LOG: NodePath.join(dir, "mcp.log") }
+            }
+          }
+        })
+        Fs.writeFileSync(config, configText)
+        // the model calls the MCP server's tool, then tries to write the --mcp file
+        const provider = yield* ChatServer.make((body) => {
+          const turn = turnOf(body)
+          if (turn === 0) return ChatServer.toolCall("call_pid", "mcp__fixture__pid", {})
+          if (turn === 1) {
+            return ChatServer.toolCall("call_write", "write_file", { path: "mcp.json", content: "{}" })
+          }
+          return ChatServer.text(["done"])
+        })
+        const port = yield* Serve.stablePort
+        const url = `http://127.0.0.1:${port}`
+        const serve = yield* Serve.start(
+          main,
+          args({ provider: provider.url, dir, port, extra: ["--mcp", config] }),
+          env(dir)
+        )
+        assert.strictEqual((yield* post(`${url}/sessions`, { sessionId: "m1" })).status, 200)
+        assert.strictEqual((yield* post(`${url}/sessions/m1/prompt`, { clientId: "p1", text: "go" })).status, 200)
+        const ended = yield* Deferred.make<any>()
+        const source = Serve.eventSource(`${url}/sessions/m1/events`, auth, (event) => {
+          if (event.data._tag === "RunEnd") Deferred.unsafeDone(ended, Effect.succeed(event.data.outcome))
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(source.close))
+        const outcome = yield* Deferred.await(ended).pipe(
+          Serve.within("120 seconds", () => `the run never ended:\n${serve.output()}`),
+          Effect.tapDefect(() =>
+            Effect.flatMap(getJson(`${url}/sessions/m1`), (history) => Effect.log(JSON.stringify(history)))
+          )
+        )
+        source.close()
+        assert.includeMembers(
+          provider.requests[0].tools.map((tool: any) => tool.function.name),
+          ["bash", "read_file", "mcp__fixture__pid"]
+        )
+        const messages = (yield* getJson(`${url}/sessions/m1`)).entries.map((entry: any) => entry.message)
+        assert.deepStrictEqual(
+          messages.map((message: any) => message.role),
+          ["user", "assistant", "toolResult", "assistant", "toolResult"]
+        )
+        // the stored result is the server's answer: its process id
+        assert.isFalse(messages[2].isError, JSON.stringify(messages[2]))
+        const pid = Number(messages[2].content[0].text)
+        assert.isTrue(Number.isInteger(pid) && pid > 0 && pid !== serve.child.pid, JSON.stringify(messages[2]))
+        assert.isTrue(isAlive(pid), "the MCP server runs while serve does")
+        // the agent could not write the --mcp file: a protected path ends the run
+        assert.isTrue(messages[4].isError, JSON.stringify(messages[4]))
+        assert.include(messages[4].content[0].text, "mcp.json is protected")
+        assert.strictEqual(outcome._tag, "Failed", JSON.stringify(outcome))
+        assert.strictEqual(Fs.readFileSync(config, "utf8"), configText)
+
+        const exit = yield* Serve.interrupt(serve)
+        assert.strictEqual(exit.code, 130, serve.output())
+        yield* waitUntil("the MCP server to end", () => !isAlive(pid), "30 seconds")
       }),
     240_000
   )

@@ -7,9 +7,13 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Loop from "../Loop.js"
 import * as Models from "./Models.js"
+import * as Preflight from "./Preflight.js"
 
 /**
  * An option's value that must be a positive whole number, with the error naming the option.
@@ -152,6 +156,37 @@ export const mcp = Options.text("mcp").pipe(
       "the servers start with the command and their tools join the built-in ones, read again at every turn"
   )
 )
+
+/**
+ * Loads the MCP module, whose SDK is an optional peer dependency: missing, it is a usage error saying
+ * that `what` needs it.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const loadMcp = (what: string) =>
+  Effect.tryPromise({
+    try: () => import("../Mcp.js"),
+    catch: () =>
+      new Preflight.UsageError({
+        description: `${what} needs the package @modelcontextprotocol/sdk, which is not installed`,
+        hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
+      })
+  })
+
+/**
+ * Starts the MCP servers of a `--mcp` file for the rest of the scope, and returns their tools, read
+ * again at every turn (a run's `dynamicTools`). The MCP module is loaded only here.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const connectMcp = (file: string) =>
+  Effect.gen(function*() {
+    const Mcp = yield* loadMcp("--mcp")
+    const services = yield* Layer.build(Mcp.fromConfig(file).pipe(Layer.provide(NodeContext.layer)))
+    return Context.get(services, Mcp.Mcp).tools
+  })
 
 /**
  * The options every way of running the agent takes (the command, `serve`, `mcp-server`): its model and

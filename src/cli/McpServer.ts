@@ -117,14 +117,7 @@ const setupOf = (options: Command.Command.ParseConfig<typeof shared>) =>
 export const command = Command.make("mcp-server", { ...shared, http, name }, (options) =>
   Effect.gen(function*() {
     const setup = yield* setupOf(options)
-    const Mcp = yield* Effect.tryPromise({
-      try: () => import("../Mcp.js"),
-      catch: () =>
-        new Preflight.UsageError({
-          description: "mcp-server needs the package @modelcontextprotocol/sdk, which is not installed",
-          hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
-        })
-    })
+    const Mcp = yield* Flags.loadMcp("mcp-server")
     const agent = Agent.make({
       name: options.name,
       description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +

@@ -8,8 +8,6 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -83,24 +81,6 @@ const config = {
 }
 type Input = Command.Command.ParseConfig<typeof config>
 
-/**
- * Starts the MCP servers of a config file for the rest of the command, and returns their tools as a
- * run's `dynamicTools`. The MCP module is loaded only here: its SDK is an optional peer dependency.
- */
-const connectMcp = (file: string) =>
-  Effect.gen(function*() {
-    const Mcp = yield* Effect.tryPromise({
-      try: () => import("../Mcp.js"),
-      catch: () =>
-        new Preflight.UsageError({
-          description: "--mcp needs the package @modelcontextprotocol/sdk, which is not installed",
-          hint: "npm install @modelcontextprotocol/sdk@~1.32.2"
-        })
-    })
-    const services = yield* Layer.build(Mcp.fromConfig(file).pipe(Layer.provide(NodeContext.layer)))
-    return Context.get(services, Mcp.Mcp).tools
-  })
-
 /** The whole of stdin, when it is not a terminal (the prompt of `echo "…" | effect-agent`). */
 const readStdin = Effect.async<string>((resume) => {
   if (process.stdin.isTTY) return resume(Effect.succeed(""))
@@ -140,7 +120,7 @@ const setup = (options: Input) =>
     const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
     const models = yield* Models.modelLayer(options.provider, options)
     const modelName = Option.getOrElse(options.model, () => Models.defaultModels[options.provider])
-    const dynamicTools = Option.isSome(options.mcp) ? yield* connectMcp(options.mcp.value) : undefined
+    const dynamicTools = Option.isSome(options.mcp) ? yield* Flags.connectMcp(options.mcp.value) : undefined
     const sessionsDir = Sessions.directory(root)
     const sessionPath = yield* Sessions.choose({
       file: Option.getOrUndefined(options.sessionFile),

@@ -147,3 +147,65 @@ export const eventSource = (url: string, headers: Record<string, string>, onEven
     lastEventIds: () => lastEventIds.slice()
   }
 }
+
+/** The turn a request of a conversation asks for: how many answers came before it. */
+export const turnOf = (body: any): number => body.messages.filter((message: any) => message.role === "assistant").length
+
+/**
+ * The arguments of a `serve` against an OpenAI-compatible server at `provider` (its model `gpt-test`),
+ * with `--yes` unless `yes` is false, and `extra` after them.
+ */
+export const args = (options: {
+  readonly provider: string
+  readonly dir: string
+  readonly port: number
+  readonly token: string
+  readonly database: string
+  readonly yes?: boolean
+  readonly extra?: ReadonlyArray<string>
+}): Array<string> => [
+  "--provider",
+  "openai",
+  "--model",
+  "gpt-test",
+  "--base-url",
+  `${options.provider}/v1`,
+  "--workspace",
+  options.dir,
+  ...(options.yes === false ? [] : ["--yes"]),
+  "--port",
+  String(options.port),
+  "--token",
+  options.token,
+  "--database",
+  options.database,
+  ...(options.extra ?? [])
+]
+
+/** The environment of a `serve` process: the provider's key, and its data directory in `dir`. */
+export const env = (dir: string) => ({ OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: `${dir}/data` })
+
+/** Requests to a server with `token`: a JSON POST (its status and body text) and a JSON GET. */
+export const client = (token: string) => {
+  const auth = { authorization: `Bearer ${token}` }
+  return {
+    auth,
+    post: (url: string, body: unknown) =>
+      Effect.promise(() =>
+        fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...auth },
+          body: JSON.stringify(body)
+        }).then(async (response) => ({ status: response.status, body: await response.text() }))
+      ),
+    getJson: (url: string) =>
+      Effect.promise(() => fetch(url, { headers: auth }).then((response) => response.json() as Promise<any>))
+  }
+}
+
+/** Sends SIGINT (Ctrl-C) and waits until the process has ended (a defect after a minute: a safety net). */
+export const interrupt = (serve: Serve) =>
+  Effect.sync(() => serve.child.kill("SIGINT")).pipe(
+    Effect.zipRight(serve.exited),
+    within("60 seconds", () => `serve did not stop on SIGINT:\n${serve.output()}`)
+  )

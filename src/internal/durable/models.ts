@@ -3,6 +3,7 @@
  * the events of a session, and the runner's options.
  */
 import * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Message from "../../Message.js"
 import type * as Permissions from "../../services/Permissions.js"
@@ -70,6 +71,8 @@ export type Policy = (
 
 export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<Tool.Any>> {
   readonly tools?: Tools | undefined
+  /** Tools read again at every turn besides `tools` (an MCP server's, which may change while a run goes on). */
+  readonly dynamicTools?: Effect.Effect<ReadonlyArray<Tool.Tool<any, any, never>>> | undefined
   readonly systemPrompt?: string | undefined
   /** The most turns a run takes (default 50); one more fails the run. */
   readonly maxTurns?: number | undefined

@@ -95,12 +95,16 @@ export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
     Context.add(Session.Session, session(run)),
     Context.add(Permissions.Permissions, Approvals.permissions(options, run, run.workflow))
   )
+  const dynamicTools = options.dynamicTools ?? Effect.succeed([])
   return (input: ReadonlyArray<Message.Message>): Effect.Effect<Loop.TurnResult, unknown> =>
-    (Loop.turn({ input, tools, systemPrompt: options.systemPrompt }) as Effect.Effect<
-      Loop.TurnResult,
-      unknown,
-      Model.Model | Session.Session | Permissions.Permissions
-    >).pipe(Effect.provide(services))
+    Effect.flatMap(dynamicTools, (dynamic) =>
+      Loop.turn({
+        input,
+        tools: dynamic.length === 0 ? tools : [...tools, ...durableTools(run, dynamic)],
+        systemPrompt: options.systemPrompt
+      }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session | Permissions.Permissions>).pipe(
+        Effect.provide(services)
+      )
 }
 
 /**

@@ -2,6 +2,9 @@
  * The handlers of the server's API, its guard (token, body size, one-line decode errors, CORS) and the
  * store queries they need beside the `Durable` entity's RPCs.
  */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiError from "@effect/platform/HttpApiError"
 import type * as HttpApp from "@effect/platform/HttpApp"
@@ -10,6 +13,7 @@ import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -373,19 +377,30 @@ const unanswered = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Mes
 }
 
 /**
- * Aborts every run going on in the store (a server that stops): each gets an `Abort`, a call waiting
- * for an approval is denied, and it waits until they have ended (their calls paired) or `timeout` passed.
- * The number of runs it aborted.
+ * Aborts every run going on in the store (a server that stops), or with `local` only those this runner
+ * executes (it holds their workflow's shard): each gets an `Abort`, a call waiting for an approval is
+ * denied, and it waits until they have ended (their calls paired) or `timeout` passed. The number of
+ * runs it aborted.
  */
 export const abortRuns = (options: {
   readonly policy?: Durable.Policy | undefined
   readonly timeout?: Duration.DurationInput | undefined
+  readonly local?: boolean | undefined
 } = {}) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const makeClient = yield* Durable.client
-    const runs = yield* sql<{ readonly run_id: string; readonly session_id: string }>`
+    const sharding = yield* Sharding.Sharding
+    // a run executes on the runner that holds its workflow's shard (not necessarily its session's)
+    const runsHere = (run: { readonly run_id: string; readonly session_id: string }) =>
+      Effect.map(Durable.RunWorkflow.executionId({ sessionId: run.session_id, runId: run.run_id }), (execution) => {
+        const id = EntityId.make(execution)
+        const group = Context.get(Durable.RunWorkflow.annotations, ClusterSchema.ShardGroup)(id)
+        return sharding.hasShardId(sharding.getShardId(id, group))
+      })
+    const stored = yield* sql<{ readonly run_id: string; readonly session_id: string }>`
       SELECT run_id, session_id FROM effect_agent_runs WHERE status = 'running'`
+    const runs = options.local === true ? yield* Effect.filter(stored, runsHere) : stored
     const requestId = `stop-${Crypto.randomUUID()}`
     const asksApproval = asks(options.policy)
     yield* Effect.forEach(runs, (run) =>
