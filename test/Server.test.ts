@@ -3,19 +3,24 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { EventSource } from "eventsource"
 import type * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
 import * as Handlers from "../src/internal/server/handlers.js"
+import * as ServerStream from "../src/internal/server/stream.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
+import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
 import { tempDir } from "./utils/sqlStores.js"
 
@@ -30,20 +35,27 @@ const echo = Tool.make({
 const token = "test-token-0123456789"
 const auth = { authorization: `Bearer ${token}` }
 
-/** A server on 127.0.0.1 over a one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
-const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.HandlerOptions = {}) =>
+/** A one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
+const runner = (script: ReadonlyArray<Model.ScriptStep>, policy?: Durable.Policy) =>
   Effect.gen(function*() {
     const dir = yield* tempDir("effect-agent-server-")
     const model = Model.scripted(script)
-    const runner = Durable.layer({ tools: [echo], policy: options.policy }).pipe(
+    const layer = Durable.layer({ tools: [echo], policy }).pipe(
       Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
       Layer.provide(Layer.succeed(Model.Model, model)),
       Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
     )
-    const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(runner), Layer.orDie))
+    return { layer, model }
+  })
+
+/** A server on 127.0.0.1 over a one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
+const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.Options = {}) =>
+  Effect.gen(function*() {
+    const { layer, model } = yield* runner(script, options.policy)
+    const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(layer), Layer.orDie))
     const server = Context.get(context, (yield* Effect.promise(() => import("@effect/platform/HttpServer"))).HttpServer)
     const address = server.address as HttpServer.TcpAddress
-    return { url: `http://127.0.0.1:${address.port}`, model }
+    return { url: `http://127.0.0.1:${address.port}`, model, port: address.port }
   })
 
 const request = (url: string, init?: RequestInit) =>
@@ -329,6 +341,52 @@ describe("Server", () => {
           ""
         )
         assert.strictEqual(text, "all done")
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a run that starts and ends while the follower waits between polls: its messages, then its end, once",
+    () =>
+      Effect.gen(function*() {
+        const { layer } = yield* runner([Message.assistant("one"), Message.assistant("two")])
+        const context = yield* Layer.build(layer)
+        yield* SessionSql.makeSql("s1").pipe(Effect.provide(context), Effect.orDie)
+        const client = (yield* Durable.client.pipe(Effect.provide(context)))("s1")
+        // each time no run is going, the follower waits on a gate this test opens
+        const waits = yield* Queue.unbounded<Deferred.Deferred<void>>()
+        const idle = Effect.flatMap(
+          Deferred.make<void>(),
+          (gate) => Effect.zipRight(Queue.offer(waits, gate), Deferred.await(gate))
+        )
+        const received = yield* Queue.unbounded<Durable.SessionEvent>()
+        yield* ServerStream.follow("s1", 0, true, idle).pipe(
+          Stream.runForEach((event) => Queue.offer(received, event)),
+          Effect.provide(context),
+          Effect.forkScoped
+        )
+        const stored = (events: Iterable<Durable.SessionEvent>) =>
+          Array.from(events).flatMap((event) =>
+            event._tag === "Message"
+              ? [`${event.position}:${Message.textOf(event.message)}`]
+              : event._tag === "RunEnd"
+              ? [`end:${event.runId}:${event.outcome._tag}`]
+              : []
+          )
+        let gate = yield* Queue.take(waits)
+        for (const [index, text] of ["one", "two"].entries()) {
+          // a whole run between two polls: it starts and ends while the follower waits
+          const { runId } = yield* client.Prompt({ inputId: `p${index}`, text: `say ${text}` })
+          yield* client.Wait({ runId })
+          yield* Deferred.succeed(gate, undefined)
+          // the next wait comes once the poll's events were handed on
+          gate = yield* Queue.take(waits)
+          assert.deepStrictEqual(stored(yield* Queue.takeAll(received)), [
+            `${index * 2}:say ${text}`,
+            `${index * 2 + 1}:${text}`,
+            `end:${runId}:Completed`
+          ])
+        }
       }),
     60_000
   )

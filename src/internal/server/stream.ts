@@ -13,26 +13,21 @@ import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
+import * as Events from "../durable/events.js"
 
 /**
  * The session's events from position `after` on, without end: when no run is going, it checks for a
- * new one every `idle`. Stored messages come once each, in order.
+ * new one every `idle` (a duration, or a wait of its own). One cursor follows the session throughout, so
+ * stored messages and the ends of runs come once each, in order, even for a run that starts and ends
+ * between two checks.
  */
 export const follow = (
   sessionId: string,
   after: number,
   live: boolean,
-  idle: Duration.DurationInput = "500 millis"
+  idle: Duration.DurationInput | Effect.Effect<void> = "500 millis"
 ): Stream.Stream<Durable.SessionEvent, Durable.StoreFailed | Durable.SessionNotFound, SqlClient.SqlClient> =>
-  Stream.suspend(() => {
-    let next = after
-    return Durable.events(sessionId, { after: next, live }).pipe(
-      Stream.tap((event) => Effect.sync(() => event._tag === "Message" && (next = event.position + 1))),
-      Stream.concat(
-        Stream.suspend(() => Stream.unwrap(Effect.as(Effect.sleep(idle), follow(sessionId, next, live, idle))))
-      )
-    )
-  })
+  Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle) })
 
 /**
  * Hands `stream` to a client through a queue of at most `limit` chunks: a client that does not read fast
