@@ -7,10 +7,13 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { EventSource } from "eventsource"
+import * as ChildProcess from "node:child_process"
 import type * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
@@ -390,4 +393,134 @@ describe("Server", () => {
       }),
     60_000
   )
+
+  it.scopedLive(
+    "a stalled event-stream client: the server holds at most its limit for it, drops it, and it resumes with every message once",
+    () =>
+      Effect.gen(function*() {
+        const limit = 1024 * 1024
+        // at the limit, a client whose socket takes nothing for a heartbeat interval is dropped
+        const { port, url } = yield* serve(bigTurns(40), { sseMaxBytes: limit, heartbeat: "2 seconds" })
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const cutBefore = yield* counterOf(ServerStream.clientsCut)
+        const peaksBefore = yield* peaksOver(limit)
+        // a client that never reads, with a small receive buffer: the server's writes back up
+        const stalled = yield* stalledClient(port, "/sessions/s1/events?live=false")
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })
+        yield* waitUntil(Effect.map(counterOf(ServerStream.clientsCut), (count) => count > cutBefore))
+        // the server let go of what it held for the client, and never held more than the limit for one
+        yield* waitUntil(Effect.map(gaugeOf(ServerStream.heldBytes), (held) => held === 0))
+        const peaks = yield* peaksOver(limit)
+        assert.strictEqual(peaks.over, peaksBefore.over, "a client's peak was over the limit")
+        assert.isAbove(peaks.count, peaksBefore.count)
+        // what reached the stalled client before the cut, then the rest with Last-Event-ID
+        const got = sseIds(yield* stalled.read)
+        assert.isAbove(got.length, 0)
+        assert.isBelow(got.length, 82)
+        const rest = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.id === "81"),
+          String(got[got.length - 1])
+        )
+        const ids = [...got, ...rest.flatMap((event) => event.id === "" ? [] : [Number(event.id)])]
+        assert.deepStrictEqual(ids, Array.from({ length: 82 }, (_, index) => index))
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "a client that reads is never cut off, even by messages of 256 KB each",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve(bigTurns(6))
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const cutBefore = yield* counterOf(ServerStream.clientsCut)
+        const reading = yield* Effect.fork(readEvents(
+          `${url}/sessions/s1/events`,
+          (events) => events.some((event) => event.id === "13")
+        ))
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })
+        const events = yield* Fiber.join(reading)
+        const stored = events.filter((event) => event.data._tag === "Message")
+        assert.deepStrictEqual(stored.map((event) => Number(event.id)), Array.from({ length: 14 }, (_, index) => index))
+        assert.strictEqual(Message.textOf(stored[1]!.data.message).length, bigText.length)
+        assert.strictEqual(yield* counterOf(ServerStream.clientsCut), cutBefore)
+      }),
+    120_000
+  )
 })
+
+const bigText = "x".repeat(256 * 1024)
+
+/** `turns` answers of 256 KB, each with a call of echo, then a short one: 2 * turns + 2 messages. */
+const bigTurns = (turns: number): ReadonlyArray<Model.ScriptStep> => [
+  ...Array.from(
+    { length: turns },
+    (_, index) => Message.assistant([Message.text(bigText), Message.toolCall(`c${index}`, "echo", { text: "x" })])
+  ),
+  Message.assistant("done")
+]
+
+const counterOf = (counter: typeof ServerStream.clientsCut) => Effect.map(Metric.value(counter), (state) => state.count)
+const gaugeOf = (gauge: typeof ServerStream.heldBytes) => Effect.map(Metric.value(gauge), (state) => state.value)
+
+/** How many clients' peaks were recorded, and how many of them were over `limit` (a bucket boundary). */
+const peaksOver = (limit: number) =>
+  Effect.map(Metric.value(ServerStream.peakBytes), (state) => {
+    const within = state.buckets.find(([boundary]) => boundary === limit)
+    assert.isDefined(within, `${limit} is not a bucket boundary`)
+    return { count: state.count, over: state.count - within![1] }
+  })
+
+/** Checks `condition` until it holds (an event of the server, seen through its metrics). */
+const waitUntil = (condition: Effect.Effect<boolean>) =>
+  Effect.repeat(condition, { until: (holds) => holds, schedule: Schedule.spaced("20 millis") }).pipe(
+    Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("the condition never held") }),
+    Effect.orDie
+  )
+
+/** The ids of the complete events of a Server-Sent Events body. */
+const sseIds = (body: string): ReadonlyArray<number> =>
+  body.split("\n\n").slice(0, -1).flatMap((event) => {
+    const id = /^id: (\d+)$/m.exec(event)
+    return id === null ? [] : [Number(id[1])]
+  })
+
+/**
+ * An HTTP/1.0 client on a raw socket with a 4 KB receive buffer (set before it connects) that reads
+ * nothing until `read`, then reads to the end and gives the body.
+ */
+const stalledClient = (port: number, path: string) =>
+  Effect.gen(function*() {
+    const script = [
+      "import socket, sys",
+      "s = socket.socket()",
+      "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)",
+      "s.connect(('127.0.0.1', int(sys.argv[1])))",
+      "s.sendall(('GET %s HTTP/1.0\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n' % (sys.argv[2], sys.argv[3])).encode())",
+      "print('connected', flush=True)",
+      "sys.stdin.readline()",
+      "data = b''",
+      "while True:",
+      "    chunk = s.recv(65536)",
+      "    if not chunk: break",
+      "    data += chunk",
+      "sys.stdout.buffer.write(data)"
+    ].join("\n")
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() => ChildProcess.spawn("python3", ["-c", script, String(port), path, token])),
+      (child) => Effect.sync(() => child.kill())
+    )
+    let output = ""
+    child.stdout.setEncoding("latin1")
+    child.stdout.on("data", (data: string) => (output += data))
+    const exited = Effect.async<void>((resume) => void child.on("exit", () => resume(Effect.void)))
+    yield* waitUntil(Effect.sync(() => output.startsWith("connected\n")))
+    const read = Effect.zipRight(Effect.sync(() => child.stdin.end("read\n")), exited).pipe(
+      Effect.map(() => {
+        const response = output.slice("connected\n".length)
+        return Buffer.from(response.slice(response.indexOf("\r\n\r\n") + 4), "latin1").toString("utf8")
+      })
+    )
+    return { read }
+  })
