@@ -56,6 +56,13 @@ export interface BatchReport {
   readonly rssPerSessionKb: number
 }
 
+/** Runs `f` over `items` 100 at a time: more connections opened at once overflow the listen backlog (511). */
+const inGroups = async <A, B>(items: ReadonlyArray<A>, f: (item: A) => Promise<B>): Promise<Array<B>> => {
+  const out: Array<B> = []
+  for (let i = 0; i < items.length; i += 100) out.push(...await Promise.all(items.slice(i, i + 100).map(f)))
+  return out
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** `deltasPerTurn` text deltas, each stamped with `performance.now()` as it is made, 5 ms apart. */
@@ -168,9 +175,9 @@ const follow = async (url: string, sessionId: string, samples: Array<number>) =>
  */
 export const batch = async (url: string, sessions: number, prefix: string): Promise<BatchReport> => {
   const ids = Array.from({ length: sessions }, (_, index) => `${prefix}-${index}`)
-  await Promise.all(ids.map((sessionId) => post(`${url}/sessions`, { sessionId })))
+  await inGroups(ids, (sessionId) => post(`${url}/sessions`, { sessionId }))
   const samples: Array<number> = []
-  const streams = await Promise.all(ids.map((sessionId) => follow(url, sessionId, samples)))
+  const streams = await inGroups(ids, (sessionId) => follow(url, sessionId, samples))
   // a forced GC first when node runs with --expose-gc (npm run bench), so the baseline holds no garbage
   if (typeof globalThis.gc === "function") await Harness.gc()
   const baseRss = process.memoryUsage().rss
@@ -178,7 +185,7 @@ export const batch = async (url: string, sessions: number, prefix: string): Prom
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 50)
   const start = performance.now()
   const reading = streams.map((stream) => stream.read())
-  await Promise.all(ids.map((sessionId) => post(`${url}/sessions/${sessionId}/prompt`, { clientId: "p1", text: "go" })))
+  await inGroups(ids, (sessionId) => post(`${url}/sessions/${sessionId}/prompt`, { clientId: "p1", text: "go" }))
   const results = await Promise.all(reading)
   const totalMs = performance.now() - start
   clearInterval(sampler)
@@ -253,6 +260,11 @@ export const serve = async (sizes: ReadonlyArray<number>): Promise<Result> => {
       const report = await batch(server.url, sessions, "s")
       batches.push(report)
       reports[`server, N = ${sessions}`] = report
+      Harness.progress(JSON.stringify(report))
+    } catch (error) {
+      // a size too heavy for the machine is reported as what happened, and the others still run
+      reports[`server, N = ${sessions}`] = { sessions, failed: String(error), cause: String((error as Error).cause) }
+      Harness.progress(`serve: ${sessions} sessions failed: ${String(error)}`)
     } finally {
       await server.close()
     }
