@@ -2,7 +2,7 @@
  * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
  * process (workload e in one child process per runtime), prints one JSON line per workload and writes
  * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (and then does not rewrite
- * `BENCHMARKS.md`); `--runtimes a,b` times only the named runtimes; `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
+ * `BENCHMARKS.md`); `--runtimes a,b` times only the named runtimes; `--serve-sessions 50,200` sets the sizes of workload k; `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
  * rebuilds `BENCHMARKS.md` from saved JSON lines.
  *
  * @since 0.1.0
@@ -22,6 +22,7 @@ import * as History from "./workloads/History.js"
 import * as Memory from "./workloads/Memory.js"
 import * as Overhead from "./workloads/Overhead.js"
 import * as Parallel from "./workloads/Parallel.js"
+import * as Serve from "./workloads/Serve.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
@@ -46,6 +47,9 @@ const eRuntimes = eRuntimesAt >= 0
   ? args[eRuntimesAt + 1]!.split(",")
   : ["ours.stream", "pi.runAgentLoop", "ai.streamText"]
 const concurrentSize = { runs: quick ? 200 : 10_000, turns: 10 }
+// `--serve-sessions 50,200` chooses the sizes of k)
+const serveAt = args.indexOf("--serve-sessions")
+const serveSizes = serveAt >= 0 ? args[serveAt + 1]!.split(",").map(Number) : quick ? [2, 20] : [50, 200, 1000]
 
 const main = async (): Promise<void> => {
   const childOf = args.indexOf("--child-e")
@@ -101,6 +105,7 @@ const main = async (): Promise<void> => {
   await step("g", () => Abort.latency({ graceMs: 250, ...timing }))
   await step("i", () => History.resume({ lengths: quick ? [400, 2000] : [4000, 20_000], repeat: quick ? 2 : 5 }))
   await step("j", () => Adapter.adapterCost({ turns: quick ? [10, 50] : [10, 1000], deltas: 5, ...timing }))
+  await step("k", () => Serve.serve(serveSizes))
   await step("h", () => DurableIdle.idleSessions({ sessions: quick ? 50 : 1000, idleWaitMs: 35_000 }))
   if (selected.length === 0 && !quick && runtimeNames === undefined) {
     await Report.write("BENCHMARKS.md", results, started)

@@ -9,6 +9,7 @@ import * as Pi from "../bench/runtimes/Pi.js"
 import * as Abort from "../bench/workloads/Abort.js"
 import * as Adapter from "../bench/workloads/Adapter.js"
 import * as Overhead from "../bench/workloads/Overhead.js"
+import * as Serve from "../bench/workloads/Serve.js"
 
 const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
 
@@ -91,4 +92,17 @@ describe("bench harness", () => {
       assert.isAtLeast(row.median, 100)
       assert.isBelow(row.median, 2000)
     }))
+
+  it.live(
+    "the serve workload runs 2 sessions to their ends and counts every stored position once",
+    () =>
+      Effect.gen(function*() {
+        const result = yield* Effect.promise(() => Serve.serve([2]))
+        const report = result.runtimes["server, N = 2"] as Serve.BatchReport
+        assert.deepStrictEqual([report.complete, report.lost, report.duplicated], [2, 0, 0])
+        // 5 turns of 3 stamped deltas a session, each received once
+        assert.strictEqual(report.deltaMs.n, 2 * 5 * 3)
+      }),
+    120_000
+  )
 })

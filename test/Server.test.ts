@@ -3,19 +3,27 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { EventSource } from "eventsource"
+import * as ChildProcess from "node:child_process"
 import type * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
 import * as Handlers from "../src/internal/server/handlers.js"
+import * as ServerStream from "../src/internal/server/stream.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
+import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
 import { tempDir } from "./utils/sqlStores.js"
 
@@ -30,20 +38,27 @@ const echo = Tool.make({
 const token = "test-token-0123456789"
 const auth = { authorization: `Bearer ${token}` }
 
-/** A server on 127.0.0.1 over a one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
-const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.HandlerOptions = {}) =>
+/** A one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
+const runner = (script: ReadonlyArray<Model.ScriptStep>, policy?: Durable.Policy) =>
   Effect.gen(function*() {
     const dir = yield* tempDir("effect-agent-server-")
     const model = Model.scripted(script)
-    const runner = Durable.layer({ tools: [echo], policy: options.policy }).pipe(
+    const layer = Durable.layer({ tools: [echo], policy }).pipe(
       Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
       Layer.provide(Layer.succeed(Model.Model, model)),
       Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
     )
-    const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(runner), Layer.orDie))
+    return { layer, model }
+  })
+
+/** A server on 127.0.0.1 over a one-runner cluster on a SQLite file in a temp dir, with a scripted model. */
+const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.Options = {}) =>
+  Effect.gen(function*() {
+    const { layer, model } = yield* runner(script, options.policy)
+    const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(layer), Layer.orDie))
     const server = Context.get(context, (yield* Effect.promise(() => import("@effect/platform/HttpServer"))).HttpServer)
     const address = server.address as HttpServer.TcpAddress
-    return { url: `http://127.0.0.1:${address.port}`, model }
+    return { url: `http://127.0.0.1:${address.port}`, model, port: address.port }
   })
 
 const request = (url: string, init?: RequestInit) =>
@@ -332,4 +347,186 @@ describe("Server", () => {
       }),
     60_000
   )
+
+  it.scopedLive(
+    "a run that starts and ends while the follower waits between polls: its messages, then its end, once",
+    () =>
+      Effect.gen(function*() {
+        const { layer } = yield* runner([Message.assistant("one"), Message.assistant("two")])
+        const context = yield* Layer.build(layer)
+        yield* SessionSql.makeSql("s1").pipe(Effect.provide(context), Effect.orDie)
+        const client = (yield* Durable.client.pipe(Effect.provide(context)))("s1")
+        // each time no run is going, the follower waits on a gate this test opens
+        const waits = yield* Queue.unbounded<Deferred.Deferred<void>>()
+        const idle = Effect.flatMap(
+          Deferred.make<void>(),
+          (gate) => Effect.zipRight(Queue.offer(waits, gate), Deferred.await(gate))
+        )
+        const received = yield* Queue.unbounded<Durable.SessionEvent>()
+        yield* ServerStream.follow("s1", 0, true, idle).pipe(
+          Stream.runForEach((event) => Queue.offer(received, event)),
+          Effect.provide(context),
+          Effect.forkScoped
+        )
+        const stored = (events: Iterable<Durable.SessionEvent>) =>
+          Array.from(events).flatMap((event) =>
+            event._tag === "Message"
+              ? [`${event.position}:${Message.textOf(event.message)}`]
+              : event._tag === "RunEnd"
+              ? [`end:${event.runId}:${event.outcome._tag}`]
+              : []
+          )
+        let gate = yield* Queue.take(waits)
+        for (const [index, text] of ["one", "two"].entries()) {
+          // a whole run between two polls: it starts and ends while the follower waits
+          const { runId } = yield* client.Prompt({ inputId: `p${index}`, text: `say ${text}` })
+          yield* client.Wait({ runId })
+          yield* Deferred.succeed(gate, undefined)
+          // the next wait comes once the poll's events were handed on
+          gate = yield* Queue.take(waits)
+          assert.deepStrictEqual(stored(yield* Queue.takeAll(received)), [
+            `${index * 2}:say ${text}`,
+            `${index * 2 + 1}:${text}`,
+            `end:${runId}:Completed`
+          ])
+        }
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a stalled event-stream client: the server holds at most its limit for it, drops it, and it resumes with every message once",
+    () =>
+      Effect.gen(function*() {
+        const limit = 1024 * 1024
+        // at the limit, a client whose socket takes nothing for a heartbeat interval is dropped
+        const { port, url } = yield* serve(bigTurns(40), { sseMaxBytes: limit, heartbeat: "2 seconds" })
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const cutBefore = yield* counterOf(ServerStream.clientsCut)
+        const peaksBefore = yield* peaksOver(limit)
+        // a client that never reads, with a small receive buffer: the server's writes back up
+        const stalled = yield* stalledClient(port, "/sessions/s1/events?live=false")
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })
+        yield* waitUntil(Effect.map(counterOf(ServerStream.clientsCut), (count) => count > cutBefore))
+        // the server let go of what it held for the client, and never held more than the limit for one
+        yield* waitUntil(Effect.map(gaugeOf(ServerStream.heldBytes), (held) => held === 0))
+        const peaks = yield* peaksOver(limit)
+        assert.strictEqual(peaks.over, peaksBefore.over, "a client's peak was over the limit")
+        assert.isAbove(peaks.count, peaksBefore.count)
+        // what reached the stalled client before the cut, then the rest with Last-Event-ID
+        const got = sseIds(yield* stalled.read)
+        assert.isAbove(got.length, 0)
+        assert.isBelow(got.length, 82)
+        const rest = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.id === "81"),
+          String(got[got.length - 1])
+        )
+        const ids = [...got, ...rest.flatMap((event) => event.id === "" ? [] : [Number(event.id)])]
+        assert.deepStrictEqual(ids, Array.from({ length: 82 }, (_, index) => index))
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "a client that reads is never cut off by messages of 256 KB each, live or catching up on 5 MB of them",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve(bigTurns(20))
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const cutBefore = yield* counterOf(ServerStream.clientsCut)
+        const all = Array.from({ length: 42 }, (_, index) => index)
+        const reading = yield* Effect.fork(readEvents(
+          `${url}/sessions/s1/events`,
+          (events) => events.some((event) => event.id === "41")
+        ))
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })
+        const stored = (yield* Fiber.join(reading)).filter((event) => event.data._tag === "Message")
+        assert.deepStrictEqual(stored.map((event) => Number(event.id)), all)
+        assert.strictEqual(Message.textOf(stored[1]!.data.message).length, bigText.length)
+        // the whole log at once, over the limit: the server waits for the reader instead of dropping it
+        const caughtUp = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.id === "41")
+        )
+        assert.deepStrictEqual(caughtUp.map((event) => Number(event.id)), all)
+        assert.strictEqual(yield* counterOf(ServerStream.clientsCut), cutBefore)
+      }),
+    240_000
+  )
 })
+
+const bigText = "x".repeat(256 * 1024)
+
+/** `turns` answers of 256 KB, each with a call of echo, then a short one: 2 * turns + 2 messages. */
+const bigTurns = (turns: number): ReadonlyArray<Model.ScriptStep> => [
+  ...Array.from(
+    { length: turns },
+    (_, index) => Message.assistant([Message.text(bigText), Message.toolCall(`c${index}`, "echo", { text: "x" })])
+  ),
+  Message.assistant("done")
+]
+
+const counterOf = (counter: typeof ServerStream.clientsCut) => Effect.map(Metric.value(counter), (state) => state.count)
+const gaugeOf = (gauge: typeof ServerStream.heldBytes) => Effect.map(Metric.value(gauge), (state) => state.value)
+
+/** How many clients' peaks were recorded, and how many of them were over `limit` (a bucket boundary). */
+const peaksOver = (limit: number) =>
+  Effect.map(Metric.value(ServerStream.peakBytes), (state) => {
+    const within = state.buckets.find(([boundary]) => boundary === limit)
+    assert.isDefined(within, `${limit} is not a bucket boundary`)
+    return { count: state.count, over: state.count - within![1] }
+  })
+
+/** Checks `condition` until it holds (an event of the server, seen through its metrics). */
+const waitUntil = (condition: Effect.Effect<boolean>) =>
+  Effect.repeat(condition, { until: (holds) => holds, schedule: Schedule.spaced("20 millis") }).pipe(
+    Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("the condition never held") }),
+    Effect.orDie
+  )
+
+/** The ids of the complete events of a Server-Sent Events body. */
+const sseIds = (body: string): ReadonlyArray<number> =>
+  body.split("\n\n").slice(0, -1).flatMap((event) => {
+    const id = /^id: (\d+)$/m.exec(event)
+    return id === null ? [] : [Number(id[1])]
+  })
+
+/**
+ * An HTTP/1.0 client on a raw socket with a 4 KB receive buffer (set before it connects) that reads
+ * nothing until `read`, then reads to the end and gives the body.
+ */
+const stalledClient = (port: number, path: string) =>
+  Effect.gen(function*() {
+    const script = [
+      "import socket, sys",
+      "s = socket.socket()",
+      "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)",
+      "s.connect(('127.0.0.1', int(sys.argv[1])))",
+      "s.sendall(('GET %s HTTP/1.0\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n' % (sys.argv[2], sys.argv[3])).encode())",
+      "print('connected', flush=True)",
+      "sys.stdin.readline()",
+      "data = b''",
+      "while True:",
+      "    chunk = s.recv(65536)",
+      "    if not chunk: break",
+      "    data += chunk",
+      "sys.stdout.buffer.write(data)"
+    ].join("\n")
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() => ChildProcess.spawn("python3", ["-c", script, String(port), path, token])),
+      (child) => Effect.sync(() => child.kill())
+    )
+    let output = ""
+    child.stdout.setEncoding("latin1")
+    child.stdout.on("data", (data: string) => (output += data))
+    const exited = Effect.async<void>((resume) => void child.on("exit", () => resume(Effect.void)))
+    yield* waitUntil(Effect.sync(() => output.startsWith("connected\n")))
+    const read = Effect.zipRight(Effect.sync(() => child.stdin.end("read\n")), exited).pipe(
+      Effect.map(() => {
+        const response = output.slice("connected\n".length)
+        return Buffer.from(response.slice(response.indexOf("\r\n\r\n") + 4), "latin1").toString("utf8")
+      })
+    )
+    return { read }
+  })

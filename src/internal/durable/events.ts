@@ -19,10 +19,23 @@ export const events = (
   sessionId: string,
   options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
+  checked(sessionId, tail(sessionId, options.after ?? 0, options.live ?? true, Option.none()))
+
+/**
+ * The session's events without end: like `events`, but when no run is going it runs `idle` (a wait) and
+ * polls again with the same cursor, so a run that starts and ends between two polls is announced too.
+ */
+export const follow = (
+  sessionId: string,
+  options: { readonly after: number; readonly live: boolean; readonly idle: Effect.Effect<void> }
+): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
+  checked(sessionId, tail(sessionId, options.after, options.live, Option.some(options.idle)))
+
+const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient>) =>
   Stream.unwrap(Effect.gen(function*() {
     const exists = yield* SessionSql.exists(sessionId).pipe(Effect.mapError(storeFailed))
     if (!exists) return yield* new SessionNotFound({ sessionId })
-    return tail(sessionId, options.after ?? 0, options.live ?? true).pipe(Stream.mapError(storeFailed))
+    return stream.pipe(Stream.mapError(storeFailed))
   }))
 
 /** How often the tail reads the store. */
@@ -50,15 +63,18 @@ interface Cursor {
 }
 
 /**
- * Polls the log, the live events and the runs. Each poll reads the log first and the live events after,
- * so the events of a message read in this poll are all there (a step writes its last events before its
- * message is stored) and go out before it; the events of a message delivered earlier are skipped. It
- * ends at the first poll that finds no run going, once everything stored was delivered.
+ * Polls the runs, the log and the live events, in that order. The runs come first: a run seen ended has
+ * stored all its messages before, so the log read after has them and its end goes out after them. The
+ * log comes before the live events, so the events of a message read in this poll are all there (a step
+ * writes its last events before its message is stored) and go out before it; the events of a message
+ * delivered earlier are skipped. Without `idle` it ends at the first poll that finds no run going; with
+ * it, it runs `idle` and polls again, with the same cursor.
  */
 const tail = (
   sessionId: string,
   after: number,
-  live: boolean
+  live: boolean,
+  idle: Option.Option<Effect.Effect<void>>
 ): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
   Stream.unwrap(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -71,18 +87,19 @@ const tail = (
       endedRuns: new Set()
     }
     const poll = Effect.gen(function*() {
+      const runs = yield* runEnds(sql, sessionId, cursor)
       const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
         FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
       const liveRows = live ? yield* readLive(sql, sessionId, cursor) : []
       const out = yield* messagesWithLive(rows, liveRows, after, cursor)
-      const runs = yield* runEnds(sql, sessionId, cursor)
       cursor.first = false
-      return { events: [...out, ...runs.events], done: !runs.running }
+      return { events: [...out, ...runs.events], running: runs.running }
     })
-    return Stream.paginateChunkEffect(0, (round) =>
+    const wait = (running: boolean) => running ? Option.some(Effect.sleep(pollInterval)) : idle
+    return Stream.paginateChunkEffect(Effect.void, (before) =>
       Effect.map(
-        Effect.zipRight(round === 0 ? Effect.void : Effect.sleep(pollInterval), uncancelled(poll)),
-        ({ done, events }) => [Chunk.fromIterable(events), done ? Option.none() : Option.some(round + 1)] as const
+        Effect.zipRight(before, uncancelled(poll)),
+        ({ events, running }) => [Chunk.fromIterable(events), wait(running)] as const
       ))
   }))
 

@@ -11,7 +11,6 @@ import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -41,8 +40,16 @@ export interface HandlerOptions {
   readonly policy?: Durable.Policy | undefined
   /** Origins allowed by CORS (default: none, CORS off). */
   readonly cors?: ReadonlyArray<string> | undefined
-  /** How many batches of events a client may fall behind before it is cut off (default 256). */
+  /** How many events the server queues for one client at most (default 256). */
   readonly sseBacklog?: number | undefined
+  /**
+   * The most bytes the server holds for one event-stream client (default 4 MiB): the events queued for
+   * it and those written that its socket has not taken. At the limit the server reads no further events
+   * for the client until its socket takes some; a client that takes nothing for a `heartbeat` interval
+   * is dropped, and resumes with `Last-Event-ID`. One event larger than this still goes to a client that
+   * reads.
+   */
+  readonly sseMaxBytes?: number | undefined
   /** How often an idle event stream sends a comment (default 15 seconds). */
   readonly heartbeat?: Duration.DurationInput | undefined
   /** The model's name, which `GET /info` reports (a client shows it before the first answer). */
@@ -51,6 +58,14 @@ export interface HandlerOptions {
 
 export const defaultMaxBodyBytes = 1024 * 1024
 export const defaultSseBacklog = 256
+export const defaultSseMaxBytes = 4 * 1024 * 1024
+export const defaultHeartbeat: Duration.DurationInput = "15 seconds"
+
+const sseLimits = (options: HandlerOptions): ServerStream.Limits => ({
+  maxBytes: options.sseMaxBytes ?? defaultSseMaxBytes,
+  maxEvents: options.sseBacklog ?? defaultSseBacklog,
+  stall: options.heartbeat ?? defaultHeartbeat
+})
 
 // -----------------------------------------------------------------------------
 // Tokens
@@ -437,8 +452,8 @@ export const layerSessions = (options: HandlerOptions) =>
     Effect.gen(function*() {
       const makeClient = yield* Durable.client
       const context = yield* Effect.context<SqlClient.SqlClient>()
-      const backlog = options.sseBacklog ?? defaultSseBacklog
-      const heartbeat = options.heartbeat ?? "15 seconds"
+      const limits = sseLimits(options)
+      const heartbeat = options.heartbeat ?? defaultHeartbeat
       const asksApproval = asks(options.policy)
       // the server stops: the event streams end (an open one would keep the server from closing)
       const closing = yield* Deferred.make<void>()
@@ -506,7 +521,7 @@ export const layerSessions = (options: HandlerOptions) =>
                 : { _tag: "Deny", reason: payload.reason ?? "Denied by the user" }
             })
           ))
-        .handle("events", ({ headers, path, urlParams }) =>
+        .handle("events", ({ headers, path, request, urlParams }) =>
           run(
             path.sessionId,
             Effect.gen(function*() {
@@ -542,15 +557,10 @@ export const layerSessions = (options: HandlerOptions) =>
                 Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
                 { haltStrategy: "left" }
               )
-              return HttpServerResponse.stream(
-                ServerStream.bounded(Stream.concat(Stream.make("retry: 1000\n\n"), body), backlog).pipe(
-                  Stream.interruptWhen(Deferred.await(closing)),
-                  Stream.encodeText
-                ),
-                {
-                  contentType: "text/event-stream",
-                  headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-                }
+              return ServerStream.sseResponse(
+                request,
+                Stream.concat(Stream.make("retry: 1000\n\n"), body).pipe(Stream.interruptWhen(Deferred.await(closing))),
+                limits
               )
             })
           ))
@@ -561,11 +571,18 @@ export const layerProtocols = (options: HandlerOptions) =>
     Effect.gen(function*() {
       const makeClient = yield* Durable.client
       const context = yield* Effect.context<SqlClient.SqlClient>()
-      const backlog = options.sseBacklog ?? defaultSseBacklog
-      const deps: Protocols.Deps = { makeClient, context, asks: asks(options.policy), backlog }
+      const deps = (request: HttpServerRequest.HttpServerRequest): Protocols.Deps => ({
+        makeClient,
+        context,
+        asks: asks(options.policy),
+        limits: sseLimits(options),
+        request
+      })
       return handlers
-        .handle("agui", ({ payload }) => Protocols.agui(deps, payload).pipe(mapErrors(payload.threadId)))
-        .handle("chat", ({ payload }) => Protocols.chat(deps, payload).pipe(mapErrors(payload.id)))
+        .handle("agui", ({ payload, request }) =>
+          Protocols.agui(deps(request), payload).pipe(mapErrors(payload.threadId)))
+        .handle("chat", ({ payload, request }) =>
+          Protocols.chat(deps(request), payload).pipe(mapErrors(payload.id)))
     }))
 
 /** The handlers of every group, and the guard; need a `SqlClient` and the cluster's `Sharding`. */

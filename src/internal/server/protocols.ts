@@ -4,7 +4,7 @@
  * Both packages are loaded when their endpoint is first used, so the server runs without them.
  */
 import type * as AgUi from "@ag-ui/core"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -24,7 +24,9 @@ export interface Deps {
   readonly makeClient: MakeClient
   readonly context: Context.Context<SqlClient.SqlClient>
   readonly asks: ServerStream.AsksApproval
-  readonly backlog: number
+  readonly limits: ServerStream.Limits
+  /** The request being answered (its socket is watched while events stream to it). */
+  readonly request: HttpServerRequest.HttpServerRequest
 }
 
 /** How a protocol stream of one run ends. */
@@ -120,12 +122,6 @@ const resume = (
     const after = yield* positionAfterCall(sessionId, decisions[0]!.toolCallId)
     return { runId: running.value, after }
   }).pipe(Effect.provide(deps.context))
-
-const sseResponse = (body: Stream.Stream<string>, backlog: number, headers?: Record<string, string>) =>
-  HttpServerResponse.stream(Stream.encodeText(ServerStream.bounded(body, backlog)), {
-    contentType: "text/event-stream",
-    headers: { "cache-control": "no-cache", "x-accel-buffering": "no", ...headers }
-  })
 
 const loadOptional = <A>(name: string, load: () => Promise<A>) =>
   Effect.tryPromise({
@@ -289,9 +285,10 @@ export const agui = (deps: Deps, input: typeof Api.RunAgentInput.Type) =>
       Stream.flattenIterables,
       Stream.map((event) => encoder.encodeSSE(event))
     )
-    return sseResponse(
+    return ServerStream.sseResponse(
+      deps.request,
       Stream.concat(Stream.make(encoder.encodeSSE(ev("RUN_STARTED", base))), events),
-      deps.backlog
+      deps.limits
     )
   })
 
@@ -413,5 +410,5 @@ export const chat = (deps: Deps, request: typeof Api.ChatRequest.Type) =>
       evaluate: () => ui.pipeThrough(new ai.JsonToSseTransformStream()),
       onError: (error) => error
     }).pipe(Stream.orDie)
-    return sseResponse(body, deps.backlog, { ...ai.UI_MESSAGE_STREAM_HEADERS })
+    return ServerStream.sseResponse(deps.request, body, deps.limits, { ...ai.UI_MESSAGE_STREAM_HEADERS })
   })

@@ -3,57 +3,189 @@
  * next run once one ends, a bounded hand-off to each client, Server-Sent Events framing, and the
  * translation of stored messages and live deltas into the parts the wire protocols are made of.
  */
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
+import type * as Http from "node:http"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
+import * as Events from "../durable/events.js"
 
 /**
  * The session's events from position `after` on, without end: when no run is going, it checks for a
- * new one every `idle`. Stored messages come once each, in order.
+ * new one every `idle` (a duration, or a wait of its own). One cursor follows the session throughout, so
+ * stored messages and the ends of runs come once each, in order, even for a run that starts and ends
+ * between two checks.
  */
 export const follow = (
   sessionId: string,
   after: number,
   live: boolean,
-  idle: Duration.DurationInput = "500 millis"
+  idle: Duration.DurationInput | Effect.Effect<void> = "500 millis"
 ): Stream.Stream<Durable.SessionEvent, Durable.StoreFailed | Durable.SessionNotFound, SqlClient.SqlClient> =>
-  Stream.suspend(() => {
-    let next = after
-    return Durable.events(sessionId, { after: next, live }).pipe(
-      Stream.tap((event) => Effect.sync(() => event._tag === "Message" && (next = event.position + 1))),
-      Stream.concat(
-        Stream.suspend(() => Stream.unwrap(Effect.as(Effect.sleep(idle), follow(sessionId, next, live, idle))))
-      )
-    )
-  })
+  Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle) })
+
+/** The limits of what the server holds for one event-stream client. */
+export interface Limits {
+  /** The most bytes: events queued for the client, and written but not yet taken by its socket. */
+  readonly maxBytes: number
+  /** The most events queued. */
+  readonly maxEvents: number
+  /** How long the server waits, at a limit, for the client's socket to take something before dropping it. */
+  readonly stall: Duration.DurationInput
+}
+
+/** The bytes the server holds for its event-stream clients now: events queued, and written but not yet sent. */
+export const heldBytes = Metric.gauge("effect_agent_server_sse_held_bytes")
+
+/** The most bytes the server held for one event-stream client, recorded as its stream ends. */
+export const peakBytes = Metric.histogram(
+  "effect_agent_server_sse_peak_bytes",
+  MetricBoundaries.exponential({ start: 1024, factor: 2, count: 16 })
+)
+
+/** The event-stream clients dropped for taking nothing while the server held its limit for them. */
+export const clientsCut = Metric.counter("effect_agent_server_sse_clients_cut")
 
 /**
- * Hands `stream` to a client through a queue of at most `limit` chunks: a client that does not read fast
- * enough is cut off (it resumes with `Last-Event-ID`) instead of making the server buffer for it.
+ * The client's end of a response: the bytes written that its socket has not taken yet, a call when it
+ * takes some (`drain`), and a way to drop the client.
  */
-export const bounded = <A, E, R>(stream: Stream.Stream<A, E, R>, limit: number): Stream.Stream<A, E, R> =>
+export interface Socket {
+  readonly unsent: () => number
+  readonly onDrain: (listener: () => void) => void
+  readonly drop: () => void
+}
+
+/**
+ * The socket of a response on `NodeHttpServer` (elsewhere, e.g. a web handler, only the queue counts).
+ * Node's writer waits for `drain` once its buffer is over the high-water mark, so the queue is where a
+ * client that does not read would make the server buffer, and what the writer holds is counted with it.
+ */
+export const socketOf = (request: HttpServerRequest.HttpServerRequest): Socket => {
+  let response: Http.ServerResponse | undefined
+  try {
+    response = NodeHttpServerRequest.toServerResponse(request)
+  } catch {
+    response = undefined
+  }
+  if (response === undefined || typeof response.writableLength !== "number") {
+    return { unsent: () => 0, onDrain: () => {}, drop: () => {} }
+  }
+  const node = response
+  return {
+    unsent: () => node.writableLength,
+    onDrain: (listener) => void node.on("drain", listener),
+    drop: () => node.destroy()
+  }
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * Hands the events of `stream` (SSE frames) to a client, encoded, through a queue that holds at most
+ * `limits` with what the socket has not taken: at the limit, `stream` is not read (the store keeps what
+ * comes) until the client takes something, and a client that takes nothing for `limits.stall` is dropped
+ * (it resumes with `Last-Event-ID`). An event larger than the limit alone still goes when nothing else is
+ * held, so a big message reaches a client that reads.
+ */
+export const bounded = <E, R>(
+  stream: Stream.Stream<string, E, R>,
+  limits: Limits,
+  socket: Socket
+): Stream.Stream<Uint8Array, E, R> =>
   Stream.unwrapScoped(Effect.gen(function*() {
-    const queue = yield* Queue.dropping<Take.Take<A, E>>(limit)
-    const overflow = yield* Deferred.make<void>()
-    const offer = (take: Take.Take<A, E>) =>
-      Effect.flatMap(Queue.offer(queue, take), (taken) => taken ? Effect.void : Deferred.succeed(overflow, undefined))
+    const queue = yield* Queue.unbounded<Take.Take<Uint8Array, E>>()
+    const dropped = yield* Deferred.make<void>()
+    let queued = 0
+    let events = 0
+    let reported = 0
+    let peak = 0
+    let moved = yield* Deferred.make<void>()
+    const move = () => Deferred.unsafeDone(moved, Exit.void)
+    socket.onDrain(move)
+    const report = Effect.suspend(() => {
+      const held = queued + socket.unsent()
+      const change = held - reported
+      reported = held
+      peak = Math.max(peak, held)
+      return change === 0 ? Effect.void : Metric.incrementBy(heldBytes, change)
+    })
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => Effect.zipRight(Metric.incrementBy(heldBytes, -reported), Metric.update(peakBytes, peak)))
+    )
+    const drop = Effect.zipRight(
+      Effect.sync(() => socket.drop()),
+      Effect.zipRight(Metric.increment(clientsCut), Deferred.succeed(dropped, undefined))
+    )
+    const fits = (size: number) => {
+      const held = queued + socket.unsent()
+      return held === 0 || (events < limits.maxEvents && held + size <= limits.maxBytes)
+    }
+    /** Waits until the frame fits: false when the client took nothing for a whole `stall`. */
+    const admit = (frame: Uint8Array): Effect.Effect<boolean> =>
+      Effect.gen(function*() {
+        while (true) {
+          moved = yield* Deferred.make<void>()
+          if (fits(frame.length)) break
+          const took = yield* Deferred.await(moved).pipe(Effect.timeoutTo({
+            duration: limits.stall,
+            onSuccess: () => true,
+            onTimeout: () => false
+          }))
+          if (!took) return yield* Effect.as(drop, false)
+        }
+        queued += frame.length
+        events++
+        yield* Queue.offer(queue, Take.of(frame))
+        yield* report
+        return true
+      })
     yield* stream.pipe(
-      Stream.runForEachChunk((chunk) => offer(Take.chunk(chunk))),
+      Stream.map((frame) => encoder.encode(frame)),
+      Stream.runForEachWhile(admit),
       Effect.matchCauseEffect({
-        onSuccess: () => offer(Take.end),
-        onFailure: (cause) => offer(Take.failCause(cause))
+        onSuccess: () => Queue.offer(queue, Take.end),
+        onFailure: (cause) => Queue.offer(queue, Take.failCause(cause))
       }),
       Effect.forkScoped
     )
-    return Stream.fromQueue(queue).pipe(Stream.flattenTake, Stream.interruptWhen(Deferred.await(overflow)))
+    return Stream.fromQueue(queue).pipe(
+      Stream.flattenTake,
+      Stream.tap((frame) =>
+        Effect.suspend(() => {
+          queued -= frame.length
+          events--
+          move()
+          return report
+        })
+      ),
+      Stream.interruptWhen(Deferred.await(dropped))
+    )
   }))
+
+/** A response of Server-Sent Events to `request`: `body`'s frames, handed to the client within `limits`. */
+export const sseResponse = (
+  request: HttpServerRequest.HttpServerRequest,
+  body: Stream.Stream<string>,
+  limits: Limits,
+  headers?: Record<string, string>
+): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.stream(bounded(body, limits, socketOf(request)), {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no", ...headers }
+  })
 
 /** One Server-Sent Event. */
 export const sseEvent = (data: unknown, options?: { readonly id?: number | string | undefined }): string =>
