@@ -244,17 +244,19 @@ describe("Loop.stream", () => {
       assert.isAtMost(maxAhead, 2 * eventBuffer + 2)
     }))
 
+  /** A tool that never finishes: only an abort ends its call. */
+  const hang = Tool.make({
+    name: "hang",
+    description: "never finishes",
+    parameters: Schema.Struct({}),
+    execute: () => Effect.never
+  })
+
   it.effect("stopping consumption aborts the run and keeps the history valid", () =>
     Effect.gen(function*() {
       const { layer, session } = scriptedRun([
         Message.assistant([Message.toolCall("c1", "hang")])
       ])
-      const hang = Tool.make({
-        name: "hang",
-        description: "never finishes",
-        parameters: Schema.Struct({}),
-        execute: () => Effect.never
-      })
       const events = yield* Loop.stream({ input: "go", tools: [hang] }).pipe(
         Stream.takeUntil((event) => event._tag === "ToolStart"),
         Stream.runCollect,
@@ -271,12 +273,6 @@ describe("Loop.stream", () => {
       const { layer, session } = scriptedRun([
         Message.assistant([Message.toolCall("c1", "hang")])
       ])
-      const hang = Tool.make({
-        name: "hang",
-        description: "never finishes",
-        parameters: Schema.Struct({}),
-        execute: () => Effect.never
-      })
       // the same consumer reads the session next: the run has ended by then, not when the consumer ends
       const after = yield* Loop.stream({ input: "go", tools: [hang] }).pipe(
         Stream.takeUntil((event) => event._tag === "ToolStart"),
