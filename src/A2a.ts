@@ -341,61 +341,14 @@ export const ask = (
 ): Effect.Effect<Answer, A2aError> =>
   Effect.suspend(() => {
     const url = remote.url
-    let taskId = ""
-    let contextId = ""
-    let finalState: TaskState | undefined
-    let statusText = ""
-    let replied: Answer | undefined
-    const artifacts = new Map<string, { text: Array<string>; data: Array<unknown> }>()
-    const report = (update: Update) => {
+    const task = new TaskFollow((update) => {
       if (options.onUpdate !== undefined) Effect.runFork(options.onUpdate(update))
-    }
-    const onEvent = (event: StreamResponse) => {
-      const payload = event.payload
-      switch (payload?.$case) {
-        case "message": {
-          const { data, text } = partsOf(payload.value.parts)
-          replied = { taskId: "", contextId: payload.value.contextId, text: text.join(""), data }
-          return
-        }
-        case "task": {
-          taskId = payload.value.id
-          contextId = payload.value.contextId
-          for (const artifact of payload.value.artifacts) artifacts.set(artifact.artifactId, partsOf(artifact.parts))
-          return onStatus(payload.value.status)
-        }
-        case "statusUpdate": {
-          taskId ||= payload.value.taskId
-          contextId ||= payload.value.contextId
-          return onStatus(payload.value.status)
-        }
-        case "artifactUpdate": {
-          const artifact = payload.value.artifact
-          if (artifact === undefined) return
-          const parts = partsOf(artifact.parts)
-          const known = artifacts.get(artifact.artifactId)
-          artifacts.set(
-            artifact.artifactId,
-            payload.value.append && known !== undefined
-              ? { text: [...known.text, ...parts.text], data: [...known.data, ...parts.data] }
-              : parts
-          )
-          report({ _tag: "Artifact", taskId, name: artifact.name || artifact.artifactId, text: parts.text.join("") })
-          return
-        }
-      }
-    }
-    const onStatus = (status: Task["status"]) => {
-      if (status === undefined) return
-      statusText = status.message === undefined ? "" : partsOf(status.message.parts).text.join("")
-      if (isFinal(status.state)) finalState = status.state
-      report({ _tag: "Status", taskId, state: stateName(status.state), text: statusText })
-    }
+    })
     const cancel = Effect.suspend(() =>
-      taskId === "" || finalState !== undefined
+      task.taskId === "" || task.finalState !== undefined
         ? Effect.void
         : Effect.promise(() =>
-          remote.client.cancelTask({ tenant: "", id: taskId, metadata: undefined }).catch(() => undefined)
+          remote.client.cancelTask({ tenant: "", id: task.taskId, metadata: undefined }).catch(() => undefined)
         ).pipe(Effect.timeout("10 seconds"), Effect.ignore)
     )
     const request = {
@@ -407,55 +360,123 @@ export const ask = (
     return Effect.tryPromise({
       try: async (signal) => {
         for await (const event of remote.client.sendMessageStream(request, { signal })) {
-          onEvent(event)
-          if (finalState !== undefined || replied !== undefined) break
+          task.onEvent(event)
+          if (task.finalState !== undefined || task.replied !== undefined) break
         }
       },
       catch: (error): A2aError =>
         error instanceof A2AError
-          ? new A2aTaskFailed({ url, taskId, state: "", reason: error.message })
+          ? new A2aTaskFailed({ url, taskId: task.taskId, state: "", reason: error.message })
           : new A2aUnreachable({ url, reason: describe(error) })
     }).pipe(
       Effect.onInterrupt(() => cancel),
-      Effect.flatMap((): Effect.Effect<Answer, A2aError> => {
-        if (replied !== undefined) return Effect.succeed(replied)
-        const state = finalState
-        const text = [...artifacts.values()].map((artifact) => artifact.text.join("")).join("\n")
-        const data = [...artifacts.values()].flatMap((artifact) => artifact.data)
-        switch (state) {
-          case TaskState.TASK_STATE_COMPLETED:
-            return Effect.succeed({ taskId, contextId, text: text === "" ? statusText : text, data })
-          case TaskState.TASK_STATE_CANCELED:
-            return Effect.fail(new A2aTaskCanceled({ url, taskId, reason: statusText || "no reason given" }))
-          case TaskState.TASK_STATE_INPUT_REQUIRED:
-          case TaskState.TASK_STATE_AUTH_REQUIRED:
-            return Effect.zipRight(
-              Effect.sync(() => (finalState = undefined)).pipe(Effect.zipRight(cancel)),
-              Effect.fail(
-                new A2aTaskFailed({
-                  url,
-                  taskId,
-                  state: stateName(state),
-                  reason: `the agent asks: ${statusText || "(no question given)"}; a tool call cannot answer, ` +
-                    `so the task was canceled`
-                })
-              )
-            )
-          case undefined:
-            return Effect.zipRight(
-              cancel,
-              Effect.fail(
-                new A2aTaskFailed({ url, taskId, state: "", reason: "the stream ended before the task did" })
-              )
-            )
-          default:
-            return Effect.fail(
-              new A2aTaskFailed({ url, taskId, state: stateName(state), reason: statusText || "no reason given" })
-            )
-        }
-      })
+      Effect.flatMap(() => answerOf(url, task, cancel))
     )
   })
+
+/** What a task's stream told so far: its ids, its artifacts, its last status, and a direct reply. */
+class TaskFollow {
+  taskId = ""
+  contextId = ""
+  finalState: TaskState | undefined
+  statusText = ""
+  replied: Answer | undefined
+  readonly artifacts = new Map<string, { text: Array<string>; data: Array<unknown> }>()
+
+  constructor(private readonly report: (update: Update) => void) {}
+
+  onEvent(event: StreamResponse) {
+    const payload = event.payload
+    switch (payload?.$case) {
+      case "message": {
+        const { data, text } = partsOf(payload.value.parts)
+        this.replied = { taskId: "", contextId: payload.value.contextId, text: text.join(""), data }
+        return
+      }
+      case "task": {
+        this.taskId = payload.value.id
+        this.contextId = payload.value.contextId
+        for (const artifact of payload.value.artifacts) {
+          this.artifacts.set(artifact.artifactId, partsOf(artifact.parts))
+        }
+        return this.onStatus(payload.value.status)
+      }
+      case "statusUpdate": {
+        this.taskId ||= payload.value.taskId
+        this.contextId ||= payload.value.contextId
+        return this.onStatus(payload.value.status)
+      }
+      case "artifactUpdate": {
+        const artifact = payload.value.artifact
+        if (artifact === undefined) return
+        const parts = partsOf(artifact.parts)
+        const known = this.artifacts.get(artifact.artifactId)
+        this.artifacts.set(
+          artifact.artifactId,
+          payload.value.append && known !== undefined
+            ? { text: [...known.text, ...parts.text], data: [...known.data, ...parts.data] }
+            : parts
+        )
+        this.report({
+          _tag: "Artifact",
+          taskId: this.taskId,
+          name: artifact.name || artifact.artifactId,
+          text: parts.text.join("")
+        })
+        return
+      }
+    }
+  }
+
+  private onStatus(status: Task["status"]) {
+    if (status === undefined) return
+    this.statusText = status.message === undefined ? "" : partsOf(status.message.parts).text.join("")
+    if (isFinal(status.state)) this.finalState = status.state
+    this.report({ _tag: "Status", taskId: this.taskId, state: stateName(status.state), text: this.statusText })
+  }
+}
+
+/**
+ * The answer of a task whose stream ended: its reply or artifacts when it completed, a typed failure
+ * otherwise. A task that waits for input (a tool call cannot give it) or whose stream ended early is
+ * canceled first.
+ */
+const answerOf = (url: string, task: TaskFollow, cancel: Effect.Effect<void>): Effect.Effect<Answer, A2aError> => {
+  if (task.replied !== undefined) return Effect.succeed(task.replied)
+  const { contextId, statusText, taskId } = task
+  const state = task.finalState
+  const text = [...task.artifacts.values()].map((artifact) => artifact.text.join("")).join("\n")
+  const data = [...task.artifacts.values()].flatMap((artifact) => artifact.data)
+  switch (state) {
+    case TaskState.TASK_STATE_COMPLETED:
+      return Effect.succeed({ taskId, contextId, text: text === "" ? statusText : text, data })
+    case TaskState.TASK_STATE_CANCELED:
+      return Effect.fail(new A2aTaskCanceled({ url, taskId, reason: statusText || "no reason given" }))
+    case TaskState.TASK_STATE_INPUT_REQUIRED:
+    case TaskState.TASK_STATE_AUTH_REQUIRED:
+      return Effect.zipRight(
+        Effect.sync(() => (task.finalState = undefined)).pipe(Effect.zipRight(cancel)),
+        Effect.fail(
+          new A2aTaskFailed({
+            url,
+            taskId,
+            state: stateName(state),
+            reason: `the agent asks: ${statusText || "(no question given)"}; a tool call cannot answer, ` +
+              `so the task was canceled`
+          })
+        )
+      )
+    case undefined:
+      return Effect.zipRight(
+        cancel,
+        Effect.fail(new A2aTaskFailed({ url, taskId, state: "", reason: "the stream ended before the task did" }))
+      )
+    default:
+      return Effect.fail(
+        new A2aTaskFailed({ url, taskId, state: stateName(state), reason: statusText || "no reason given" })
+      )
+  }
+}
 
 /**
  * The options of `tool`.

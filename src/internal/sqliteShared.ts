@@ -46,6 +46,43 @@ const isMissingPackage = (cause: unknown): boolean => {
   return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND"
 }
 
+/** Imports the driver; when it is not installed, the error says what to install. */
+const loadDriver = (load: () => Promise<typeof SqliteClient>) =>
+  Effect.tryPromise({
+    try: load,
+    catch: (cause) =>
+      isMissingPackage(cause)
+        ? new Error(
+          `the SQLite driver is not installed (${
+            (cause as Error).message.split("\n")[0]
+          }): install it with \`npm install @effect/sql-sqlite-node better-sqlite3\`, or use a postgres:// database`
+        )
+        : cause
+  })
+
+/**
+ * Fails when the path no longer names the file that was opened (deleted, or replaced): the file is
+ * identified now, and checked each time the effect runs.
+ */
+const stillOpened = (filename: string): Effect.Effect<void, SqlFailure> => {
+  const opened = identity(filename)
+  return Effect.suspend(() => {
+    if (opened === undefined) {
+      return Effect.void
+    }
+    const now = identity(filename)
+    return now !== undefined && now.dev === opened.dev && now.ino === opened.ino
+      ? Effect.void
+      : Effect.fail(
+        new SqlFailure({
+          message: `the database file ${filename} was ${
+            now === undefined ? "deleted" : "replaced"
+          } while it was open: nothing written since is on disk`
+        })
+      )
+  })
+}
+
 /** Makes the client; `load` imports `@effect/sql-sqlite-node` (an optional peer). */
 export const make = (options: {
   readonly filename: string
@@ -53,39 +90,13 @@ export const make = (options: {
   readonly load: () => Promise<typeof SqliteClient>
 }): Effect.Effect<SqlClient.SqlClient, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const module = yield* Effect.tryPromise({
-      try: options.load,
-      catch: (cause) =>
-        isMissingPackage(cause)
-          ? new Error(
-            `the SQLite driver is not installed (${
-              (cause as Error).message.split("\n")[0]
-            }): install it with \`npm install @effect/sql-sqlite-node better-sqlite3\`, or use a postgres:// database`
-          )
-          : cause
-    })
+    const module = yield* loadDriver(options.load)
     const inner = yield* module.make({ filename: options.filename }).pipe(Effect.provide(Reactivity.layer))
     yield* Effect.scoped(
       Effect.flatMap(inner.reserve, (conn) =>
         conn.executeUnprepared(`PRAGMA busy_timeout = ${syncBusyMillis}`, [], undefined))
     )
-    const opened = identity(options.filename)
-    /** Fails when the path no longer names the file that was opened (deleted, or replaced). */
-    const stillThere = Effect.suspend(() => {
-      if (opened === undefined) {
-        return Effect.void
-      }
-      const now = identity(options.filename)
-      return now !== undefined && now.dev === opened.dev && now.ino === opened.ino
-        ? Effect.void
-        : Effect.fail(
-          new SqlFailure({
-            message: `the database file ${options.filename} was ${
-              now === undefined ? "deleted" : "replaced"
-            } while it was open: nothing written since is on disk`
-          })
-        )
-    })
+    const stillThere = stillOpened(options.filename)
     const retryBusy = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A, SqlError.SqlError> =>
       Effect.zipRight(stillThere, effect).pipe(Effect.retry({
         while: isBusy,

@@ -117,6 +117,57 @@ export const schedule = <
 }
 
 /**
+ * What one admitted call ends in (Law 5: whatever it does ends in a result). A terminal error (Law 6) is
+ * recorded as the call's error result and handed to `onTerminal`, which ends the batch.
+ */
+const outcome = <E, R>(
+  config: Config<E, R>,
+  hooks: Hooks,
+  admitted: Admitted<E, R>,
+  onTerminal: (error: E) => void
+): Effect.Effect<Message.ToolResultMessage, never, R> => {
+  const { call, tool } = admitted
+  const context: Tool.Context = {
+    toolCallId: call.id,
+    toolName: call.name,
+    update: (progress) => hooks.update(admitted.index, progress)
+  }
+  const timeout = tool.timeout ?? config.timeout
+  const execute = Effect.suspend(() => tool.execute(admitted.input, context))
+  const bounded = timeout === undefined ? execute : Effect.timeoutFail(execute, {
+    duration: timeout,
+    onTimeout: () =>
+      new Errors.ToolExecutionFailed({
+        description: `Tool ${call.name} timed out after ${Duration.format(Duration.decode(timeout))} and was stopped.`
+      })
+  })
+  return Effect.matchCauseEffect(bounded, {
+    onSuccess: (output) => {
+      const { content, details } = Tool.outputContent(output)
+      return Effect.succeed(RunState.result(call, content, false, hooks.now(), details))
+    },
+    onFailure: (cause) => {
+      // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
+      // an interruption-only cause holds no failure, whatever its type says
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      if (Option.isNone(failure)) {
+        const defect = Cause.dieOption(cause)
+        const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
+        return Effect.succeed(RunState.errorResult(call, `Tool ${call.name} failed unexpectedly: ${text}`, hooks.now()))
+      }
+      const error = failure.value
+      if (Errors.isRecoverable(error)) {
+        const details = error._tag === "ToolExecutionFailed" ? error.details : undefined
+        return Effect.succeed(RunState.errorResult(call, error.message, hooks.now(), details))
+      }
+      onTerminal(error)
+      return Effect.succeed(RunState.errorResult(call, messageOf(error), hooks.now()))
+    }
+  })
+}
+
+/**
  * Runs the calls of `answer`. Returns the first terminal error (Law 6) if one ended the batch: the calls
  * after it are skipped, each with its result.
  */
@@ -173,57 +224,15 @@ export const run = <E, R>(
       return admitted
     })
 
-    // Law 5: whatever a call does ends in a result; Law 6: a terminal error is recorded, then ends the run
-    const outcome = (admitted: Admitted<E, R>): Effect.Effect<Message.ToolResultMessage, never, R> => {
-      const { call, tool } = admitted
-      const context: Tool.Context = {
-        toolCallId: call.id,
-        toolName: call.name,
-        update: (progress) => hooks.update(admitted.index, progress)
-      }
-      const timeout = tool.timeout ?? config.timeout
-      const execute = Effect.suspend(() => tool.execute(admitted.input, context))
-      const bounded = timeout === undefined ? execute : Effect.timeoutFail(execute, {
-        duration: timeout,
-        onTimeout: () =>
-          new Errors.ToolExecutionFailed({
-            description: `Tool ${call.name} timed out after ${
-              Duration.format(Duration.decode(timeout))
-            } and was stopped.`
-          })
-      })
-      return Effect.matchCauseEffect(bounded, {
-        onSuccess: (output) => {
-          const { content, details } = Tool.outputContent(output)
-          return Effect.succeed(RunState.result(call, content, false, hooks.now(), details))
-        },
-        onFailure: (cause) => {
-          // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
-          // an interruption-only cause holds no failure, whatever its type says
-          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-          const failure = Cause.failureOption(cause)
-          if (Option.isNone(failure)) {
-            const defect = Cause.dieOption(cause)
-            const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
-            return Effect.succeed(
-              RunState.errorResult(call, `Tool ${call.name} failed unexpectedly: ${text}`, hooks.now())
-            )
-          }
-          const error = failure.value
-          if (Errors.isRecoverable(error)) {
-            const details = error._tag === "ToolExecutionFailed" ? error.details : undefined
-            return Effect.succeed(RunState.errorResult(call, error.message, hooks.now(), details))
-          }
-          if (Option.isNone(terminal)) terminal = Option.some(error)
-          return Effect.succeed(RunState.errorResult(call, messageOf(error), hooks.now()))
-        }
-      })
-    }
-
     const execute = (admitted: Admitted<E, R>): Effect.Effect<void, never, R> =>
       Effect.suspend(() => {
         if (Option.isSome(terminal)) return skipped(admitted.index)
-        const ran = Effect.flatMap(outcome(admitted), (result) => hooks.finished(admitted.index, result))
+        const ran = Effect.flatMap(
+          outcome(config, hooks, admitted, (error) => {
+            if (Option.isNone(terminal)) terminal = Option.some(error)
+          }),
+          (result) => hooks.finished(admitted.index, result)
+        )
         return Effect.zipRight(
           hooks.started(admitted.index),
           config.span(ran, "Loop.tool", GenAi.toolAttributes(admitted.call))

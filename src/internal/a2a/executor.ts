@@ -100,6 +100,62 @@ const agentOf = <Ag extends Agent.Any>(
   return agent
 }
 
+/**
+ * Publishes how a task's run ended (its answer, canceled or failed) once its fiber ends, after `onEnd`;
+ * settles then.
+ */
+const settled = (
+  fiber: Fiber.RuntimeFiber<{ readonly output: unknown }, unknown>,
+  agent: Agent.Any,
+  publish: ReturnType<typeof publisher>,
+  onEnd: () => void
+): Promise<void> =>
+  new Promise<void>((resolve) =>
+    fiber.addObserver((exit) => {
+      onEnd()
+      if (Exit.isSuccess(exit)) {
+        publish.artifact(answerParts(agent, exit.value.output))
+        publish.status(TaskState.TASK_STATE_COMPLETED)
+      } else if (Cause.isInterruptedOnly(exit.cause)) {
+        publish.status(TaskState.TASK_STATE_CANCELED, "the task was canceled: its run was aborted")
+      } else {
+        publish.status(TaskState.TASK_STATE_FAILED, failureText(Cause.squash(exit.cause)))
+      }
+      resolve()
+    })
+  )
+
+/**
+ * A message on a task that exists: the answer to the question its run waits on (asked again when it is
+ * not a yes or a no), then the run's end; a task whose run is gone (the server restarted) fails.
+ */
+const answerTask = (
+  context: RequestContext,
+  publish: ReturnType<typeof publisher>,
+  existing: Running | undefined
+): void | Promise<void> => {
+  if (existing === undefined) {
+    return publish.status(
+      TaskState.TASK_STATE_FAILED,
+      "this task's run is no longer going on (the server restarted): send a new message without a taskId"
+    )
+  }
+  const approval = existing.approval
+  if (approval !== undefined) {
+    const decision = decisionOf(context.userMessage)
+    if (decision === undefined) {
+      return publish.status(
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        `${question(approval.request)} (answer "yes" or "no", or a data part { "approve": true | false })`,
+        approvalData(approval.request)
+      )
+    }
+    Effect.runSync(Deferred.succeed(approval.answer, decision))
+    publish.status(TaskState.TASK_STATE_WORKING, decision._tag === "Allow" ? "approved" : "denied")
+  }
+  return existing.done
+}
+
 /** The executor of `agents`, running them in `runtime`. */
 export const make = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
@@ -146,20 +202,7 @@ export const make = <Ag extends Agent.Any>(
     running.set(taskId, record)
     const fiber = Runtime.runFork(runtime)(run)
     record.fiber = fiber
-    record.done = new Promise<void>((resolve) =>
-      fiber.addObserver((exit) => {
-        running.delete(taskId)
-        if (Exit.isSuccess(exit)) {
-          publish.artifact(answerParts(agent, exit.value.output))
-          publish.status(TaskState.TASK_STATE_COMPLETED)
-        } else if (Cause.isInterruptedOnly(exit.cause)) {
-          publish.status(TaskState.TASK_STATE_CANCELED, "the task was canceled: its run was aborted")
-        } else {
-          publish.status(TaskState.TASK_STATE_FAILED, failureText(Cause.squash(exit.cause)))
-        }
-        resolve()
-      })
-    )
+    record.done = settled(fiber, agent, publish, () => running.delete(taskId))
     return record
   }
 
@@ -169,26 +212,7 @@ export const make = <Ag extends Agent.Any>(
       const existing = running.get(context.taskId)
       if (context.task !== undefined) {
         bus.publish(AgentEvent.task(context.task))
-        if (existing === undefined) {
-          return publish.status(
-            TaskState.TASK_STATE_FAILED,
-            "this task's run is no longer going on (the server restarted): send a new message without a taskId"
-          )
-        }
-        const approval = existing.approval
-        if (approval !== undefined) {
-          const decision = decisionOf(context.userMessage)
-          if (decision === undefined) {
-            return publish.status(
-              TaskState.TASK_STATE_INPUT_REQUIRED,
-              `${question(approval.request)} (answer "yes" or "no", or a data part { "approve": true | false })`,
-              approvalData(approval.request)
-            )
-          }
-          Effect.runSync(Deferred.succeed(approval.answer, decision))
-          publish.status(TaskState.TASK_STATE_WORKING, decision._tag === "Allow" ? "approved" : "denied")
-        }
-        return existing.done
+        return answerTask(context, publish, existing)
       }
       bus.publish(AgentEvent.task({
         id: context.taskId,

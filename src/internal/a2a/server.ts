@@ -113,38 +113,11 @@ export const makeApp = <Ag extends Agent.Any>(
       const request = yield* HttpServerRequest.HttpServerRequest
       const version = request.headers[A2A_VERSION_HEADER.toLowerCase()]
       const isLegacy = version === undefined || version === "" || version.startsWith("0.")
-      const error = (code: number, message: string, id: unknown = null) =>
-        HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } })
-      if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
-        return error(-32600, `the request is over this server's limit of ${maxBodyBytes} bytes`)
+      const read = yield* readRequest(request, maxBodyBytes, isLegacy)
+      if (read._tag === "Reply") {
+        return read.response
       }
-      const text = yield* Effect.orElseSucceed(request.text, () =>
-        undefined)
-      if (text === undefined || Buffer.byteLength(text) > maxBodyBytes) {
-        return error(-32600, `the request could not be read whole (over ${maxBodyBytes} bytes, or cut off)`)
-      }
-      let body: unknown
-      try {
-        body = JSON.parse(text)
-      } catch {
-        return error(-32700, "the body is not JSON: send a JSON-RPC 2.0 request, e.g. {\"jsonrpc\":\"2.0\",...}")
-      }
-      const envelope = body as { readonly jsonrpc?: unknown; readonly id?: unknown; readonly method?: unknown }
-      if (
-        typeof body !== "object" || body === null || Array.isArray(body) || envelope.jsonrpc !== "2.0" ||
-        typeof envelope.method !== "string"
-      ) {
-        return error(
-          -32600,
-          `not a JSON-RPC 2.0 request: send one object with "jsonrpc": "2.0", an "id", a "method" ` +
-            `(${
-              isLegacy
-                ? "message/send, message/stream, tasks/get or tasks/cancel"
-                : "SendMessage, SendStreamingMessage, GetTask or CancelTask"
-            }) and its "params"`,
-          typeof envelope?.id === "string" || typeof envelope?.id === "number" ? envelope.id : null
-        )
-      }
+      const { body, envelope } = read
       const id = envelope.id ?? null
       const mapError = isLegacy
         ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError
@@ -177,7 +150,8 @@ export const makeApp = <Ag extends Agent.Any>(
         return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
       }
       return HttpServerResponse.stream(
-        sse(iterator, first.right, (cause) => formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
+        sse(iterator, first.right, (cause) =>
+          formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
         {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
@@ -191,6 +165,58 @@ export const makeApp = <Ag extends Agent.Any>(
 // -----------------------------------------------------------------------------
 // Helpers
 // -----------------------------------------------------------------------------
+
+/** A JSON-RPC error answer. */
+const rpcError = (code: number, message: string, id: unknown = null) =>
+  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } })
+
+/**
+ * Reads a request's body as a JSON-RPC 2.0 request within `maxBodyBytes`, or the error to answer with:
+ * over the limit or cut off (-32600), not JSON (-32700), not a request (-32600, naming the methods).
+ */
+const readRequest = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number,
+  isLegacy: boolean
+): Effect.Effect<
+  | { readonly _tag: "Reply"; readonly response: HttpServerResponse.HttpServerResponse }
+  | { readonly _tag: "Request"; readonly body: unknown; readonly envelope: { readonly id?: unknown } }
+> =>
+  Effect.gen(function*() {
+    const reply = (response: HttpServerResponse.HttpServerResponse) => ({ _tag: "Reply" as const, response })
+    if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
+      return reply(rpcError(-32600, `the request is over this server's limit of ${maxBodyBytes} bytes`))
+    }
+    const text = yield* Effect.orElseSucceed(request.text, () => undefined)
+    if (text === undefined || Buffer.byteLength(text) > maxBodyBytes) {
+      return reply(rpcError(-32600, `the request could not be read whole (over ${maxBodyBytes} bytes, or cut off)`))
+    }
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      return reply(
+        rpcError(-32700, "the body is not JSON: send a JSON-RPC 2.0 request, e.g. {\"jsonrpc\":\"2.0\",...}")
+      )
+    }
+    const envelope = body as { readonly jsonrpc?: unknown; readonly id?: unknown; readonly method?: unknown }
+    if (
+      typeof body !== "object" || body === null || Array.isArray(body) || envelope.jsonrpc !== "2.0" ||
+      typeof envelope.method !== "string"
+    ) {
+      return reply(rpcError(
+        -32600,
+        `not a JSON-RPC 2.0 request: send one object with "jsonrpc": "2.0", an "id", a "method" ` +
+          `(${
+            isLegacy
+              ? "message/send, message/stream, tasks/get or tasks/cancel"
+              : "SendMessage, SendStreamingMessage, GetTask or CancelTask"
+          }) and its "params"`,
+        typeof envelope?.id === "string" || typeof envelope?.id === "number" ? envelope.id : null
+      ))
+    }
+    return { _tag: "Request" as const, body, envelope }
+  })
 
 /** The SDK's handler, with the server's own checks of a message before it becomes a task. */
 class CheckedHandler extends DefaultRequestHandler {

@@ -391,6 +391,65 @@ const unanswered = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Mes
   return Message.toolCalls(answer).filter((call) => !answered.has(call.id))
 }
 
+/** Forks the session at `entryId` (`null`: at the root; no run may be going on), then reads its history. */
+const forkAt = (sessionId: string, entryId: string | null, asksApproval: ServerStream.AsksApproval) =>
+  Effect.gen(function*() {
+    yield* requireSession(sessionId)
+    if (Option.isSome(yield* runningRun(sessionId))) {
+      return yield* new Api.Conflict({ message: "A run is going on: abort it or wait for its end first" })
+    }
+    const store = yield* SessionSql.makeSql(sessionId)
+    if (store.fork === undefined) return yield* new Api.BadRequest({ message: "This store cannot fork" })
+    yield* store.fork(entryId).pipe(
+      Effect.catchTag(
+        "SessionForkInvalid",
+        (error) => Effect.fail(new Api.BadRequest({ message: error.message }))
+      )
+    )
+    return yield* history(sessionId, asksApproval)
+  })
+
+/**
+ * The session's event stream as Server-Sent Events, from position `after` on: each stored message with
+ * its position as the event's id (and an `ApprovalRequested` after a call that waits for a person), live
+ * deltas when `live`, a keep-alive comment every `heartbeat`, and a read error as an `error` event.
+ */
+const eventStream = (sessionId: string, options: {
+  readonly after: number
+  readonly live: boolean
+  readonly asksApproval: ServerStream.AsksApproval
+  readonly heartbeat: Duration.DurationInput
+}) => {
+  const session = sessionApprovals(sessionId, options.asksApproval)
+  const approvals = ServerStream.translator(session.asks)
+  const events = ServerStream.follow(sessionId, options.after, options.live).pipe(
+    Stream.tap(session.refresh),
+    Stream.mapConcat((event) => {
+      if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
+      const requested = approvals(event).flatMap((part) =>
+        part._tag === "Approval"
+          ? [ServerStream.sseEvent({
+            _tag: "ApprovalRequested",
+            toolCallId: part.id,
+            toolName: part.name,
+            input: part.input
+          })]
+          : []
+      )
+      return [ServerStream.sseEvent(event, { id: event.position }), ...requested]
+    }),
+    Stream.catchAll((error) =>
+      Stream.make(`event: error\n${ServerStream.sseEvent({ message: describe(error) }).slice(0)}`)
+    )
+  )
+  const body = Stream.merge(
+    events,
+    Stream.tick(options.heartbeat).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
+    { haltStrategy: "left" }
+  )
+  return Stream.concat(Stream.make("retry: 1000\n\n"), body)
+}
+
 /**
  * Aborts every run going on in the store (a server that stops), or with `local` only those this runner
  * executes (it holds their workflow's shard): each gets an `Abort`, a call waiting for an approval is
@@ -468,25 +527,10 @@ export const layerSessions = (options: HandlerOptions) =>
         })
         .handle("list", ({ urlParams }) => run("", listSessions(urlParams)))
         .handle("history", ({ path }) => run(path.sessionId, history(path.sessionId, asksApproval)))
-        .handle("fork", ({ path, payload }) =>
-          run(
-            path.sessionId,
-            Effect.gen(function*() {
-              yield* requireSession(path.sessionId)
-              if (Option.isSome(yield* runningRun(path.sessionId))) {
-                return yield* new Api.Conflict({ message: "A run is going on: abort it or wait for its end first" })
-              }
-              const store = yield* SessionSql.makeSql(path.sessionId)
-              if (store.fork === undefined) return yield* new Api.BadRequest({ message: "This store cannot fork" })
-              yield* store.fork(payload.entryId).pipe(
-                Effect.catchTag(
-                  "SessionForkInvalid",
-                  (error) => Effect.fail(new Api.BadRequest({ message: error.message }))
-                )
-              )
-              return yield* history(path.sessionId, asksApproval)
-            })
-          ))
+        .handle(
+          "fork",
+          ({ path, payload }) => run(path.sessionId, forkAt(path.sessionId, payload.entryId, asksApproval))
+        )
         .handle("prompt", ({ path, payload }) =>
           run(
             path.sessionId,
@@ -524,45 +568,23 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("events", ({ headers, path, request, urlParams }) =>
           run(
             path.sessionId,
-            Effect.gen(function*() {
-              yield* requireSession(path.sessionId)
-              const after = headers["last-event-id"] !== undefined
-                ? headers["last-event-id"] + 1
-                : urlParams.after ?? 0
-              const session = sessionApprovals(path.sessionId, asksApproval)
-              const approvals = ServerStream.translator(session.asks)
-              const events = ServerStream.follow(path.sessionId, after, urlParams.live !== "false").pipe(
-                Stream.tap(session.refresh),
-                Stream.mapConcat((event) => {
-                  if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
-                  const requested = approvals(event).flatMap((part) =>
-                    part._tag === "Approval"
-                      ? [ServerStream.sseEvent({
-                        _tag: "ApprovalRequested",
-                        toolCallId: part.id,
-                        toolName: part.name,
-                        input: part.input
-                      })]
-                      : []
-                  )
-                  return [ServerStream.sseEvent(event, { id: event.position }), ...requested]
-                }),
-                Stream.catchAll((error) =>
-                  Stream.make(`event: error\n${ServerStream.sseEvent({ message: describe(error) }).slice(0)}`)
-                ),
-                Stream.provideContext(context)
+            Effect.zipRight(
+              requireSession(path.sessionId),
+              Effect.sync(() =>
+                ServerStream.sseResponse(
+                  request,
+                  eventStream(path.sessionId, {
+                    after: headers["last-event-id"] !== undefined
+                      ? headers["last-event-id"] + 1
+                      : urlParams.after ?? 0,
+                    live: urlParams.live !== "false",
+                    asksApproval,
+                    heartbeat
+                  }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
+                  limits
+                )
               )
-              const body = Stream.merge(
-                events,
-                Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
-                { haltStrategy: "left" }
-              )
-              return ServerStream.sseResponse(
-                request,
-                Stream.concat(Stream.make("retry: 1000\n\n"), body).pipe(Stream.interruptWhen(Deferred.await(closing))),
-                limits
-              )
-            })
+            )
           ))
     }))
 

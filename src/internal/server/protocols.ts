@@ -200,88 +200,102 @@ const agUiPart = (part: ServerStream.Part): ReadonlyArray<AgUiEvent> => {
   }
 }
 
+/** Starts the run the input asks for: the answers to a run's interrupts, or its last user message. */
+const aguiStart = (deps: Deps, input: typeof Api.RunAgentInput.Type) =>
+  input.resume !== undefined && input.resume.length > 0
+    ? resume(
+      deps,
+      input.threadId,
+      input.resume.map((entry) => {
+        const answer = (entry.payload ?? {}) as { readonly approved?: unknown; readonly reason?: unknown }
+        const allowed = entry.status === "resolved" && answer.approved !== false
+        return {
+          toolCallId: entry.interruptId,
+          decision: allowed ? { _tag: "Allow" as const } : {
+            _tag: "Deny" as const,
+            reason: typeof answer.reason === "string" ? answer.reason : "Denied by the user"
+          }
+        }
+      })
+    )
+    : Effect.gen(function*() {
+      const last = lastWhere(input.messages, (message) => message.role === "user")
+      if (last === undefined) {
+        return yield* new Api.BadRequest({ message: "messages: no user message to run (and no resume entries)" })
+      }
+      const text = typeof last.content === "string"
+        ? last.content
+        : Array.isArray(last.content)
+        ? last.content.flatMap((part: { type?: unknown; text?: unknown }) =>
+          part.type === "text" && typeof part.text === "string" ? [part.text] : []
+        ).join("\n")
+        : ""
+      if (text === "") return yield* new Api.BadRequest({ message: "messages: the last user message has no text" })
+      return yield* prompt(deps, input.threadId, input.runId, text)
+    })
+
+/**
+ * The AG-UI events that end a run's stream: an interrupt per call waiting for an approval, `RUN_ERROR`,
+ * or `RUN_FINISHED` (after a snapshot of the messages, when the run completed).
+ */
+const aguiEnding = (
+  deps: Deps,
+  base: { readonly threadId: string; readonly runId: string },
+  ending: Ending
+): Effect.Effect<ReadonlyArray<AgUiEvent>> => {
+  switch (ending._tag) {
+    case "Approvals":
+      return Effect.succeed([ev("RUN_FINISHED", {
+        ...base,
+        outcome: {
+          type: "interrupt",
+          interrupts: ending.calls.map((call) => ({
+            id: call.id,
+            reason: "tool_approval",
+            message: `Allow ${call.name} with ${JSON.stringify(call.input)}?`,
+            toolCallId: call.id,
+            responseSchema: {
+              type: "object",
+              properties: { approved: { type: "boolean" }, reason: { type: "string" } },
+              required: ["approved"]
+            }
+          }))
+        }
+      })])
+    case "Error":
+      return Effect.succeed([ev("RUN_ERROR", { message: ending.message })])
+    case "RunEnd": {
+      const outcome = ending.outcome
+      if (outcome._tag === "Failed") {
+        return Effect.succeed([ev("RUN_ERROR", { message: failureText(outcome.reason) })])
+      }
+      if (outcome._tag === "Aborted") {
+        return Effect.succeed([ev("RUN_FINISHED", { ...base, outcome: { type: "cancelled" } })])
+      }
+      return agUiMessages(base.threadId).pipe(
+        Effect.provide(deps.context),
+        Effect.map((messages) => [
+          ev("MESSAGES_SNAPSHOT", { messages }),
+          ev("RUN_FINISHED", { ...base, outcome: { type: "success" } })
+        ]),
+        Effect.orElseSucceed(() => [ev("RUN_FINISHED", { ...base, outcome: { type: "success" } })])
+      )
+    }
+  }
+}
+
 /** The AG-UI endpoint: a run of the thread's session, as AG-UI events. */
 export const agui = (deps: Deps, input: typeof Api.RunAgentInput.Type) =>
   Effect.gen(function*() {
     const { EventEncoder } = yield* loadOptional("@ag-ui/encoder", () => import("@ag-ui/encoder"))
     const encoder = new EventEncoder()
     const sessionId = input.threadId
-    const started = input.resume !== undefined && input.resume.length > 0
-      ? yield* resume(
-        deps,
-        sessionId,
-        input.resume.map((entry) => {
-          const answer = (entry.payload ?? {}) as { readonly approved?: unknown; readonly reason?: unknown }
-          const allowed = entry.status === "resolved" && answer.approved !== false
-          return {
-            toolCallId: entry.interruptId,
-            decision: allowed ? { _tag: "Allow" as const } : {
-              _tag: "Deny" as const,
-              reason: typeof answer.reason === "string" ? answer.reason : "Denied by the user"
-            }
-          }
-        })
-      )
-      : yield* Effect.gen(function*() {
-        const last = lastWhere(input.messages, (message) => message.role === "user")
-        if (last === undefined) {
-          return yield* new Api.BadRequest({ message: "messages: no user message to run (and no resume entries)" })
-        }
-        const text = typeof last.content === "string"
-          ? last.content
-          : Array.isArray(last.content)
-          ? last.content.flatMap((part: { type?: unknown; text?: unknown }) =>
-            part.type === "text" && typeof part.text === "string" ? [part.text] : []
-          ).join("\n")
-          : ""
-        if (text === "") return yield* new Api.BadRequest({ message: "messages: the last user message has no text" })
-        return yield* prompt(deps, sessionId, input.runId, text)
-      })
+    const started = yield* aguiStart(deps, input)
     const base = { threadId: sessionId, runId: input.runId }
     const events = runParts(deps, sessionId, started.runId, started.after).pipe(
-      Stream.mapEffect((item) => {
-        if (item._tag === "Part") return Effect.succeed(agUiPart(item.part))
-        const ending = item.ending
-        switch (ending._tag) {
-          case "Approvals":
-            return Effect.succeed([ev("RUN_FINISHED", {
-              ...base,
-              outcome: {
-                type: "interrupt",
-                interrupts: ending.calls.map((call) => ({
-                  id: call.id,
-                  reason: "tool_approval",
-                  message: `Allow ${call.name} with ${JSON.stringify(call.input)}?`,
-                  toolCallId: call.id,
-                  responseSchema: {
-                    type: "object",
-                    properties: { approved: { type: "boolean" }, reason: { type: "string" } },
-                    required: ["approved"]
-                  }
-                }))
-              }
-            })])
-          case "Error":
-            return Effect.succeed([ev("RUN_ERROR", { message: ending.message })])
-          case "RunEnd": {
-            const outcome = ending.outcome
-            if (outcome._tag === "Failed") {
-              return Effect.succeed([ev("RUN_ERROR", { message: failureText(outcome.reason) })])
-            }
-            if (outcome._tag === "Aborted") {
-              return Effect.succeed([ev("RUN_FINISHED", { ...base, outcome: { type: "cancelled" } })])
-            }
-            return agUiMessages(sessionId).pipe(
-              Effect.provide(deps.context),
-              Effect.map((messages) => [
-                ev("MESSAGES_SNAPSHOT", { messages }),
-                ev("RUN_FINISHED", { ...base, outcome: { type: "success" } })
-              ]),
-              Effect.orElseSucceed(() => [ev("RUN_FINISHED", { ...base, outcome: { type: "success" } })])
-            )
-          }
-        }
-      }),
+      Stream.mapEffect((item) =>
+        item._tag === "Part" ? Effect.succeed(agUiPart(item.part)) : aguiEnding(deps, base, item.ending)
+      ),
       Stream.flattenIterables,
       Stream.map((event) => encoder.encodeSSE(event))
     )

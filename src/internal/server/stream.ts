@@ -224,34 +224,149 @@ interface Block {
   open: boolean
 }
 
-/**
- * A translator of session events into parts: deltas stream each block as it comes (best-effort), and the
- * stored message completes what the deltas missed, so a reader ends with the stored text.
- */
-export const translator = (asks: AsksApproval) => {
-  const responses = new Map<number, { readonly blocks: Map<number, Block>; restarted: boolean }>()
-  const response = (position: number) => {
-    let state = responses.get(position)
+/** What the translator keeps of one response: its blocks by content index, and whether it restarted. */
+interface ResponseState {
+  readonly blocks: Map<number, Block>
+  restarted: boolean
+}
+
+const blockId = (kind: Block["kind"], position: number, index: number) =>
+  `${kind === "text" ? "m" : "r"}${position}-${index}`
+
+/** The translator's state and steps: the responses going on, and the parts each event adds to `out`. */
+class Translator {
+  private readonly responses = new Map<number, ResponseState>()
+
+  constructor(private readonly asks: AsksApproval) {}
+
+  translate(event: Durable.SessionEvent): ReadonlyArray<Part> {
+    const out: Array<Part> = []
+    switch (event._tag) {
+      case "ResponseStart": {
+        const state = this.responses.get(event.position)
+        // a response started again after a crash: its deltas are left out, the stored message completes it
+        if (state !== undefined) state.restarted = true
+        else this.response(event.position)
+        break
+      }
+      case "ResponseDelta":
+        this.delta(event.position, event.event, out)
+        break
+      case "Message":
+        if (event.message.role === "assistant") this.answer(event.position, event.message, out)
+        else if (event.message.role === "toolResult") {
+          out.push({
+            _tag: "ToolResult",
+            id: event.message.toolCallId,
+            name: event.message.toolName,
+            text: Message.textOf(event.message),
+            isError: event.message.isError,
+            position: event.position
+          })
+        }
+        break
+      case "RunEnd":
+        out.push({ _tag: "RunEnd", runId: event.runId, outcome: event.outcome })
+        break
+    }
+    return out
+  }
+
+  private response(position: number): ResponseState {
+    let state = this.responses.get(position)
     if (state === undefined) {
       state = { blocks: new Map(), restarted: false }
-      responses.set(position, state)
+      this.responses.set(position, state)
     }
     return state
   }
-  const blockId = (kind: Block["kind"], position: number, index: number) =>
-    `${kind === "text" ? "m" : "r"}${position}-${index}`
-  const close = (block: Block, out: Array<Part>) => {
+
+  /** A live delta: streams its block, unless the response restarted. */
+  private delta(
+    position: number,
+    delta: Extract<Durable.SessionEvent, { readonly _tag: "ResponseDelta" }>["event"],
+    out: Array<Part>
+  ) {
+    const state = this.response(position)
+    if (state.restarted) return
+    switch (delta._tag) {
+      case "TextDelta":
+      case "ThinkingDelta": {
+        const kind = delta._tag === "TextDelta" ? "text" : "reasoning"
+        this.append(
+          this.open(position, delta.index, kind, blockId(kind, position, delta.index), "", out),
+          delta.delta,
+          out
+        )
+        break
+      }
+      case "ToolCallStart":
+        this.open(position, delta.index, "tool", delta.id, delta.name, out)
+        break
+      case "ToolCallDelta": {
+        const block = state.blocks.get(delta.index)
+        if (block !== undefined) this.append(block, delta.delta, out)
+        break
+      }
+      case "ToolCallEnd": {
+        const block = state.blocks.get(delta.index)
+        if (block !== undefined) this.endCall(block, block, delta.toolCall.input, out)
+        break
+      }
+    }
+  }
+
+  /** The stored answer: completes each block from it, closes them, and asks for the calls' approvals. */
+  private answer(position: number, message: Message.AssistantMessage, out: Array<Part>) {
+    message.content.forEach((content, index) => {
+      if (content.type === "toolCall") {
+        this.endCall(this.open(position, index, "tool", content.id, content.name, out), content, content.input, out)
+        return
+      }
+      const kind = content.type === "text" ? "text" : "reasoning"
+      const full = content.type === "text" ? content.text : content.thinking
+      const known = this.response(position).blocks.has(index)
+      if (!known && full === "") return
+      const block = this.open(position, index, kind, blockId(kind, position, index), "", out)
+      if (full.startsWith(block.text)) this.append(block, full.slice(block.text.length), out)
+      this.close(block, out)
+    })
+    for (const block of this.response(position).blocks.values()) this.close(block, out)
+    this.responses.delete(position)
+    for (const call of Message.toolCalls(message)) {
+      if (this.asks(call)) out.push({ _tag: "Approval", id: call.id, name: call.name, input: call.input })
+    }
+  }
+
+  /**
+   * Ends a call's block once: its arguments (whole, when no delta streamed them), then its end, under
+   * `call`'s id and name (the stored call's, when the stored answer ends it).
+   */
+  private endCall(
+    block: Block,
+    call: { readonly id: string; readonly name: string },
+    input: unknown,
+    out: Array<Part>
+  ) {
+    if (!block.open) return
+    if (block.text === "") this.append(block, JSON.stringify(input ?? {}), out)
+    block.open = false
+    out.push({ _tag: "ToolEnd", id: call.id, name: call.name, input })
+  }
+
+  private close(block: Block, out: Array<Part>) {
     if (!block.open) return
     block.open = false
     if (block.kind === "text") out.push({ _tag: "TextEnd", id: block.id })
     else if (block.kind === "reasoning") out.push({ _tag: "ReasoningEnd", id: block.id })
   }
-  const open = (position: number, index: number, kind: Block["kind"], id: string, name: string, out: Array<Part>) => {
-    const blocks = response(position).blocks
+
+  private open(position: number, index: number, kind: Block["kind"], id: string, name: string, out: Array<Part>) {
+    const blocks = this.response(position).blocks
     const found = blocks.get(index)
     if (found !== undefined) return found
     // a new block starts: the text and reasoning blocks before it are complete
-    for (const other of blocks.values()) if (other.kind !== "tool") close(other, out)
+    for (const other of blocks.values()) if (other.kind !== "tool") this.close(other, out)
     const block: Block = { kind, id, name, text: "", open: true }
     blocks.set(index, block)
     if (kind === "text") out.push({ _tag: "TextStart", id })
@@ -259,7 +374,8 @@ export const translator = (asks: AsksApproval) => {
     else out.push({ _tag: "ToolStart", id, name })
     return block
   }
-  const append = (block: Block, delta: string, out: Array<Part>) => {
+
+  private append(block: Block, delta: string, out: Array<Part>) {
     if (delta === "" || !block.open) return
     block.text += delta
     out.push({
@@ -268,95 +384,15 @@ export const translator = (asks: AsksApproval) => {
       delta
     })
   }
-  return (event: Durable.SessionEvent): ReadonlyArray<Part> => {
-    const out: Array<Part> = []
-    switch (event._tag) {
-      case "ResponseStart": {
-        const state = responses.get(event.position)
-        // a response started again after a crash: its deltas are left out, the stored message completes it
-        if (state !== undefined) state.restarted = true
-        else response(event.position)
-        break
-      }
-      case "ResponseDelta": {
-        const state = response(event.position)
-        if (state.restarted) break
-        const delta = event.event
-        switch (delta._tag) {
-          case "TextDelta":
-          case "ThinkingDelta": {
-            const kind = delta._tag === "TextDelta" ? "text" : "reasoning"
-            append(
-              open(event.position, delta.index, kind, blockId(kind, event.position, delta.index), "", out),
-              delta.delta,
-              out
-            )
-            break
-          }
-          case "ToolCallStart":
-            open(event.position, delta.index, "tool", delta.id, delta.name, out)
-            break
-          case "ToolCallDelta": {
-            const block = state.blocks.get(delta.index)
-            if (block !== undefined) append(block, delta.delta, out)
-            break
-          }
-          case "ToolCallEnd": {
-            const block = state.blocks.get(delta.index)
-            if (block !== undefined && block.open) {
-              if (block.text === "") append(block, JSON.stringify(delta.toolCall.input ?? {}), out)
-              block.open = false
-              out.push({ _tag: "ToolEnd", id: block.id, name: block.name, input: delta.toolCall.input })
-            }
-            break
-          }
-        }
-        break
-      }
-      case "Message": {
-        const message = event.message
-        if (message.role === "assistant") {
-          message.content.forEach((content, index) => {
-            if (content.type === "toolCall") {
-              const block = open(event.position, index, "tool", content.id, content.name, out)
-              if (block.open) {
-                if (block.text === "") append(block, JSON.stringify(content.input ?? {}), out)
-                block.open = false
-                out.push({ _tag: "ToolEnd", id: content.id, name: content.name, input: content.input })
-              }
-              return
-            }
-            const kind = content.type === "text" ? "text" : "reasoning"
-            const full = content.type === "text" ? content.text : content.thinking
-            const known = response(event.position).blocks.has(index)
-            if (!known && full === "") return
-            const block = open(event.position, index, kind, blockId(kind, event.position, index), "", out)
-            if (full.startsWith(block.text)) append(block, full.slice(block.text.length), out)
-            close(block, out)
-          })
-          for (const block of response(event.position).blocks.values()) close(block, out)
-          responses.delete(event.position)
-          for (const call of Message.toolCalls(message)) {
-            if (asks(call)) out.push({ _tag: "Approval", id: call.id, name: call.name, input: call.input })
-          }
-        } else if (message.role === "toolResult") {
-          out.push({
-            _tag: "ToolResult",
-            id: message.toolCallId,
-            name: message.toolName,
-            text: Message.textOf(message),
-            isError: message.isError,
-            position: event.position
-          })
-        }
-        break
-      }
-      case "RunEnd":
-        out.push({ _tag: "RunEnd", runId: event.runId, outcome: event.outcome })
-        break
-    }
-    return out
-  }
+}
+
+/**
+ * A translator of session events into parts: deltas stream each block as it comes (best-effort), and the
+ * stored message completes what the deltas missed, so a reader ends with the stored text.
+ */
+export const translator = (asks: AsksApproval): (event: Durable.SessionEvent) => ReadonlyArray<Part> => {
+  const translator = new Translator(asks)
+  return (event) => translator.translate(event)
 }
 
 /** The outcome of a run, once it ended (for a stream that ended before its `RunEnd` was seen). */
