@@ -92,6 +92,11 @@ const clusterOfTwo = (release: Promise<void>) =>
       Serve.within("120 seconds", () => `bash never answered:\n${output()}`)
     )
     yield* Deferred.await(turn1).pipe(Serve.within("120 seconds", () => `turn 1 never asked for:\n${output()}`))
+    // both readers have bash's result (one reader can get it before the other)
+    yield* Effect.sync(() => [a, b].every((process) => positions(received[process.name]).length >= 3)).pipe(
+      Effect.repeat({ until: (both) => both, schedule: Schedule.spaced("50 millis") }),
+      Serve.within("120 seconds", () => `a reader never got bash's result: ${JSON.stringify(received)}`)
+    )
     const [owner, other] = pid === a.serve.child.pid ? [a, b] : [b, a]
     assert.strictEqual(owner.serve.child.pid, pid, `bash ran in neither process (${pid}):\n${output()}`)
     return { owner, other, received, provider, output }
