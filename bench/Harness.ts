@@ -252,7 +252,7 @@ export const timeEach = async (
   for (const f of fs) samples[f.name] = []
   // the slow ones last: the process's CPU time counts the collector's threads, which go on collecting
   // a run's garbage during the next samples (an AI SDK run leaves about 90 MB; samples right after one
-  // took up to 1.7× their wall time)
+  // took up to 1.8× their wall time)
   await rounds(fs.filter((f) => f.slow !== true), options.warmup, options.repeat, samples, options.collect)
   const slow = fs.filter((f) => f.slow === true)
   await rounds(slow, Math.min(options.warmup, 1), Math.min(slowRepeat, options.repeat), samples, options.collect)
