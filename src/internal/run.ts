@@ -207,18 +207,24 @@ export class Run<E, R> {
       const at = this.now()
       const results = RunState.closing(state, ending, at)
       this.state = RunState.closed(state)
-      const ends: Array<Effect.Effect<void>> = []
-      state.calls.forEach((entry, index) => {
-        if (entry._tag !== "Running") return
+      // a running call's end goes out first; a call that finished reported its end already
+      let ended: Effect.Effect<void> | undefined
+      for (let index = 0; index < state.calls.length; index++) {
+        const entry = state.calls[index]!
+        if (entry._tag !== "Running") continue
         this.stats.tool(this.turn, results[index]!, at - entry.startedAt)
-        if (this.sink.active) ends.push(this.toolEnd(results[index]!))
-      })
+        if (this.sink.active) {
+          const end = this.toolEnd(results[index]!)
+          ended = ended === undefined ? end : Effect.zipRight(ended, end)
+        }
+      }
       for (const result of results) this.record(result)
-      if (!this.sink.active) return this.session.append(...results)
+      const appended = this.session.append(...results)
+      if (!this.sink.active) return appended
       // each result's start and end once the session has them, delivered at once while the sink has room
       return Effect.flatMap(
-        sequence([...ends, this.session.append(...results)]),
-        () => EventSink.deliverAll(this.sink, results.flatMap((result) => this.messageEvents(result)))
+        ended === undefined ? appended : Effect.zipRight(ended, appended),
+        () => EventSink.deliverAll(this.sink, this.messageEvents(results))
       )
     }))
   }
@@ -327,11 +333,14 @@ export class Run<E, R> {
     return messages.length === 1 && this.sink.active ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
   }
 
-  private messageEvents(message: Message.Message): Array<Event.AgentEvent<unknown>> {
-    return [
-      { _tag: "MessageStart", turn: this.turn, role: message.role },
-      { _tag: "MessageEnd", turn: this.turn, message }
-    ]
+  /** Each message's start and end, in order. */
+  private messageEvents(messages: ReadonlyArray<Message.Message>): Array<Event.AgentEvent<unknown>> {
+    const turn = this.turn
+    const events: Array<Event.AgentEvent<unknown>> = []
+    for (const message of messages) {
+      events.push({ _tag: "MessageStart", turn, role: message.role }, { _tag: "MessageEnd", turn, message })
+    }
+    return events
   }
 
   private messageEnd(message: Message.Message): Effect.Effect<void> {
@@ -470,13 +479,6 @@ const index = <E, R>(tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable,
   tools: new Map(tools.map((tool) => [tool.name, tool] as const)),
   toolNames: tools.map((tool) => tool.name)
 })
-
-/**
- * Runs effects one after the other. (Cheaper than `Effect.forEach`/`Effect.all` for the few effects of a
- * turn, which look up batching and scope options first: about five fiber operations a call.)
- */
-const sequence = <E>(effects: ReadonlyArray<Effect.Effect<void, E>>): Effect.Effect<void, E> =>
-  effects.reduce((all, effect) => Effect.zipRight(all, effect))
 
 /** A span with its attributes; a typed failure adds its tag as `error.type` (status and event come from the exit). */
 const traced = <A, E, R>(effect: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
