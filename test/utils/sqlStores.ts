@@ -85,7 +85,17 @@ export const postgres = Effect.gen(function*() {
     password,
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "fsync=off"],
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      // its Unix socket and lock file in its temp directory, not in /tmp, where a killed server leaves them
+      "-c",
+      `unix_socket_directories=${dir}`,
+      "-c",
+      "max_connections=200",
+      "-c",
+      "fsync=off"
+    ],
     onLog: () => {},
     onError: () => {}
   })
