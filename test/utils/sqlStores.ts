@@ -88,9 +88,10 @@ export const postgres = Effect.gen(function*() {
     postgresFlags: [
       "-c",
       "listen_addresses=127.0.0.1",
-      // its Unix socket and lock file in its temp directory, not in /tmp, where a killed server leaves them
+      // its Unix socket and lock file in its data directory (its user's), not in /tmp, where a killed
+      // server leaves them
       "-c",
-      `unix_socket_directories=${dir}`,
+      `unix_socket_directories=${NodePath.join(dir, "data")}`,
       "-c",
       "max_connections=200",
       "-c",
