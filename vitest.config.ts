@@ -18,7 +18,8 @@ const slow = [
   "test/SessionSql.test.ts",
   "test/SessionCrash.test.ts",
   "test/Export.test.ts",
-  "test/Guides.test.ts"
+  "test/Guides.test.ts",
+  "test/Reaper.test.ts"
 ]
 
 export default defineConfig({

@@ -28,6 +28,7 @@ import * as Permissions from "../src/services/Permissions.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import { scriptedRun } from "./utils/layers.js"
+import * as Reaper from "./utils/reaper.js"
 import { tempDir } from "./utils/workspace.js"
 
 class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {}) {}
@@ -504,7 +505,7 @@ describe("a sub-agent after a crash", () => {
         // killed with SIGKILL while the child's tool runs: no finalizer gets to write anything
         const killed = yield* Effect.promise(() =>
           new Promise<boolean>((resolve) => {
-            const child = ChildProcess.spawn(process.execPath, [script, dir], { stdio: "pipe" })
+            const child = Reaper.watch(ChildProcess.spawn(process.execPath, [script, dir], { stdio: "pipe" }))
             let killed = false
             Readline.createInterface({ input: child.stdout }).on("line", (line) => {
               if (line === "child-tool") killed = child.kill("SIGKILL")

@@ -19,6 +19,7 @@ import * as Message from "../src/Message.js"
 import * as Session from "../src/services/Session.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import * as Reaper from "./utils/reaper.js"
 
 const root = Cli.root
 
@@ -56,12 +57,15 @@ const trial = (options: {
     const [command, args] = options.via === "npm"
       ? ["npm", ["run", "agent", "--", ...options.args]]
       : [process.execPath, [main, ...options.args]]
-    const child = ChildProcess.spawn(command, args, {
-      cwd: root,
-      env: { ...process.env, OPENAI_API_KEY: "sk-test" },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true
-    })
+    const child = Reaper.watch(
+      ChildProcess.spawn(command, args, {
+        cwd: root,
+        env: { ...process.env, OPENAI_API_KEY: "sk-test" },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true
+      }),
+      { group: true }
+    )
     const output = { stdout: "", stderr: "" }
     let sent = false
     const check = () => {
@@ -101,10 +105,7 @@ const trial = (options: {
 const shellStatus = (outcome: Outcome) =>
   outcome.code ?? 128 + (Os.constants.signals as Record<string, number>)[outcome.signal ?? "SIGKILL"]!
 
-const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-signals-"))),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-)
+const tempDir = Reaper.tempDir("effect-agent-signals-")
 
 /** The checks every aborted run must pass; returns the session's messages. */
 const assertAbortedCleanly = (outcome: Outcome, session: string, via: "npm" | "node") =>

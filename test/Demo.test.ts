@@ -7,15 +7,16 @@ import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as NodePath from "node:path"
 import * as Cli from "./utils/cli.js"
+import * as Reaper from "./utils/reaper.js"
 
 /** Runs the demo (as `npm run demo -- …` does, through tsx) with `args`; returns its stdout. */
 const demo = (args: ReadonlyArray<string>) =>
   Effect.async<{ readonly code: number | null; readonly stdout: string }>((resume) => {
-    const child = ChildProcess.spawn(
+    const child = Reaper.watch(ChildProcess.spawn(
       process.execPath,
       ["--import", "tsx", NodePath.join(Cli.root, "examples", "demo.ts"), ...args],
       { cwd: Cli.root, stdio: ["ignore", "pipe", "inherit"] }
-    )
+    ))
     let stdout = ""
     child.stdout.setEncoding("utf8")
     child.stdout.on("data", (chunk) => (stdout += chunk))

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Url from "node:url"
+import * as Reaper from "./utils/reaper.js"
 
 const repoRoot = Url.fileURLToPath(new URL("..", import.meta.url))
 
@@ -25,7 +26,9 @@ const run = (
   onLine: (line: string, child: ChildProcess.ChildProcess) => void = () => {}
 ) =>
   Effect.async<{ readonly code: number | null; readonly output: string }>((resume) => {
-    const child = ChildProcess.spawn(command, args, { cwd: repoRoot, env: env(), stdio: ["ignore", "pipe", "pipe"] })
+    const child = Reaper.watch(
+      ChildProcess.spawn(command, args, { cwd: repoRoot, env: env(), stdio: ["ignore", "pipe", "pipe"] })
+    )
     let output = ""
     let rest = ""
     const onData = (chunk: Buffer) => {

@@ -13,7 +13,6 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Loop from "../src/Loop.js"
@@ -23,6 +22,7 @@ import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import * as Cli from "./utils/cli.js"
+import * as Reaper from "./utils/reaper.js"
 
 const connectHttp = (url: string) =>
   Effect.acquireRelease(
@@ -201,10 +201,7 @@ const commandAndWorkspace = (file: string, text: string) =>
       Effect.promise(() => Cli.bundle()),
       (main) => Effect.promise(() => Cli.removeBundle(main))
     )
-    const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "mcp-serve-"))),
-      (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-    )
+    const dir = yield* Reaper.tempDir("mcp-serve-")
     Fs.writeFileSync(NodePath.join(dir, file), text)
     return { dir, main }
   })
@@ -282,11 +279,11 @@ describe("effect-agent mcp-server", () => {
       const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
       const child = yield* Effect.acquireRelease(
         Effect.sync(() =>
-          ChildProcess.spawn(
+          Reaper.watch(ChildProcess.spawn(
             process.execPath,
             [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
             { stdio: ["ignore", "ignore", "pipe"] }
-          )
+          ))
         ),
         (child) => Effect.sync(() => child.kill("SIGKILL"))
       )

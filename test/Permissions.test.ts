@@ -2,13 +2,13 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as NodeFs from "node:fs"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Permissions from "../src/services/Permissions.js"
 import * as Tools from "../src/tools/index.js"
 import { scriptedRun } from "./utils/layers.js"
+import * as Reaper from "./utils/reaper.js"
 import { tempDir, toolsLayer } from "./utils/workspace.js"
 
 const request = (toolName: string, input: unknown): Permissions.Request => ({ toolCallId: "c", toolName, input })
@@ -145,7 +145,7 @@ describe("Permissions.rules under hostile input", () => {
   })
 
   it("path rules match the resolved path, whatever the spelling, with or without a Workspace", () => {
-    const root = NodeFs.realpathSync(NodeFs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-")))
+    const root = NodeFs.realpathSync(Reaper.makeTempDir("effect-agent-"))
     try {
       NodeFs.mkdirSync(NodePath.join(root, "config"))
       NodeFs.writeFileSync(NodePath.join(root, "config/prod.json"), "{}")
@@ -177,7 +177,7 @@ describe("Permissions.rules under hostile input", () => {
         process.chdir(cwd)
       }
     } finally {
-      NodeFs.rmSync(root, { recursive: true, force: true })
+      Reaper.removeTempDir(root)
     }
   })
 

@@ -25,6 +25,7 @@ import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
+import * as Reaper from "./utils/reaper.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 const echo = Tool.make({
@@ -514,7 +515,7 @@ const stalledClient = (port: number, path: string) =>
       "sys.stdout.buffer.write(data)"
     ].join("\n")
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() => ChildProcess.spawn("python3", ["-c", script, String(port), path, token])),
+      Effect.sync(() => Reaper.watch(ChildProcess.spawn("python3", ["-c", script, String(port), path, token]))),
       (child) => Effect.sync(() => child.kill())
     )
     let output = ""

@@ -8,21 +8,18 @@ import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
+import * as Reaper from "./utils/reaper.js"
 import { bundleAgent, orphanExits } from "./utils/sessionAgent.js"
 import { isRunning } from "./utils/workspace.js"
 
 /** A temp dir for the test, removed after. */
-const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-session-"))),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-)
+const tempDir = Reaper.tempDir("effect-agent-session-")
 
 const open = (path: string, options?: Session.JsonlOptions) =>
   Session.openJsonl(path, options).pipe(Effect.provide(NodeFileSystem.layer))

@@ -3,12 +3,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Readline from "node:readline"
 import * as Message from "../src/Message.js"
 import * as Session from "../src/services/Session.js"
+import * as Reaper from "./utils/reaper.js"
 import { bundleAgent } from "./utils/sessionAgent.js"
 
 /** Where in the child's progress to kill it: after the `count`-th line starting with `phase`. */
@@ -96,10 +95,7 @@ describe("Session.layerJsonl: crashes", () => {
     "an agent killed with SIGKILL at random moments always leaves a loadable, valid, resumable session",
     () =>
       Effect.gen(function*() {
-        const dir = yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-crash-"))),
-          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-        )
+        const dir = yield* Reaper.tempDir("effect-agent-crash-")
         const agent = yield* Effect.promise(() => bundleAgent(dir))
         const targetKills = 36
         const killsPerSession = 8

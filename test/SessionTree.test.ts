@@ -6,7 +6,6 @@ import * as FastCheck from "effect/FastCheck"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Readline from "node:readline"
 import * as Loop from "../src/Loop.js"
@@ -14,13 +13,11 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Tree from "../src/services/internal/tree.js"
 import * as Session from "../src/services/Session.js"
+import * as Reaper from "./utils/reaper.js"
 import { bundleAgent, orphanExits } from "./utils/sessionAgent.js"
 import { isRunning } from "./utils/workspace.js"
 
-const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-tree-"))),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-)
+const tempDir = Reaper.tempDir("effect-agent-tree-")
 
 const open = (path: string) => Session.openJsonl(path).pipe(Effect.provide(NodeFileSystem.layer))
 const read = (path: string) => Session.readJsonl(path).pipe(Effect.provide(NodeFileSystem.layer))

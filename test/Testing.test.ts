@@ -19,7 +19,6 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as AiSdk from "../src/AiSdk.js"
 import * as Errors from "../src/Errors.js"
@@ -34,12 +33,10 @@ import * as Session from "../src/services/Session.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
 import * as ProviderServer from "./utils/providerServer.js"
+import * as Reaper from "./utils/reaper.js"
 
 /** A temporary directory for the test, removed with its scope. */
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-testing-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-)
+const tempDir = Reaper.tempDir("effect-agent-testing-")
 
 const lines = (file: string) => ProviderServer.fixtureLines(file)
 const sse = (frames: ReadonlyArray<string>): ProviderServer.Reply => ({ _tag: "Sse", frames })

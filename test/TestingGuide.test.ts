@@ -11,8 +11,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import type * as Event from "../src/Event.js"
 import * as Loop from "../src/Loop.js"
@@ -23,11 +21,9 @@ import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Session from "../src/services/Session.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
+import * as Reaper from "./utils/reaper.js"
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-guide-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-)
+const tempDir = Reaper.tempDir("effect-agent-guide-")
 
 describe("Testing your agent (docs/guides/testing.md)", () => {
   it.effect("a cassette recorded once replays without the provider", () =>

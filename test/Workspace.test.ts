@@ -5,11 +5,11 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as NodeFs from "node:fs"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Workspace from "../src/services/Workspace.js"
 import type * as Tool from "../src/Tool.js"
 import * as Tools from "../src/tools/index.js"
+import * as Reaper from "./utils/reaper.js"
 import { call, readText, tempDir, toolsLayer } from "./utils/workspace.js"
 
 const withWorkspace = <A, E>(
@@ -111,7 +111,7 @@ describe("Workspace", () => {
       })))
 
   it("resolveSync resolves as the service does, without it", () => {
-    const root = NodeFs.realpathSync(NodeFs.mkdtempSync(NodePath.join(Os.tmpdir(), "effect-agent-")))
+    const root = NodeFs.realpathSync(Reaper.makeTempDir("effect-agent-"))
     try {
       NodeFs.mkdirSync(NodePath.join(root, "config"))
       NodeFs.symlinkSync("config", NodePath.join(root, "alias"))
@@ -136,7 +136,7 @@ describe("Workspace", () => {
         "PathOutsideWorkspace"
       )
     } finally {
-      NodeFs.rmSync(root, { recursive: true, force: true })
+      Reaper.removeTempDir(root)
     }
   })
 

@@ -366,14 +366,15 @@ export const maxFileBytes = 1024 * 1024
  * import * as Path from "node:path"
  * import { Permissions } from "effect-agent"
  *
- * const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "rules-")), "permissions.json")
+ * const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "rules-"))
+ * const file = Path.join(dir, "permissions.json")
  * Fs.writeFileSync(file, JSON.stringify({ allow: ["read_file", "bash(npm test*)"], deny: ["write_file(.env)"] }))
  *
  * Effect.runPromise(Permissions.fromFile(file).pipe(Effect.provide(NodeContext.layer))).then((rules) => {
  *   const decide = Permissions.rules(rules)
  *   console.log(decide({ toolCallId: "1", toolName: "bash", input: { command: "npm test -- --watch" } })._tag) // Allow
  *   console.log(decide({ toolCallId: "2", toolName: "write_file", input: { path: ".env" } })._tag) // Deny
- * })
+ * }).finally(() => Fs.rmSync(dir, { recursive: true, force: true }))
  * ```
  *
  * @since 0.1.0

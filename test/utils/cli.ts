@@ -1,23 +1,25 @@
 /**
  * Runs the `effect-agent` command in a child process. The command is bundled once per test file with
  * esbuild (its dependencies stay external, as in the built package), which starts several times
- * faster than compiling the TypeScript sources on every start.
+ * faster than compiling the TypeScript sources on every start. The bundle's directory, the temp
+ * directories and the command's processes are listed with the watchdog (`reaper.ts`), so none outlives
+ * a test process that is killed.
  */
 import * as Effect from "effect/Effect"
 import * as esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
+import * as Reaper from "./reaper.js"
 
 /** The repository root. */
-export const root = NodePath.resolve(__dirname, "../..")
+export const root = NodePath.resolve(import.meta.dirname, "../..")
 
 /** Bundles `src/cli/main.ts` into a temporary directory under `node_modules/.cache` (so its packages resolve). */
 export const bundle = async (): Promise<string> => {
   const cache = NodePath.join(root, "node_modules", ".cache")
   await Fs.mkdir(cache, { recursive: true })
-  const dir = await Fs.mkdtemp(NodePath.join(cache, "effect-agent-cli-"))
+  const dir = Reaper.watchDir(await Fs.mkdtemp(NodePath.join(cache, "effect-agent-cli-")))
   const outfile = NodePath.join(dir, "main.mjs")
   await esbuild.build({
     entryPoints: [NodePath.join(root, "src/cli/main.ts")],
@@ -32,8 +34,10 @@ export const bundle = async (): Promise<string> => {
 }
 
 /** Removes a bundle made by `bundle`. */
-export const removeBundle = (main: string): Promise<void> =>
-  Fs.rm(NodePath.dirname(main), { recursive: true, force: true })
+export const removeBundle = async (main: string): Promise<void> => {
+  await Fs.rm(NodePath.dirname(main), { recursive: true, force: true })
+  Reaper.unwatchDir(NodePath.dirname(main))
+}
 
 /** How a run of the command ended. */
 export interface Outcome {
@@ -63,11 +67,15 @@ export const run = (
       ...env
     }
     for (const key of Object.keys(environment)) if (environment[key] === undefined) delete environment[key]
-    const child = ChildProcess.spawn(process.execPath, [main, ...args], {
-      cwd,
-      env: environment,
-      stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"]
-    })
+    const child = Reaper.watch(
+      ChildProcess.spawn(process.execPath, [main, ...args], {
+        cwd,
+        env: environment,
+        stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+        detached: true
+      }),
+      { group: true }
+    )
     if (stdin !== undefined) child.stdin!.end(stdin)
     let stdout = ""
     let stderr = ""
@@ -78,10 +86,7 @@ export const run = (
   })
 
 /** A temporary directory for the scope. */
-export const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-cli-"))),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-)
+export const tempDir = Reaper.tempDir("effect-agent-cli-")
 
 /**
  * The command's options for a run against a fake OpenAI-compatible server at `url` (a `ChatServer` or

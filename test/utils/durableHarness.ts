@@ -21,6 +21,7 @@ import * as NodePath from "node:path"
 import * as Url from "node:url"
 import * as Durable from "../../src/Durable.js"
 import * as SessionSql from "../../src/services/SessionSql.js"
+import * as Reaper from "./reaper.js"
 import { sqlite, type Store, tempDir } from "./sqlStores.js"
 
 const repoRoot = Url.fileURLToPath(new URL("../..", import.meta.url))
@@ -162,9 +163,11 @@ export interface Runner {
 export const startRunner = (config: RunnerConfig) =>
   Effect.acquireRelease(
     Effect.async<Runner, RunnerFailed>((resume) => {
-      const child = ChildProcess.spawn(process.execPath, [bundleRunner_(), JSON.stringify(config)], {
-        stdio: ["pipe", "pipe", "pipe"]
-      })
+      const child = Reaper.watch(
+        ChildProcess.spawn(process.execPath, [bundleRunner_(), JSON.stringify(config)], {
+          stdio: ["pipe", "pipe", "pipe"]
+        })
+      )
       let output = ""
       let done = false
       let exited = false

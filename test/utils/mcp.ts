@@ -14,10 +14,10 @@ import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodeHttp from "node:http"
 import type * as NodeNet from "node:net"
-import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as Mcp from "../../src/Mcp.js"
 import type * as Tool from "../../src/Tool.js"
+import * as Reaper from "./reaper.js"
 
 const modules = NodePath.resolve(import.meta.dirname, "../../node_modules/@modelcontextprotocol")
 export const everythingBin = NodePath.join(modules, "server-everything/dist/index.js")
@@ -98,15 +98,20 @@ export const freePort = Effect.async<number>((resume) => {
 
 /**
  * The everything server in HTTP mode (`streamableHttp` or `sse`) on `port`, for the scope; it is
- * ready once it says it listens.
+ * ready once it says it listens. Its stdin is not a pipe it would watch: the watchdog (`reaper.ts`) ends
+ * it with a test process that is killed.
  */
 export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "streamableHttp") =>
   Effect.acquireRelease(
     Effect.async<ChildProcess.ChildProcess, HelperFailed>((resume) => {
-      const child = ChildProcess.spawn(process.execPath, [everythingBin, mode], {
-        env: { ...process.env, PORT: String(port) },
-        stdio: ["ignore", "ignore", "pipe"]
-      })
+      const child = Reaper.watch(
+        ChildProcess.spawn(process.execPath, [everythingBin, mode], {
+          env: { ...process.env, PORT: String(port) },
+          stdio: ["ignore", "ignore", "pipe"],
+          detached: true
+        }),
+        { group: true }
+      )
       let stderr = ""
       child.stderr.on("data", (chunk: Buffer) => {
         stderr += chunk.toString("utf8")
@@ -303,15 +308,18 @@ export const runs = (pid: number): boolean => {
 
 const made: Array<string> = []
 
-/** A temp folder, removed by `removeTempDirs` (each test file calls it in `afterEach`). */
+/**
+ * A temp folder, removed by `removeTempDirs` (each test file calls it in `afterEach`), or by the watchdog
+ * if the test process is killed first.
+ */
 export const tempDir = (): string => {
-  const dir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "effect-agent-mcp-"))
+  const dir = Reaper.makeTempDir("effect-agent-mcp-")
   made.push(dir)
   return dir
 }
 
 export const removeTempDirs = (): void => {
-  for (const dir of made.splice(0)) NodeFs.rmSync(dir, { recursive: true, force: true })
+  for (const dir of made.splice(0)) Reaper.removeTempDir(dir)
 }
 
 /** Builds the Mcp service in a scope of its own, so a test can close it and look at what is left. */

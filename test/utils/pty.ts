@@ -1,10 +1,12 @@
 /**
  * Runs the bundled command with its stdin, stdout and stderr on a pseudo-terminal (util-linux
  * `script`), for tests of what the command writes when it talks to a terminal; returns every byte it
- * wrote, as text (the pty turns `\n` into `\r\n`).
+ * wrote, as text (the pty turns `\n` into `\r\n`). `script` is listed with the watchdog (`reaper.ts`):
+ * when it is killed the pty closes, and the command gets SIGHUP.
  */
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
+import * as Reaper from "./reaper.js"
 
 const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
 
@@ -16,11 +18,15 @@ export const run = (
 ) =>
   Effect.async<string>((resume) => {
     const line = [process.execPath, main, ...args].map(shellQuote).join(" ")
-    const child = ChildProcess.spawn("script", ["-q", "-e", "-c", line, "/dev/null"], {
-      cwd: options.cwd,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm-256color", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
+    const child = Reaper.watch(
+      ChildProcess.spawn("script", ["-q", "-e", "-c", line, "/dev/null"], {
+        cwd: options.cwd,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm-256color", ...options.env },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true
+      }),
+      { group: true }
+    )
     let output = ""
     child.stdout!.setEncoding("utf8")
     child.stdout!.on("data", (chunk) => (output += chunk))

@@ -1,7 +1,8 @@
 /**
  * `effect-agent serve` in a child process for the server's process tests: started on a chosen port and
  * database, ready once it prints its URL, SIGKILLed or sent SIGINT by the test, killed by the scope if it
- * still runs. Plus a port outside the system's range of ephemeral ports (no outgoing connection takes it
+ * still runs (it leads a process group of its own, listed with this process's watchdog: see `reaper.ts`,
+ * so it and its children die with a test process that is killed). Plus a port outside the system's range of ephemeral ports (no outgoing connection takes it
  * while the server is down), and a reader of a session's events with the `eventsource` package.
  */
 import * as Data from "effect/Data"
@@ -11,6 +12,7 @@ import { EventSource } from "eventsource"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Reaper from "./reaper.js"
 
 /** `effect`, or a defect saying `what` if it does not end within `duration` (a safety net, not a wait). */
 export const within =
@@ -41,10 +43,14 @@ export class ServeFailed extends Data.TaggedError("ServeFailed")<{ readonly mess
 export const start = (main: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.acquireRelease(
     Effect.async<Serve, ServeFailed>((resume) => {
-      const child = ChildProcess.spawn(process.execPath, [main, "serve", ...args], {
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "pipe"]
-      })
+      const child = Reaper.watch(
+        ChildProcess.spawn(process.execPath, [main, "serve", ...args], {
+          env: { ...process.env, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+          detached: true
+        }),
+        { group: true }
+      )
       let output = ""
       let ready = false
       let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined

@@ -7,6 +7,7 @@ import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
 import * as NodePath from "node:path"
 import * as Url from "node:url"
+import * as Reaper from "./reaper.js"
 
 /** Writes the bundle of the fixture `name` into `dir` and returns its path. */
 export const bundleAgent = async (dir: string, name: string = "session-agent"): Promise<string> => {
@@ -36,7 +37,9 @@ export const orphanExits = (agent: string, args: ReadonlyArray<string>) =>
       })
       child.stdout.once("data", () => process.stdout.write(child.pid + "\\n"))
     `
-    const parent = ChildProcess.spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "pipe", "pipe"] })
+    const parent = Reaper.watch(
+      ChildProcess.spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "pipe", "pipe"] })
+    )
     let pid = 0
     parent.stdout.once("data", (data: Buffer) => {
       pid = Number(String(data).trim())

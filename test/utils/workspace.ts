@@ -12,12 +12,16 @@ import * as NodePath from "node:path"
 import * as Message from "../../src/Message.js"
 import * as Workspace from "../../src/services/Workspace.js"
 import * as Tool from "../../src/Tool.js"
+import * as Reaper from "./reaper.js"
 
-/** A fresh temp directory holding `files` (path → content), removed when the scope closes. */
+/**
+ * A fresh temp directory holding `files` (path → content), removed when the scope closes (or by the
+ * watchdog, `reaper.ts`, when the test process is killed first).
+ */
 export const tempDir = (files: Record<string, string | Uint8Array> = {}) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      const dir = await Fsp.realpath(await Fsp.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-")))
+      const dir = Reaper.watchDir(await Fsp.realpath(await Fsp.mkdtemp(NodePath.join(Os.tmpdir(), "effect-agent-"))))
       for (const [path, content] of Object.entries(files)) {
         const absolute = NodePath.join(dir, path)
         await Fsp.mkdir(NodePath.dirname(absolute), { recursive: true })
@@ -25,7 +29,11 @@ export const tempDir = (files: Record<string, string | Uint8Array> = {}) =>
       }
       return dir
     }),
-    (dir) => Effect.promise(() => Fsp.rm(dir, { recursive: true, force: true }))
+    (dir) =>
+      Effect.promise(async () => {
+        await Fsp.rm(dir, { recursive: true, force: true })
+        Reaper.unwatchDir(dir)
+      })
   )
 
 /** The layers the tools require, over a workspace root. */
