@@ -19,7 +19,8 @@ const slow = [
   "test/SessionCrash.test.ts",
   "test/Export.test.ts",
   "test/Guides.test.ts",
-  "test/Reaper.test.ts"
+  "test/Reaper.test.ts",
+  "test/WebChat.test.ts"
 ]
 
 export default defineConfig({
