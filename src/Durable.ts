@@ -465,12 +465,14 @@ export const client: typeof Protocol.SessionEntity.client = Protocol.SessionEnti
  * the database can read them this way, runner or not): the messages of its log from position `after` on,
  * then, as they come, new messages, the ends of runs and (unless `live` is `false`) the live events of
  * the steps that run meanwhile (those of a step still running when it starts included), each before the
- * message it leads to. It ends at the first poll (every
- * 100 millis) that finds no run going, once everything stored was delivered.
+ * message it leads to; the end of a run whose last message is at `after` or later comes after that
+ * message (a reader that resumes gets the end of a run that ended while it was away). It ends at the
+ * first poll that finds no run going, once everything stored was delivered.
  *
  * Live events travel through a table of the store, so they reach a reader on any machine from whichever
- * runner runs the step: a step writes its events in batches (every 50 millis while it runs, and when it
- * ends), and the reader polls the table along with the log. The rows are deleted once the session's next
+ * runner runs the step: a step writes its events as soon as they come (one write at a time, at most one
+ * per 20 millis, and when it ends), and the reader polls the table along with the log: at once when a
+ * write of its own process's runner wakes it, and every 100 millis for the writes of other processes. The rows are deleted once the session's next
  * answer or the run's end is stored and they are 10 seconds old (a reader that falls further behind
  * misses them). They are best-effort: a crash may lose the events not yet written, and a response cut off
  * by one starts again with a new `ResponseStart`; the stored messages stay exactly-once.

@@ -15,13 +15,19 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Durable from "../src/Durable.js"
+import * as Events from "../src/internal/durable/events.js"
+import * as Feed from "../src/internal/durable/feed.js"
 import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Tool from "../src/Tool.js"
 import { type FakeProvider, fakeProvider, prepareRunner, startRunner, type Step } from "./utils/durableHarness.js"
@@ -158,14 +164,24 @@ describe("Durable Events: live events from another process", () => {
           outcome: { _tag: "Completed", turns: 2 }
         })
 
-        // once stored, a session reads as its messages only: live events are not replayed
+        // once stored, a session reads as its messages and its runs' ends only: live events are not replayed
         const after = yield* Durable.events("live").pipe(Stream.runCollect, Effect.provide(Layer.orDie(store.layer)))
-        assert.deepStrictEqual(Array.from(after, (event) => event._tag), ["Message", "Message", "Message", "Message"])
+        assert.deepStrictEqual(Array.from(after, (event) => event._tag), [
+          "Message",
+          "Message",
+          "Message",
+          "Message",
+          "RunEnd"
+        ])
         const fromTwo = yield* Durable.events("live", { after: 2, live: false }).pipe(
           Stream.runCollect,
           Effect.provide(Layer.orDie(store.layer))
         )
-        assert.deepStrictEqual(Array.from(fromTwo, (event) => event._tag === "Message" ? event.position : -1), [2, 3])
+        assert.deepStrictEqual(Array.from(fromTwo, (event) => event._tag === "Message" ? event.position : -1), [
+          2,
+          3,
+          -1
+        ])
       }).pipe(Effect.scoped),
     120_000
   )
@@ -270,3 +286,138 @@ const ownRunner = (store: Store, baseUrl: string, port: number) =>
     Layer.provide(NodeHttpClient.layerUndici),
     Layer.provideMerge(Layer.orDie(store.layer))
   )
+
+/** A runner in this process (one runner over `store`) with `model`. */
+const inProcessRunner = (store: Store, model: Model.Service) =>
+  Durable.layer({ tools: [echo] }).pipe(
+    Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+    Layer.provide(Layer.succeed(Model.Model, model)),
+    Layer.provideMerge(Layer.orDie(store.layer))
+  )
+
+/** Takes events from `queue` until one satisfies `until`; fails (a safety net, not a timing) after a minute. */
+const takeUntil = (queue: Queue.Dequeue<Durable.SessionEvent>, until: (event: Durable.SessionEvent) => boolean) =>
+  Effect.gen(function*() {
+    const taken: Array<Durable.SessionEvent> = []
+    while (true) {
+      const event = yield* Queue.take(queue)
+      taken.push(event)
+      if (until(event)) return taken
+    }
+  }).pipe(
+    Effect.timeoutFail({
+      duration: "60 seconds",
+      onTimeout: () => new Error("the follower got nothing more: no write of this process woke it")
+    }),
+    Effect.orDie
+  )
+
+describe("Durable Events: the change feed of a runner's process", () => {
+  it.live(
+    "a follower that polls once an hour gets the deltas, the answer and the run's end as they are written",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-feed-")
+        const store = sqlite(dir)
+        const started = yield* Deferred.make<void>()
+        const finish = yield* Deferred.make<void>()
+        // the answer's deltas wait for the test's go, and the answer for another
+        const model = Model.make({
+          respond: (_, onEvent) =>
+            Effect.gen(function*() {
+              yield* Deferred.await(started)
+              yield* onEvent({ _tag: "TextDelta", index: 0, delta: "pushed " })
+              yield* onEvent({ _tag: "TextDelta", index: 0, delta: "deltas" })
+              yield* Deferred.await(finish)
+              return Message.assistant([Message.text("pushed deltas")])
+            })
+        })
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* Effect.orDie(Durable.SessionSql.makeSql("feed"))
+          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
+          const follower = yield* Events.follow("feed", {
+            after: 0,
+            live: true,
+            idle: Effect.never,
+            pollInterval: "1 hour"
+          }).pipe(Stream.runForEach((event) => Queue.offer(queue, event)), Effect.orDie, Effect.fork)
+          yield* (yield* Durable.client)("feed").Prompt({ inputId: "feed-1", text: "go" })
+          // the prompt, stored by the run: the follower's first poll has passed once it has it
+          yield* takeUntil(queue, (event) => event._tag === "Message" && event.message.role === "user")
+          yield* Deferred.succeed(started, undefined)
+          // both deltas (written in one batch or two)
+          let text = ""
+          const deltas = yield* takeUntil(queue, (event) => {
+            if (event._tag === "ResponseDelta" && event.event._tag === "TextDelta") text += event.event.delta
+            return text === "pushed deltas"
+          })
+          assert.isTrue(deltas.some((event) => event._tag === "ResponseStart"))
+          yield* Deferred.succeed(finish, undefined)
+          const rest = yield* takeUntil(queue, (event) => event._tag === "RunEnd")
+          assert.deepStrictEqual(rest.map((event) => event._tag), ["Message", "RunEnd"])
+          assert.strictEqual(Feed.followed(sql), 1)
+          yield* Fiber.interrupt(follower)
+          assert.strictEqual(Feed.followed(sql), 0, "a session nobody follows is not held")
+        }).pipe(Effect.provide(inProcessRunner(store, model)))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
+
+const twoRuns = (store: Store) =>
+  Effect.gen(function*() {
+    // a runs table as an earlier version made it, with a run that ended before it had `end_position`
+    yield* Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE effect_agent_runs (
+        run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
+        created_at BIGINT NOT NULL, ended_at BIGINT)`
+      yield* sql`INSERT INTO effect_agent_runs (run_id, session_id, status, outcome, created_at, ended_at)
+        VALUES ('old/1', 'old', 'completed', ${JSON.stringify({ _tag: "Completed", turns: 1 })}, 1, 1)`
+    }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+    const model = Model.scripted([
+      Message.assistant([Message.text("first")]),
+      Message.assistant([Message.text("second")])
+    ])
+    yield* Effect.gen(function*() {
+      const client = (yield* Durable.client)("resume")
+      for (const run of [1, 2]) {
+        const { runId } = yield* client.Prompt({ inputId: `resume-${run}`, text: `run ${run}` })
+        yield* client.Wait({ runId })
+      }
+      const read = (after: number) =>
+        Effect.map(
+          Stream.runCollect(Durable.events("resume", { after, live: false })),
+          (events) =>
+            Array.from(
+              events,
+              (event) => event._tag === "Message" ? event.position : event._tag === "RunEnd" ? event.runId : event._tag
+            )
+        )
+      // each run's end after its messages, to a reader that starts before its last message
+      assert.deepStrictEqual(yield* read(0), [0, 1, "resume/resume-1", 2, 3, "resume/resume-2"])
+      assert.deepStrictEqual(yield* read(1), [1, "resume/resume-1", 2, 3, "resume/resume-2"])
+      // a reader that starts after a run's last message had its end
+      assert.deepStrictEqual(yield* read(2), [2, 3, "resume/resume-2"])
+      assert.deepStrictEqual(yield* read(4), [])
+      // a run recorded without its position is not announced to a reader that starts after it ended
+      assert.deepStrictEqual(
+        Array.from(
+          yield* Stream.runCollect(Durable.events("old", { live: false })).pipe(
+            Effect.catchTag("SessionNotFound", () => Effect.succeed([]))
+          )
+        ),
+        []
+      )
+    }).pipe(Effect.provide(inProcessRunner(store, model)))
+  }).pipe(Effect.scoped)
+
+describe("Durable Events: a reader that resumes gets the end of a run that ended while it was away", () => {
+  it.live(
+    "SQLite",
+    () => Effect.flatMap(tempDir("effect-agent-resume-"), (dir) => twoRuns(sqlite(dir))).pipe(Effect.scoped),
+    120_000
+  )
+  it.live("PostgreSQL", () => Effect.flatMap(postgres, twoRuns).pipe(Effect.scoped), 180_000)
+})

@@ -5,6 +5,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Chunk from "effect/Chunk"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -12,6 +13,7 @@ import * as Stream from "effect/Stream"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
+import * as Feed from "./feed.js"
 import { LiveEvent, Outcome, type SessionEvent } from "./models.js"
 import { type RunRow, uncancelled } from "./store.js"
 
@@ -19,17 +21,27 @@ export const events = (
   sessionId: string,
   options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
-  checked(sessionId, tail(sessionId, options.after ?? 0, options.live ?? true, Option.none()))
+  checked(sessionId, tail(sessionId, options.after ?? 0, options.live ?? true, Option.none(), defaultPollInterval))
 
 /**
  * The session's events without end: like `events`, but when no run is going it runs `idle` (a wait) and
  * polls again with the same cursor, so a run that starts and ends between two polls is announced too.
+ * A write of this process wakes it before its next poll is due (`Feed`); `pollInterval` (while a run
+ * is going) and `idle` are for the writes of other processes.
  */
 export const follow = (
   sessionId: string,
-  options: { readonly after: number; readonly live: boolean; readonly idle: Effect.Effect<void> }
+  options: {
+    readonly after: number
+    readonly live: boolean
+    readonly idle: Effect.Effect<void>
+    readonly pollInterval?: Duration.DurationInput | undefined
+  }
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
-  checked(sessionId, tail(sessionId, options.after, options.live, Option.some(options.idle)))
+  checked(
+    sessionId,
+    tail(sessionId, options.after, options.live, Option.some(options.idle), options.pollInterval ?? defaultPollInterval)
+  )
 
 const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient>) =>
   Stream.unwrap(Effect.gen(function*() {
@@ -38,8 +50,8 @@ const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown,
     return stream.pipe(Stream.mapError(storeFailed))
   }))
 
-/** How often the tail reads the store. */
-const pollInterval = "100 millis"
+/** How often the tail reads the store while a run is going, when no write of this process woke it first. */
+const defaultPollInterval: Duration.DurationInput = "100 millis"
 
 interface LiveRow {
   readonly id: number
@@ -58,49 +70,74 @@ interface Cursor {
   lastLiveId: number
   position: number
   first: boolean
+  /** Whether a run was going at the last poll of the runs. */
+  running: boolean
   readonly storedResults: Set<string>
   readonly endedRuns: Set<string>
 }
 
+/** A run's end to announce: after the message before `position` (the log's size when it ended; unknown for runs older than that column). */
+interface RunEnd {
+  readonly event: SessionEvent
+  readonly position: number | null
+}
+
 /**
  * Polls the runs, the log and the live events, in that order. The runs come first: a run seen ended has
- * stored all its messages before, so the log read after has them and its end goes out after them. The
- * log comes before the live events, so the events of a message read in this poll are all there (a step
- * writes its last events before its message is stored) and go out before it; the events of a message
- * delivered earlier are skipped. Without `idle` it ends at the first poll that finds no run going; with
- * it, it runs `idle` and polls again, with the same cursor.
+ * stored all its messages before, so the log read after has them and its end goes out after them (after
+ * the message before the position it ended at). The log comes before the live events, so the events of
+ * a message read in this poll are all there (a step writes its last events before its message is stored)
+ * and go out before it; the events of a message delivered earlier are skipped. A poll woken by this
+ * process's writes of live events only (`Feed`) reads the live events only: they go out before any
+ * message read later. Without `idle` it ends at the first poll that finds no run going; with it, it runs
+ * `idle` and polls again, with the same cursor.
  */
 const tail = (
   sessionId: string,
   after: number,
   live: boolean,
-  idle: Option.Option<Effect.Effect<void>>
+  idle: Option.Option<Effect.Effect<void>>,
+  pollInterval: Duration.DurationInput
 ): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
-  Stream.unwrap(Effect.gen(function*() {
+  Stream.unwrapScoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const feed = yield* Feed.subscribe(sql, sessionId)
     const cursor: Cursor = {
       lastId: 0,
       lastLiveId: 0,
       position: 0,
       first: true,
+      running: false,
       storedResults: new Set(),
       endedRuns: new Set()
     }
-    const poll = Effect.gen(function*() {
-      const runs = yield* runEnds(sql, sessionId, cursor)
+    const pollAll = Effect.gen(function*() {
+      const ends = yield* runEnds(sql, sessionId, after, cursor)
       const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
         FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
       const liveRows = live ? yield* readLive(sql, sessionId, cursor) : []
-      const out = yield* messagesWithLive(rows, liveRows, after, cursor)
+      const out = yield* messagesWithLive(rows, liveRows, ends, after, cursor)
       cursor.first = false
-      return { events: [...out, ...runs.events], running: runs.running }
+      return out
     })
-    const wait = (running: boolean) => running ? Option.some(Effect.sleep(pollInterval)) : idle
-    return Stream.paginateChunkEffect(Effect.void, (before) =>
-      Effect.map(
-        Effect.zipRight(before, uncancelled(poll)),
-        ({ events, running }) => [Chunk.fromIterable(events), wait(running)] as const
-      ))
+    const pollLive = Effect.flatMap(
+      Effect.suspend(() => readLive(sql, sessionId, cursor)),
+      (liveRows) => messagesWithLive([], liveRows, [], after, cursor)
+    )
+    const timer = Effect.sleep(pollInterval)
+    /** Polls (all, or the live events only), then says how to wait for the next poll: `true` when its timer ended. */
+    const step = (timedOut: boolean) =>
+      Effect.gen(function*() {
+        const changed = feed.take()
+        const liveOnly = !timedOut && changed === "live" && !cursor.first
+        const events = yield* uncancelled(liveOnly ? (live ? pollLive : Effect.succeed([])) : pollAll)
+        const wait = cursor.running ? Option.some(timer) : idle
+        return [Chunk.fromIterable(events), Option.map(wait, feed.wait)] as const
+      })
+    return Stream.paginateChunkEffect(
+      Effect.succeed(true),
+      (waited: Effect.Effect<boolean>) => Effect.flatMap(waited, step)
+    )
   }))
 
 /** The live events written since the last poll; a batch that does not decode is skipped (best-effort). */
@@ -131,12 +168,14 @@ const readLive = (sql: SqlClient.SqlClient, sessionId: string, cursor: Cursor) =
   })
 
 /**
- * The new messages from position `after` on, each after the live events that lead to it, then the live
- * events of steps whose message is not stored yet.
+ * The new messages from position `after` on, each after the live events that lead to it and after the
+ * ends of the runs before it, then the ends of runs left, then the live events of steps whose message is
+ * not stored yet.
  */
 const messagesWithLive = (
   rows: ReadonlyArray<{ readonly id: number; readonly message: string }>,
   liveRows: ReadonlyArray<LiveRow>,
+  ends: ReadonlyArray<RunEnd>,
   after: number,
   cursor: Cursor
 ) =>
@@ -150,11 +189,16 @@ const messagesWithLive = (
         if (emit) out.push(...row.events)
       }
     }
+    let ended = 0
+    const endsBefore = (position: number) => {
+      while (ended < ends.length && (ends[ended]!.position ?? Infinity) <= position) out.push(ends[ended++]!.event)
+    }
     for (const row of rows) {
       cursor.lastId = Number(row.id)
       const at = cursor.position++
       const message = yield* decodeMessage(row.message)
       const callId = message.role === "toolResult" ? message.toolCallId : undefined
+      endsBefore(at)
       // the live events of messages stored before the stream started are not replayed
       take(
         at >= after && !cursor.first,
@@ -163,6 +207,7 @@ const messagesWithLive = (
       if (callId !== undefined) cursor.storedResults.add(callId)
       if (at >= after) out.push({ _tag: "Message", position: at, message })
     }
+    endsBefore(Infinity)
     take(true, (live) =>
       live.position !== null
         ? live.position >= Math.max(cursor.position, after)
@@ -170,21 +215,32 @@ const messagesWithLive = (
     return out
   })
 
-/** The ends of runs not announced yet (those that ended before the stream started are not), and whether a run is going. */
-const runEnds = (sql: SqlClient.SqlClient, sessionId: string, cursor: Cursor) =>
+/**
+ * The ends of runs not announced yet, in the order they ended, and whether a run is going. On the first
+ * poll, the ends of runs that ended before the stream started are announced only when the stream starts
+ * before the run's last message (a client that resumes after it missed the end); those of runs recorded
+ * without their position are not.
+ */
+const runEnds = (sql: SqlClient.SqlClient, sessionId: string, after: number, cursor: Cursor) =>
   Effect.gen(function*() {
-    const runs = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
-      WHERE session_id = ${sessionId} ORDER BY created_at`
-    const events: Array<SessionEvent> = []
-    let running = false
+    const runs = yield* sql<RunRow & { readonly end_position: number | string | null }>`SELECT run_id,
+      session_id, status, outcome, end_position FROM effect_agent_runs WHERE session_id = ${sessionId}
+      ORDER BY created_at`
+    const ends: Array<RunEnd> = []
+    cursor.running = false
     for (const run of runs) {
-      if (run.status === "running") running = true
+      if (run.status === "running") cursor.running = true
       else if (run.outcome !== null && !cursor.endedRuns.has(run.run_id)) {
-        if (!cursor.first) {
-          events.push({ _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) })
+        const position = run.end_position === null ? null : Number(run.end_position)
+        if (!cursor.first || (position !== null && position > after)) {
+          ends.push({
+            event: { _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) },
+            position
+          })
         }
         cursor.endedRuns.add(run.run_id)
       }
     }
-    return { events, running }
+    // in the order of the log: a run's end before the messages of the runs after it
+    return ends.sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity))
   })

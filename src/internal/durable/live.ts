@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Message from "../../Message.js"
 import type * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
@@ -16,13 +17,15 @@ import { describe } from "./errors.js"
 import type { LiveEvent } from "./models.js"
 import { insertLive } from "./store.js"
 
-/** How often a running step writes its live events. */
-const liveFlushInterval = Duration.millis(50)
+/** The least time between the starts of two writes of one step's live events (at most 50 a second). */
+const liveWriteGap = Duration.millis(20)
 
 /**
- * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block),
- * a fiber of the scope writes the buffer every `liveFlushInterval`, `flush` writes what is left. Writes
- * are in order and their failures ignored: the step never waits for them beyond a write, nor fails.
+ * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block), a
+ * fiber of the scope writes the buffer as soon as it holds something, one write at a time and at most
+ * one per `liveWriteGap` (what comes meanwhile goes in the next write: the busier the store, the larger
+ * the batches), and `flush` writes what is left. Writes are in order and their failures ignored: the
+ * step never waits for them beyond a write, nor fails.
  */
 const liveWriter = (
   sql: SqlClient.SqlClient,
@@ -37,8 +40,15 @@ const liveWriter = (
       buffer = []
       return insertLive(sql, target, batch)
     })).pipe(Effect.catchAllCause(() => Effect.void))
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(liveFlushInterval), flush)))
-    const push = (event: LiveEvent) => Effect.sync(() => mergeInto(buffer, event))
+    const ready = yield* Queue.dropping<void>(1)
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.zipRight(Queue.take(ready), Effect.zipRight(flush, Effect.sleep(liveWriteGap))))
+    )
+    const push = (event: LiveEvent) =>
+      Effect.sync(() => {
+        mergeInto(buffer, event)
+        ready.unsafeOffer(undefined)
+      })
     return { push, flush }
   })
 

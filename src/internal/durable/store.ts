@@ -12,15 +12,18 @@ import * as Schema from "effect/Schema"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { StoreFailed, storeFailed } from "./errors.js"
+import * as Feed from "./feed.js"
 import { Outcome } from "./models.js"
 
 export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Effect.gen(function*() {
   yield* SessionSql.migrate().pipe(Effect.mapError((error) => new StoreFailed({ description: error.message })))
   const sql = yield* SqlClient.SqlClient
   const id = autoId(sql)
+  // `end_position`: the log's size when the run ended, so a reader that starts before it gets the end
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_runs (
     run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
-    created_at BIGINT NOT NULL, ended_at BIGINT)`
+    created_at BIGINT NOT NULL, ended_at BIGINT, end_position BIGINT)`
+  yield* addEndPosition(sql)
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
     id ${id}, session_id TEXT NOT NULL, input_id TEXT NOT NULL, message TEXT NOT NULL, run_id TEXT,
     UNIQUE (session_id, input_id))`
@@ -36,6 +39,27 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_always_allowed (
     session_id TEXT NOT NULL, tool_name TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (session_id, tool_name))`
 }).pipe(Effect.mapError(storeFailed))
+
+/** Adds `end_position` to a runs table created without it (its runs keep `NULL`: their position is unknown). */
+const addEndPosition = (sql: SqlClient.SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => Effect.asVoid(sql`ALTER TABLE effect_agent_runs ADD COLUMN IF NOT EXISTS end_position BIGINT`),
+    orElse: () => {
+      const missing = Effect.map(
+        sql<{ readonly name: string }>`SELECT name FROM pragma_table_info('effect_agent_runs')`,
+        (columns) => !columns.some((column) => column.name === "end_position")
+      )
+      const add = sql`ALTER TABLE effect_agent_runs ADD COLUMN end_position BIGINT`
+      // another process may add it between the check and the change: then it is there
+      return Effect.flatMap(missing, (isMissing) =>
+        isMissing
+          ? Effect.catchAll(
+            add,
+            (error) => Effect.flatMap(missing, (still) => still ? Effect.fail(error) : Effect.void)
+          )
+          : Effect.void)
+    }
+  })
 
 const autoId = (sql: SqlClient.SqlClient) =>
   sql.onDialectOrElse({
@@ -66,23 +90,37 @@ export const insertRun = (sessionId: string, runId: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
-      sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
-      VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`
+      Effect.zipLeft(
+        sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
+        VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`,
+        Feed.notify(sql, sessionId, "all")
+      )
   )
 
-/** Records how a run ended. */
-export const endRun = (runId: string, outcome: Outcome) =>
+/** The log's size, for the run being ended (its `end_position`). */
+const logSize = (sql: SqlClient.SqlClient) =>
+  sql`(SELECT COUNT(*) FROM effect_agent_messages WHERE effect_agent_messages.session_id = effect_agent_runs.session_id)`
+
+/** Records how a run ended, and at which position of the log. */
+export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
-      outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()} WHERE run_id = ${runId}`)
+    Effect.zipLeft(
+      sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
+      outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()}, end_position = ${logSize(sql)}
+      WHERE run_id = ${runId}`,
+      Feed.notify(sql, sessionId, "all")
+    ))
 
 /** Ends a run still marked running as failed (best effort: the engine has ended it already). */
-export const markFailed = (runId: string, outcome: Outcome) =>
+export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
-      sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
-      ended_at = ${Date.now()} WHERE run_id = ${runId} AND status = 'running'`
+      Effect.zipLeft(
+        sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
+        ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
+        Feed.notify(sql, sessionId, "all")
+      )
   ).pipe(retryStore, Effect.ignore)
 
 /** The outcome of a run, once it has one (polled every 100 millis). */
@@ -168,8 +206,11 @@ export const insertLive = (
   target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null },
   events: ReadonlyArray<unknown>
 ) =>
-  uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
-    VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()})`)
+  Effect.zipLeft(
+    uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
+      VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()})`),
+    Feed.notify(sql, target.sessionId, "live")
+  )
 
 /** Deletes the session's live events that are older than the retention (best-effort). */
 export const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>

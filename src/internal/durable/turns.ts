@@ -23,6 +23,7 @@ import * as Session from "../../services/Session.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Tool from "../../Tool.js"
 import * as Approvals from "./approvals.js"
+import { notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
@@ -123,7 +124,8 @@ const session = (run: Run): Session.Service => {
       Effect.flatMap(stopping, (stop) => {
         if (stop) return Effect.void
         for (const message of messages) run.history.push(message)
-        const stored = retryStore(run.store.append(...messages))
+        // the followers of the session in this process read it at once
+        const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
         // an answer stored: the live events of earlier steps are no longer needed
         return messages.some((message) => message.role === "assistant")
           ? Effect.zipLeft(stored, pruneLive(run.sql, run.sessionId))

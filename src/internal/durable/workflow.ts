@@ -58,7 +58,7 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
     Effect.tapErrorCause((cause) =>
       Cause.isInterruptedOnly(cause)
         ? Effect.void
-        : markFailed(payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
+        : markFailed(payload.sessionId, payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
     ),
     Effect.orDie
   )
@@ -101,7 +101,7 @@ const finish = (run: Run, outcome: Outcome) =>
     name: "finish",
     success: Outcome,
     execute: Effect.gen(function*() {
-      yield* endRun(run.runId, outcome)
+      yield* endRun(run.sessionId, run.runId, outcome)
       yield* pruneLive(run.sql, run.sessionId)
       return outcome
     }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)

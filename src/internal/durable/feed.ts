@@ -1,0 +1,85 @@
+/**
+ * The change feed of a process: when this process writes a session's live events, appends to its log or
+ * records a run's start or end, the followers of that session in this process are woken at once, instead
+ * of waiting for their next poll. It is kept per `SqlClient` (a runner's store), and holds a session only
+ * while someone follows it. Writes made by other processes (the other runners of a cluster) wake nobody
+ * here: the followers' polls still find them.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import type * as Scope from "effect/Scope"
+
+/** What was written: only live events, or the log or the runs too (a follower then reads them all). */
+export type Change = "live" | "all"
+
+interface Subscriber {
+  changed: Change | undefined
+  wake: Deferred.Deferred<void>
+}
+
+/** The followers of each session, by store: a store no longer used is dropped with its followers. */
+const followers = new WeakMap<SqlClient.SqlClient, Map<string, Set<Subscriber>>>()
+
+/** Wakes the followers of `sessionId` on `sql` in this process (nothing when there are none). */
+export const notify = (sql: SqlClient.SqlClient, sessionId: string, change: Change): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const subscribers = followers.get(sql)?.get(sessionId)
+    if (subscribers === undefined) return
+    for (const subscriber of subscribers) {
+      subscriber.changed = change === "all" || subscriber.changed === "all" ? "all" : "live"
+      Deferred.unsafeDone(subscriber.wake, Exit.void)
+    }
+  })
+
+/** A follower's end of the feed. */
+export interface Subscription {
+  /**
+   * What was written since the last call (`undefined`: nothing), and starts a new watch: call it before
+   * a poll, so a write during the poll wakes the next `wait`.
+   */
+  readonly take: () => Change | undefined
+  /** Waits for a write since the last `take`, or for `timer`: `true` when the timer ended first. */
+  readonly wait: (timer: Effect.Effect<void>) => Effect.Effect<boolean>
+}
+
+/** Follows `sessionId` on `sql` for the scope. */
+export const subscribe = (
+  sql: SqlClient.SqlClient,
+  sessionId: string
+): Effect.Effect<Subscription, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        let sessions = followers.get(sql)
+        if (sessions === undefined) followers.set(sql, sessions = new Map())
+        let subscribers = sessions.get(sessionId)
+        if (subscribers === undefined) sessions.set(sessionId, subscribers = new Set())
+        const subscriber: Subscriber = { changed: undefined, wake: Deferred.unsafeMake(FiberId.none) }
+        subscribers.add(subscriber)
+        return { subscriber, subscribers, sessions }
+      }),
+      ({ sessions, subscriber, subscribers }) =>
+        Effect.sync(() => {
+          subscribers.delete(subscriber)
+          if (subscribers.size === 0 && sessions.get(sessionId) === subscribers) sessions.delete(sessionId)
+        })
+    ),
+    ({ subscriber }): Subscription => ({
+      take: () => {
+        const changed = subscriber.changed
+        subscriber.changed = undefined
+        if (changed !== undefined) subscriber.wake = Deferred.unsafeMake(FiberId.none)
+        return changed
+      },
+      wait: (timer) =>
+        Effect.suspend(() =>
+          Effect.raceFirst(Effect.as(Deferred.await(subscriber.wake), false), Effect.as(timer, true))
+        )
+    })
+  )
+
+/** How many sessions of `sql` someone follows in this process (for the tests: none once every follower ended). */
+export const followed = (sql: SqlClient.SqlClient): number => followers.get(sql)?.size ?? 0
