@@ -13,6 +13,7 @@
  */
 import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
+import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -335,12 +336,29 @@ export const stream: {
       }
     )
     return Channel.ensuringWith(
-      Channel.flatMap(Channel.fromEffect(start), Mailbox.toChannel),
+      Channel.flatMap(Channel.fromEffect(start), drainMailbox),
       // the mailbox first, so a run finalizing after the consumer left never waits on it
       () =>
         started === undefined ? Effect.void : Effect.zipRight(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
     )
   }))
+
+/**
+ * The mailbox's events as a channel, a batch at a time, as `Mailbox.toChannel` does, but writing an
+ * empty chunk after each batch: a channel executor keeps the last chunk it wrote until the next, so
+ * without it a run held idle (its consumer waiting for the next event) would keep its last batch alive,
+ * up to every event of the run so far.
+ */
+const drainMailbox = <A, E>(mailbox: Mailbox.ReadonlyMailbox<A, E>): Channel.Channel<Chunk.Chunk<A>, unknown, E> => {
+  const loop: Channel.Channel<Chunk.Chunk<A>, unknown, E> = Channel.flatMap(
+    mailbox.takeAll,
+    ([events, done]) =>
+      done
+        ? events.length === 0 ? Channel.void : Channel.write(events)
+        : Channel.zipRight(Channel.zipRight(Channel.write(events), Channel.write(Chunk.empty())), loop)
+  )
+  return loop
+}
 
 /**
  * The options of `runAgent`.

@@ -7,11 +7,14 @@ import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as V8 from "node:v8"
+import * as Vm from "node:vm"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import { checkpointScript, echo, listFilesFixed, scriptedRun } from "./utils/layers.js"
 
@@ -33,6 +36,12 @@ const describeEvent = (event: Event.AgentEvent): string => {
 const assertValid = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
   if (Either.isLeft(checked)) assert.fail(checked.left.message)
+}
+
+/** A full garbage collection, whether or not node was started with `--expose-gc`. */
+const collector = (): () => void => {
+  V8.setFlagsFromString("--expose-gc")
+  return Vm.runInNewContext("gc") as () => void
 }
 
 /** Streams some events, then hangs (a response the test aborts mid-stream). */
@@ -284,5 +293,55 @@ describe("Loop.stream", () => {
       const history = Chunk.unsafeHead(after)
       assertValid(history)
       assert.strictEqual(Message.textOf(history[2]!), "Operation aborted")
+    }))
+})
+
+const deltas = (call: Message.ToolCall): ReadonlyArray<Model.Delta> => [
+  { _tag: "TextDelta", index: 0, delta: "a " },
+  { _tag: "TextDelta", index: 0, delta: "b" },
+  { _tag: "ToolCallStart", index: 1, id: call.id, name: "echo" },
+  { _tag: "ToolCallEnd", index: 1, toolCall: call }
+]
+
+describe("Loop.stream held idle", () => {
+  it.live("keeps none of the events its consumer has taken while it waits for the model", () =>
+    Effect.gen(function*() {
+      const gc = collector()
+      const requested = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      let request = 0
+      const model = Model.make({
+        respond: (_request, onEvent) =>
+          Effect.suspend(() => {
+            const turn = request++
+            const call = Message.toolCall(`call-${turn}`, "echo", { text: "hi" })
+            const answer = Effect.as(
+              Effect.forEach(deltas(call), (event) => onEvent(event), { discard: true }),
+              turn < 3 ? Message.assistant([{ type: "text", text: "a b" }, call]) : Message.assistant("done")
+            )
+            // the fourth request waits: the run is idle, its consumer has every event so far
+            return turn === 3
+              ? Effect.zipRight(Deferred.succeed(requested, void 0), Effect.zipRight(Deferred.await(gate), answer))
+              : answer
+          })
+      })
+      const taken: Array<WeakRef<Event.AgentEvent>> = []
+      const run = yield* Loop.stream({ input: "go", tools: [echo] }).pipe(
+        Stream.runForEach((event) => Effect.sync(() => void taken.push(new WeakRef(event)))),
+        Effect.provideService(Model.Model, model),
+        Effect.provideService(Session.Session, Session.makeMemory([])),
+        Effect.fork
+      )
+      yield* Deferred.await(requested)
+      // the consumer takes the last batch after the request began: collect until nothing taken is left
+      let alive = taken.length
+      for (let attempt = 0; attempt < 200 && (taken.length === 0 || alive > 0); attempt++) {
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        gc()
+        alive = taken.filter((ref) => ref.deref() !== undefined).length
+      }
+      assert.isAbove(taken.length, 20)
+      assert.strictEqual(alive, 0, `${alive} of the ${taken.length} events taken are still held`)
+      yield* Fiber.interrupt(run)
     }))
 })
