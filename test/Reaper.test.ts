@@ -5,6 +5,7 @@
  * HTTP, PostgreSQL and a tmux terminal with the utilities, and makes temp folders.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -19,9 +20,12 @@ interface Started {
   readonly dirs: ReadonlyArray<string>
 }
 
+/** The fixture ended before it started everything, or something it started was left behind. */
+class ReaperTestFailed extends Data.TaggedError("ReaperTestFailed")<{ readonly message: string }> {}
+
 /** Starts the fixture test process and waits for its line of pids and folders. */
 const startFixture = Effect.acquireRelease(
-  Effect.async<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, Error>((resume) => {
+  Effect.async<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, ReaperTestFailed>((resume) => {
     const child = Reaper.watch(
       ChildProcess.spawn(process.execPath, ["--import", "tsx", NodePath.join(root, "test/fixtures/reaper-child.ts")], {
         cwd: root,
@@ -34,7 +38,11 @@ const startFixture = Effect.acquireRelease(
       resume(Effect.succeed({ child, started: JSON.parse(line) as Started }))
     })
     child.once("exit", (code, signal) => {
-      resume(Effect.fail(new Error(`the fixture exited (${code ?? signal}) before it started everything:\n${stderr}`)))
+      resume(Effect.fail(
+        new ReaperTestFailed({
+          message: `the fixture exited (${code ?? signal}) before it started everything:\n${stderr}`
+        })
+      ))
     })
   }),
   ({ child }) => Effect.sync(() => child.kill("SIGKILL"))
@@ -60,7 +68,7 @@ describe("the test utilities' watchdog", () => {
         yield* waitUntil("the watchdog to end every process and remove every folder", () =>
           left().length === 0, "60 seconds")
           .pipe(Effect.mapError((error) =>
-            new Error(`${error.message}; left: ${left().join(", ")}`)
+            new ReaperTestFailed({ message: `${error.message}; left: ${left().join(", ")}` })
           ))
       }),
     240_000
