@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Durable from "../src/Durable.js"
+import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Tool from "../src/Tool.js"
 
@@ -55,4 +56,23 @@ export const promptAndWait = (sessionId: string, inputId: string) =>
     const session = (yield* Durable.client)(sessionId)
     const { runId } = yield* session.Prompt({ inputId, text: "go" })
     return yield* session.Wait({ runId })
+  })
+
+/**
+ * A zero-latency model for runs of `turns` turns: it answers by the number of answers in the request, a
+ * call of `echo` for the first turns, then the answer.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const scripted = (turns: number): Model.Service =>
+  Model.make({
+    complete: (request) => {
+      const turn = request.messages.filter((message) => message.role === "assistant").length % turns
+      return Effect.succeed(
+        turn < turns - 1
+          ? Message.assistant([Message.toolCall(`c${turn}`, "echo", { text: "x" })])
+          : Message.assistant("done")
+      )
+    }
   })

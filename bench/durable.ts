@@ -18,26 +18,15 @@ import * as Net from "node:net"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
-import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"
 import * as Profile from "./DurableProfile.js"
-import { echo, promptAndWait, singleRunner } from "./DurableRunner.js"
+import { echo, promptAndWait, scripted, singleRunner } from "./DurableRunner.js"
 
 const runs = Number(process.argv[2] ?? 20)
 const turns = 10
 
-/** Answers by the number of answers in the request: a call for the first turns, then the answer. */
-const model = Model.make({
-  complete: (request) => {
-    const turn = request.messages.filter((message) => message.role === "assistant").length % turns
-    return Effect.succeed(
-      turn < turns - 1
-        ? Message.assistant([Message.toolCall(`c${turn}`, "echo", { text: "x" })])
-        : Message.assistant("done")
-    )
-  }
-})
+const model = scripted(turns)
 
 const memory = Effect.gen(function*() {
   const start = performance.now()

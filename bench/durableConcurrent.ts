@@ -10,24 +10,12 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Durable from "../src/Durable.js"
-import * as Message from "../src/Message.js"
-import * as Model from "../src/Model.js"
 import * as Profile from "./DurableProfile.js"
-import { echo, promptAndWait, singleRunner } from "./DurableRunner.js"
+import { echo, promptAndWait, scripted, singleRunner } from "./DurableRunner.js"
 
 const turns = 5
 
-/** Answers by the number of answers in the request: a call for the first turns, then the answer. */
-const model = Model.make({
-  complete: (request) => {
-    const turn = request.messages.filter((message) => message.role === "assistant").length % turns
-    return Effect.succeed(
-      turn < turns - 1
-        ? Message.assistant([Message.toolCall(`c${turn}`, "echo", { text: "x" })])
-        : Message.assistant("done")
-    )
-  }
-})
+const model = scripted(turns)
 
 /** `n` sessions at once, from their prompts to their runs' ends; prints the figures when `report`. */
 const batch = (n: number, label: string, report: boolean) =>
