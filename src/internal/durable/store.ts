@@ -101,26 +101,27 @@ export const insertRun = (sessionId: string, runId: string) =>
 const logSize = (sql: SqlClient.SqlClient) =>
   sql`(SELECT COUNT(*) FROM effect_agent_messages WHERE effect_agent_messages.session_id = effect_agent_runs.session_id)`
 
-/**
- * Records how a run ended (`status`, `outcome`) and at which position of the log, and wakes the session's
- * followers; with `onlyRunning`, only a run still marked running.
- */
-const recordEnd = (sessionId: string, runId: string, status: string, outcome: Outcome, onlyRunning: boolean) =>
+/** Records how a run ended, and at which position of the log. */
+export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.zipLeft(
-      sql`UPDATE effect_agent_runs SET status = ${status}, outcome = ${JSON.stringify(outcome)},
-      ended_at = ${Date.now()}, end_position = ${logSize(sql)}
-      WHERE run_id = ${runId}${onlyRunning ? sql` AND status = 'running'` : sql.literal("")}`,
+      sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
+      outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()}, end_position = ${logSize(sql)}
+      WHERE run_id = ${runId}`,
       Feed.notify(sql, sessionId, "all")
     ))
 
-/** Records how a run ended, and at which position of the log. */
-export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
-  recordEnd(sessionId, runId, outcome._tag.toLowerCase(), outcome, false)
-
 /** Ends a run still marked running as failed (best effort: the engine has ended it already). */
 export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =>
-  recordEnd(sessionId, runId, "failed", outcome, true).pipe(retryStore, Effect.ignore)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      Effect.zipLeft(
+        sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
+        ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
+        Feed.notify(sql, sessionId, "all")
+      )
+  ).pipe(retryStore, Effect.ignore)
 
 /** The outcome of a run, once it has one (polled every 100 millis). */
 export const waitForRun = (runId: string) =>
