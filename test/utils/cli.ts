@@ -7,7 +7,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as esbuild from "esbuild"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Reaper from "./reaper.js"
@@ -67,15 +66,11 @@ export const run = (
       ...env
     }
     for (const key of Object.keys(environment)) if (environment[key] === undefined) delete environment[key]
-    const child = Reaper.watch(
-      ChildProcess.spawn(process.execPath, [main, ...args], {
-        cwd,
-        env: environment,
-        stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-        detached: true
-      }),
-      { group: true }
-    )
+    const child = Reaper.spawnGroup(process.execPath, [main, ...args], {
+      cwd,
+      env: environment,
+      stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"]
+    })
     if (stdin !== undefined) child.stdin!.end(stdin)
     let stdout = ""
     let stderr = ""

@@ -104,14 +104,10 @@ export const freePort = Effect.async<number>((resume) => {
 export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "streamableHttp") =>
   Effect.acquireRelease(
     Effect.async<ChildProcess.ChildProcess, HelperFailed>((resume) => {
-      const child = Reaper.watch(
-        ChildProcess.spawn(process.execPath, [everythingBin, mode], {
-          env: { ...process.env, PORT: String(port) },
-          stdio: ["ignore", "ignore", "pipe"],
-          detached: true
-        }),
-        { group: true }
-      )
+      const child = Reaper.spawnGroup(process.execPath, [everythingBin, mode], {
+        env: { ...process.env, PORT: String(port) },
+        stdio: ["ignore", "ignore", "pipe"]
+      })
       let stderr = ""
       child.stderr.on("data", (chunk: Buffer) => {
         stderr += chunk.toString("utf8")

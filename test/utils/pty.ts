@@ -5,7 +5,6 @@
  * when it is killed the pty closes, and the command gets SIGHUP.
  */
 import * as Effect from "effect/Effect"
-import * as ChildProcess from "node:child_process"
 import * as Reaper from "./reaper.js"
 
 const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
@@ -18,15 +17,11 @@ export const run = (
 ) =>
   Effect.async<string>((resume) => {
     const line = [process.execPath, main, ...args].map(shellQuote).join(" ")
-    const child = Reaper.watch(
-      ChildProcess.spawn("script", ["-q", "-e", "-c", line, "/dev/null"], {
-        cwd: options.cwd,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm-256color", ...options.env },
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: true
-      }),
-      { group: true }
-    )
+    const child = Reaper.spawnGroup("script", ["-q", "-e", "-c", line, "/dev/null"], {
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm-256color", ...options.env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     child.stdout!.setEncoding("utf8")
     child.stdout!.on("data", (chunk) => (output += chunk))

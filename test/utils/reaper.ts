@@ -53,6 +53,21 @@ export const watch = <C extends ChildProcess.ChildProcess>(child: C, options: { 
   return child
 }
 
+/**
+ * `ChildProcess.spawn` in a process group of its own (`detached: true`), listed with the watchdog, group
+ * and all, until the process ends: the one way the test utilities start a program whose children must go
+ * with it. Typed as `spawn` itself, so a caller keeps its stdio-specific return type (`child.stderr` is a
+ * stream, not possibly null, when stderr is a pipe).
+ */
+export const spawnGroup: typeof ChildProcess.spawn = ((
+  command: string,
+  args: ReadonlyArray<string>,
+  options: ChildProcess.SpawnOptions
+) =>
+  watch(ChildProcess.spawn(command, args, { ...options, detached: true }), {
+    group: true
+  })) as typeof ChildProcess.spawn
+
 /** Lists a process by its pid (one this process did not spawn itself); `unwatchPid` takes it off. */
 export const watchPid = (pid: number): void => send(`pid ${pid}`)
 

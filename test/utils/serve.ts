@@ -43,14 +43,10 @@ export class ServeFailed extends Data.TaggedError("ServeFailed")<{ readonly mess
 export const start = (main: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.acquireRelease(
     Effect.async<Serve, ServeFailed>((resume) => {
-      const child = Reaper.watch(
-        ChildProcess.spawn(process.execPath, [main, "serve", ...args], {
-          env: { ...process.env, ...env },
-          stdio: ["ignore", "pipe", "pipe"],
-          detached: true
-        }),
-        { group: true }
-      )
+      const child = Reaper.spawnGroup(process.execPath, [main, "serve", ...args], {
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
       let output = ""
       let ready = false
       let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined
