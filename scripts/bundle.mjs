@@ -1,8 +1,9 @@
 /**
  * Bundles the `effect-agent` command (src/cli/main.ts) into dist/bin/effect-agent.js, the package's
  * `bin`: one ES module holding the command and what it always needs (effect and @effect/*, tree-shaken),
- * and a few chunks in dist/bin/chunks/ that the command imports only when used (the providers with
- * undici, the chat, the HTML export, MCP). A command start then reads two files instead of compiling
+ * and a few chunks in dist/bin/chunks/ that the command imports only when used (the providers, the
+ * chat, the HTML export, MCP, `serve`). The providers send their requests with Node's own `fetch`, so
+ * no HTTP client is bundled for them. A command start then reads two files instead of compiling
  * about a thousand modules.
  *
  * The bundle has its own copy of effect, separate from the one the user's code imports through the
@@ -38,7 +39,7 @@ const result = await esbuild.build({
   // better-sqlite3 finds its native addon from its own files: it stays a package of its own, loaded
   // when a database is a SQLite file (`serve`, `--session` on SQLite)
   external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*", "better-sqlite3"],
-  // the CommonJS packages inside (undici) call `require` for Node's modules
+  // the CommonJS packages inside (undici and ws for `serve`, pg, …) call `require` for Node's modules
   banner: {
     js:
       "import { createRequire as __createRequire } from \"node:module\";const require = __createRequire(import.meta.url);"

@@ -1,11 +1,11 @@
 /**
  * The command's real providers and their HTTP client, in a module of their own: `main.ts` imports it
  * only when `--provider` or `--fallback` names one, so `--help`, the demo model and `export` start
- * without loading undici (about half of the bundled command).
+ * without loading the providers.
  *
  * @since 0.1.0
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as Layer from "effect/Layer"
 import type * as Errors from "../Errors.js"
@@ -34,9 +34,12 @@ export const layer = (
     : Google.layer(options)
 
 /**
- * The HTTP client the providers use (undici).
+ * The HTTP client the providers use: Node's own `fetch`. It comes with Node, whose built-in modules
+ * load from a code cache, so a first request compiles no HTTP client of the command's; the undici
+ * package (`NodeHttpClient.layerUndici`) would be most of the providers' chunk. Library users choose
+ * their own `HttpClient` layer.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const httpClient = NodeHttpClient.layerUndici
+export const httpClient = FetchHttpClient.layer
