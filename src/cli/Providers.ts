@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import type * as Errors from "../Errors.js"
 import type * as Model from "../Model.js"
 import * as Anthropic from "../providers/Anthropic.js"
@@ -34,12 +34,18 @@ export const layer = (
     : Google.layer(options)
 
 /**
- * The HTTP client the providers use: Node's own `fetch`. It comes with Node, whose built-in modules
- * load from a code cache, so a first request compiles no HTTP client of the command's; the undici
- * package (`NodeHttpClient.layerUndici`) would be most of the providers' chunk. Library users choose
- * their own `HttpClient` layer.
+ * The HTTP client the providers use: Node's `http` and `https` modules (`NodeHttpClient.layer`'s
+ * client), with connections kept alive between a run's requests. Like the undici client it replaces,
+ * it sets no timeout of its own (the providers' retries and the run's abort bound a request), and it
+ * comes with Node, whose built-in modules load from a code cache: the undici package would be most of
+ * the providers' chunk, and Node's `fetch` loads its own copy of undici and stops a response after
+ * 300 s without data. The bundle (scripts/bundle.mjs) takes this module's `NodeHttpClient` from the
+ * file that holds these two layers, so that undici stays out of the providers' chunk. Library users
+ * choose their own `HttpClient` layer.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const httpClient = FetchHttpClient.layer
+export const httpClient: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerWithoutAgent.pipe(
+  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true }))
+)
