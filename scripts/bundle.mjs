@@ -1,8 +1,10 @@
 /**
  * Bundles the `effect-agent` command (src/cli/main.ts) into dist/bin/effect-agent.js, the package's
  * `bin`: one ES module holding the command and what it always needs (effect and @effect/*, tree-shaken),
- * and a few chunks in dist/bin/chunks/ that the command imports only when used (the providers with
- * undici, the chat, the HTML export, MCP). A command start then reads two files instead of compiling
+ * and a few chunks in dist/bin/chunks/ that the command imports only when used (the providers, the
+ * chat, the HTML export, MCP, `serve`). The providers send their requests with Node's `http` module, so
+ * their chunk holds no HTTP client of its own (undici is bundled for `serve` only; the build fails if
+ * `--help` or a first request would load it). A command start then reads two files instead of compiling
  * about a thousand modules.
  *
  * The bundle has its own copy of effect, separate from the one the user's code imports through the
@@ -16,10 +18,33 @@
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+
+/**
+ * The providers' HTTP client (`NodeHttpClient.layerWithoutAgent` and `makeAgentLayer`, on Node's `http`)
+ * taken from the file of @effect/platform-node that holds it, for src/cli/Providers.ts only. Its
+ * `NodeHttpClient` module also holds the undici client, which `serve` uses (through @effect/cluster):
+ * esbuild splits by file, so through that module the providers' chunk would import undici (700 KB) too.
+ */
+const providersHttpClient = {
+  name: "providers-http-client",
+  setup(build) {
+    const platformNode = path.dirname(
+      createRequire(path.join(repo, "package.json")).resolve("@effect/platform-node/package.json")
+    )
+    build.onResolve(
+      { filter: /^@effect\/platform-node\/NodeHttpClient$/ },
+      (args) =>
+        args.importer.endsWith(path.join("src", "cli", "Providers.ts"))
+          ? { path: path.join(platformNode, "dist", "esm", "internal", "httpClient.js") }
+          : undefined
+    )
+  }
+}
 
 const result = await esbuild.build({
   absWorkingDir: repo,
@@ -38,13 +63,32 @@ const result = await esbuild.build({
   // better-sqlite3 finds its native addon from its own files: it stays a package of its own, loaded
   // when a database is a SQLite file (`serve`, `--session` on SQLite)
   external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*", "better-sqlite3"],
-  // the CommonJS packages inside (undici) call `require` for Node's modules
+  // the CommonJS packages inside (undici and ws for `serve`, pg, …) call `require` for Node's modules
   banner: {
     js:
       "import { createRequire as __createRequire } from \"node:module\";const require = __createRequire(import.meta.url);"
   },
-  metafile: process.env.BUNDLE_META !== undefined,
+  plugins: [providersHttpClient],
+  metafile: true,
   logLevel: "warning"
 })
 // BUNDLE_META=file writes what went into each output file (esbuild's metafile)
-if (result.metafile !== undefined) fs.writeFileSync(process.env.BUNDLE_META, JSON.stringify(result.metafile))
+if (process.env.BUNDLE_META !== undefined) fs.writeFileSync(process.env.BUNDLE_META, JSON.stringify(result.metafile))
+
+// what `--help` and a first request load: the command's file, the providers' chunk, and the chunks they
+// import (not those they import only when used); undici must not be among them
+const { outputs } = result.metafile
+const loaded = (file, seen = new Set()) => {
+  if (seen.has(file)) return seen
+  seen.add(file)
+  for (const { path: imported, kind } of outputs[file].imports) {
+    if (kind === "import-statement" && outputs[imported] !== undefined) loaded(imported, seen)
+  }
+  return seen
+}
+const providers = Object.keys(outputs).find((file) => /\/Providers-[^/]*\.js$/.test(file))
+if (providers === undefined) throw new Error("bundle: no chunk for src/cli/Providers.ts")
+for (const file of loaded(providers, loaded("dist/bin/effect-agent.js"))) {
+  const undici = Object.keys(outputs[file].inputs).find((input) => input.includes("node_modules/undici/"))
+  if (undici !== undefined) throw new Error(`bundle: ${file} (loaded by a first request) holds ${undici}`)
+}

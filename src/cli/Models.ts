@@ -1,7 +1,7 @@
 /**
  * The command's model: the offline demo model or a provider (OpenAI-compatible, OpenAI Responses,
  * Anthropic, Gemini) with its fallbacks, after their settings were checked, each retry reported on
- * stderr. The providers (and undici) are loaded only when one is named.
+ * stderr. The providers are loaded only when one is named.
  *
  * @since 0.1.0
  */
@@ -88,7 +88,7 @@ const reportRetry = (retry: { readonly attempt: number; readonly delayMillis: nu
   })
 const retryOptions = { jitter: true, onRetry: reportRetry }
 
-// a separate chunk of the bundled command, loaded when a provider is named: the providers and undici
+// a separate chunk of the bundled command, loaded when a provider is named: the providers
 const loadProviders = Effect.promise(() => import("./Providers.js"))
 
 /** A provider's Model layer for a model name, after its settings (base URL, API key) were checked. */

@@ -1,13 +1,13 @@
 /**
  * The command's real providers and their HTTP client, in a module of their own: `main.ts` imports it
  * only when `--provider` or `--fallback` names one, so `--help`, the demo model and `export` start
- * without loading undici (about half of the bundled command).
+ * without loading the providers.
  *
  * @since 0.1.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import type * as Errors from "../Errors.js"
 import type * as Model from "../Model.js"
 import * as Anthropic from "../providers/Anthropic.js"
@@ -34,9 +34,18 @@ export const layer = (
     : Google.layer(options)
 
 /**
- * The HTTP client the providers use (undici).
+ * The HTTP client the providers use: Node's `http` and `https` modules (`NodeHttpClient.layer`'s
+ * client), with connections kept alive between a run's requests. Like the undici client it replaces,
+ * it sets no timeout of its own (the providers' retries and the run's abort bound a request), and it
+ * comes with Node, whose built-in modules load from a code cache: the undici package would be most of
+ * the providers' chunk, and Node's `fetch` loads its own copy of undici and stops a response after
+ * 300 s without data. The bundle (scripts/bundle.mjs) takes this module's `NodeHttpClient` from the
+ * file that holds these two layers, so that undici stays out of the providers' chunk. Library users
+ * choose their own `HttpClient` layer.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const httpClient = NodeHttpClient.layerUndici
+export const httpClient: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerWithoutAgent.pipe(
+  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true }))
+)
