@@ -243,6 +243,47 @@ describe("Server", () => {
   )
 
   it.scopedLive(
+    "a client that got a run's last message but not its end gets the end when it resumes with that message's id",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([Message.assistant("one"), Message.assistant("two")])
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const first = JSON.parse((yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })).body)
+        const all = yield* readEvents(`${url}/sessions/s1/events?live=false`, (events) =>
+          events.some((event) => event.data._tag === "RunEnd"))
+        const end = all.find((event) =>
+          event.data._tag === "RunEnd"
+        )!
+        assert.strictEqual(end.data.runId, first.runId)
+        assert.strictEqual(end.id, "1-end")
+        // cut off after the answer (id 1), before the end: the end comes first when it resumes
+        const resumed = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.data._tag === "RunEnd"),
+          "1"
+        )
+        assert.deepStrictEqual(resumed.map((event) => [event.id, event.data._tag]), [["1-end", "RunEnd"]])
+        // resuming after the end gets the next run and its end, not the first end again
+        const second = JSON.parse((yield* post(`${url}/sessions/s1/prompt`, { clientId: "p2", text: "again" })).body)
+        const next = yield* readEvents(
+          `${url}/sessions/s1/events?live=false`,
+          (events) => events.some((event) => event.data._tag === "RunEnd"),
+          "1-end"
+        )
+        assert.deepStrictEqual(next.map((event) => [event.id, event.data._tag]), [
+          ["2", "Message"],
+          ["3", "Message"],
+          ["3-end", "RunEnd"]
+        ])
+        assert.strictEqual(next[2]!.data.runId, second.runId)
+        // an id the stream never gave is refused
+        const bad = yield* request(`${url}/sessions/s1/events`, { headers: { ...auth, "last-event-id": "1-start" } })
+        assert.strictEqual(bad.status, 400)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "AG-UI: HttpAgent runs a tool call, gets an approval interrupt, and resumes it",
     () =>
       Effect.gen(function*() {

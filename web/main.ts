@@ -666,7 +666,6 @@ const onEvent = (event: ServerEvent): void => {
             shown.add(key)
             renderAssistant(message, pending.root)
           }
-          if (message.stopReason !== "toolUse") void checkEnded(message)
         } else {
           if (message.role === "user") {
             const text = textOf(message)
@@ -678,7 +677,6 @@ const onEvent = (event: ServerEvent): void => {
             markRunning("")
           }
           renderMessage(message)
-          if (message.role === "assistant" && message.stopReason !== "toolUse") void checkEnded(message)
         }
         break
       }
@@ -722,7 +720,7 @@ const onEvent = (event: ServerEvent): void => {
         askApproval(event.toolCallId, event.toolName, event.input)
         break
       case "RunEnd":
-        // already ended by checkEnded: only a failure has something to add
+        // every run's end comes, once, after its last message (also one that ended between two reads of the store)
         if (running !== undefined) endRun(event.outcome)
         else if (event.outcome._tag === "Failed") notice(failureHint(event.outcome.reason))
         break
@@ -752,23 +750,6 @@ const endRun = (outcome: Outcome): void => {
     }
   } else if (outcome._tag === "Failed") notice(failureHint(outcome.reason))
   void refresh()
-}
-
-/**
- * After a final answer, asks the server whether the run is over: a run that started and ended while the
- * server's stream was between two polls of the store has its messages sent but not its end.
- */
-const checkEnded = async (message: AssistantMessage): Promise<void> => {
-  const id = sessionId
-  if (id === undefined || running === undefined) return
-  try {
-    const history = await api<History>("GET", `/sessions/${encodeURIComponent(id)}`)
-    if (id !== sessionId || history.running !== undefined || running === undefined) return
-    stickToBottom(() => endRun({ _tag: message.stopReason === "aborted" ? "Aborted" : "Completed", turns: 0 }))
-    renderStatus()
-  } catch {
-    // the stream's own end of the run comes later
-  }
 }
 
 /** Reads the history again for the entries' ids (edit) and the branches, without drawing the messages again. */
@@ -951,7 +932,8 @@ const openSession = async (id: string): Promise<void> => {
   connection = Sse.connect({
     url: () => `/sessions/${encodeURIComponent(id)}/events`,
     headers: authHeaders,
-    lastEventId: position > 0 ? String(position - 1) : undefined,
+    // after the history and the end of the run it holds (that end is in the history's `running`)
+    lastEventId: position > 0 ? `${position - 1}-end` : undefined,
     onEvent: (message) => {
       if (sessionId !== id) return
       if (message.event === "error") {

@@ -21,7 +21,10 @@ export const events = (
   sessionId: string,
   options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
-  checked(sessionId, tail(sessionId, options.after ?? 0, options.live ?? true, Option.none(), defaultPollInterval))
+  checked(
+    sessionId,
+    tail(sessionId, options.after ?? 0, options.live ?? true, Option.none(), defaultPollInterval, false)
+  )
 
 /**
  * The session's events without end: like `events`, but when no run is going it runs `idle` (a wait) and
@@ -36,12 +39,33 @@ export const follow = (
     readonly live: boolean
     readonly idle: Effect.Effect<void>
     readonly pollInterval?: Duration.DurationInput | undefined
+    /**
+     * Whether the end of a run that ended at `after` (its last message at `after - 1`) is announced: for
+     * a client that resumes after a message it got, which may have missed the end that followed it.
+     */
+    readonly endAtAfter?: boolean | undefined
   }
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
   checked(
     sessionId,
-    tail(sessionId, options.after, options.live, Option.some(options.idle), options.pollInterval ?? defaultPollInterval)
+    tail(
+      sessionId,
+      options.after,
+      options.live,
+      Option.some(options.idle),
+      options.pollInterval ?? defaultPollInterval,
+      options.endAtAfter ?? false
+    )
   )
+
+/**
+ * Where a `RunEnd` of these streams stands in the log: the log's size when its run ended, so it comes
+ * right after the message before that position (`undefined` for other events, and for the ends of runs
+ * recorded before the store kept that position).
+ */
+export const endPosition = (event: SessionEvent): number | undefined => endPositions.get(event)
+
+const endPositions = new WeakMap<SessionEvent, number>()
 
 const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient>) =>
   Stream.unwrap(Effect.gen(function*() {
@@ -97,7 +121,8 @@ const tail = (
   after: number,
   live: boolean,
   idle: Option.Option<Effect.Effect<void>>,
-  pollInterval: Duration.DurationInput
+  pollInterval: Duration.DurationInput,
+  endAtAfter: boolean
 ): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -112,7 +137,7 @@ const tail = (
       endedRuns: new Set()
     }
     const pollAll = Effect.gen(function*() {
-      const ends = yield* runEnds(sql, sessionId, after, cursor)
+      const ends = yield* runEnds(sql, sessionId, endAtAfter ? after - 1 : after, cursor)
       const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
         FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
       const liveRows = live ? yield* readLive(sql, sessionId, cursor) : []
@@ -217,11 +242,11 @@ const messagesWithLive = (
 
 /**
  * The ends of runs not announced yet, in the order they ended, and whether a run is going. On the first
- * poll, the ends of runs that ended before the stream started are announced only when the stream starts
- * before the run's last message (a client that resumes after it missed the end); those of runs recorded
+ * poll, the ends of runs that ended before the stream started are announced only when they ended after
+ * `since` (a client that resumes after a run's last message missed its end); those of runs recorded
  * without their position are not.
  */
-const runEnds = (sql: SqlClient.SqlClient, sessionId: string, after: number, cursor: Cursor) =>
+const runEnds = (sql: SqlClient.SqlClient, sessionId: string, since: number, cursor: Cursor) =>
   Effect.gen(function*() {
     const runs = yield* sql<RunRow & { readonly end_position: number | string | null }>`SELECT run_id,
       session_id, status, outcome, end_position FROM effect_agent_runs WHERE session_id = ${sessionId}
@@ -232,11 +257,10 @@ const runEnds = (sql: SqlClient.SqlClient, sessionId: string, after: number, cur
       if (run.status === "running") cursor.running = true
       else if (run.outcome !== null && !cursor.endedRuns.has(run.run_id)) {
         const position = run.end_position === null ? null : Number(run.end_position)
-        if (!cursor.first || (position !== null && position > after)) {
-          ends.push({
-            event: { _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) },
-            position
-          })
+        if (!cursor.first || (position !== null && position > since)) {
+          const event: SessionEvent = { _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) }
+          if (position !== null) endPositions.set(event, position)
+          ends.push({ event, position })
         }
         cursor.endedRuns.add(run.run_id)
       }

@@ -70,6 +70,13 @@ export const Id = Schema.String.pipe(
 
 export const SessionPath = Schema.Struct({ sessionId: Id })
 
+/** The id of an event the stream gave: a message's position, or `<position>-end` for the run's end after it. */
+export const LastEventId = Schema.String.pipe(
+  Schema.pattern(/^(0|[1-9][0-9]{0,15})(-end)?$/, {
+    message: () => "Last-Event-ID must be an id the event stream gave: a position, or `<position>-end`"
+  })
+)
+
 export const SessionSummary = Schema.Struct({
   sessionId: Schema.String,
   createdAt: Schema.Number,
@@ -241,13 +248,14 @@ export class Sessions extends HttpApiGroup.make("sessions")
         after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
         live: Schema.optional(Schema.Literal("true", "false"))
       }))
-      .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(Schema.NumberFromString.pipe(Schema.int())) }))
+      .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(LastEventId) }))
       .addSuccess(sse)
       .addError(NotFound)
       .annotate(
         OpenApi.Description,
         "The session's events as Server-Sent Events: each stored message with `id:` its position in the log " +
-          "(`Last-Event-ID` or `after` resumes after it), the end of each run, a tool call waiting for approval, " +
+          "(`Last-Event-ID` or `after` resumes after it), the end of each run (`id:` `<position>-end`, after the " +
+          "message at that position), a tool call waiting for approval, " +
           "and (unless `live=false`) the live deltas of the step running, which are best-effort."
       )
   )

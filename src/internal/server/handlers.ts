@@ -411,21 +411,24 @@ const forkAt = (sessionId: string, entryId: string | null, asksApproval: ServerS
 
 /**
  * The session's event stream as Server-Sent Events, from position `after` on: each stored message with
- * its position as the event's id (and an `ApprovalRequested` after a call that waits for a person), live
+ * its position as the event's id (and an `ApprovalRequested` after a call that waits for a person), the
+ * end of each run with the id `<position>-end` of the message before it (with `endAtAfter`, also the end
+ * of a run whose last message is the one before `after`: a client resuming after it may have missed it), live
  * deltas when `live`, a keep-alive comment every `heartbeat`, and a read error as an `error` event.
  */
 const eventStream = (sessionId: string, options: {
   readonly after: number
+  readonly endAtAfter: boolean
   readonly live: boolean
   readonly asksApproval: ServerStream.AsksApproval
   readonly heartbeat: Duration.DurationInput
 }) => {
   const session = sessionApprovals(sessionId, options.asksApproval)
   const approvals = ServerStream.translator(session.asks)
-  const events = ServerStream.follow(sessionId, options.after, options.live).pipe(
+  const events = ServerStream.follow(sessionId, options.after, options.live, undefined, options.endAtAfter).pipe(
     Stream.tap(session.refresh),
     Stream.mapConcat((event) => {
-      if (event._tag !== "Message") return [ServerStream.sseEvent(event)]
+      if (event._tag !== "Message") return [ServerStream.sseEvent(event, { id: ServerStream.eventId(event) })]
       const requested = approvals(event).flatMap((part) =>
         part._tag === "Approval"
           ? [ServerStream.sseEvent({
@@ -574,9 +577,9 @@ export const layerSessions = (options: HandlerOptions) =>
                 ServerStream.sseResponse(
                   request,
                   eventStream(path.sessionId, {
-                    after: headers["last-event-id"] !== undefined
-                      ? headers["last-event-id"] + 1
-                      : urlParams.after ?? 0,
+                    ...(headers["last-event-id"] !== undefined
+                      ? ServerStream.resumeFrom(headers["last-event-id"])
+                      : { after: urlParams.after ?? 0, endAtAfter: false }),
                     live: urlParams.live !== "false",
                     asksApproval,
                     heartbeat

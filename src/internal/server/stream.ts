@@ -32,9 +32,32 @@ export const follow = (
   sessionId: string,
   after: number,
   live: boolean,
-  idle: Duration.DurationInput | Effect.Effect<void> = "500 millis"
+  idle: Duration.DurationInput | Effect.Effect<void> = "500 millis",
+  endAtAfter = false
 ): Stream.Stream<Durable.SessionEvent, Durable.StoreFailed | Durable.SessionNotFound, SqlClient.SqlClient> =>
-  Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle) })
+  Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle), endAtAfter })
+
+/**
+ * The SSE id of a session event: a stored message's position, or `<position>-end` for the end of a run
+ * that came right after the message at that position (none for live events, nor for the end of a run
+ * recorded without its position).
+ */
+export const eventId = (event: Durable.SessionEvent): string | undefined => {
+  if (event._tag === "Message") return String(event.position)
+  if (event._tag !== "RunEnd") return undefined
+  const position = Events.endPosition(event)
+  return position === undefined || position === 0 ? undefined : `${position - 1}-end`
+}
+
+/**
+ * Where a client that resumes with `Last-Event-ID` (an id `eventId` gave) picks up: the position after
+ * the message named, and whether the end of a run right after that message is still to come (it is not
+ * when the id named that end).
+ */
+export const resumeFrom = (lastEventId: string): { readonly after: number; readonly endAtAfter: boolean } => ({
+  after: Number.parseInt(lastEventId, 10) + 1,
+  endAtAfter: !lastEventId.endsWith("-end")
+})
 
 /** The limits of what the server holds for one event-stream client. */
 export interface Limits {
