@@ -10,12 +10,15 @@
  *   time from the process's start until its request arrives (the server then answers, and the command
  *   ends);
  * - `--help` of the unbundled build (`dist/cli/main.js`, what tsc writes), for comparison;
+ * - `--help` of a minimal @effect/cli command (three options, `NodeContext`, `NodeRuntime`), bundled here
+ *   the way scripts/bundle.mjs bundles ours: the floor of any command built on @effect/cli;
  * - with `--all`, also the sources through tsx and the import cost of the command's dependencies.
  *
  * Run `npm run build` first (`npm run bench:startup` does). Sessions go to a temporary data directory.
  *
  *   node bench/startup.mjs [--runs 10] [--all]
  */
+import * as esbuild from "esbuild"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -99,6 +102,43 @@ const once = (command, args, untilRequest) =>
   })
 const env = { ...process.env, XDG_DATA_HOME: data, OPENAI_API_KEY: "bench", NO_COLOR: "1" }
 
+// the floor: the least command @effect/cli makes, bundled with the same esbuild options as ours
+const minimal = path.join(data, "minimal-cli.mjs")
+await esbuild.build({
+  stdin: {
+    contents: `
+      import * as Args from "@effect/cli/Args"
+      import * as Command from "@effect/cli/Command"
+      import * as Options from "@effect/cli/Options"
+      import * as NodeContext from "@effect/platform-node/NodeContext"
+      import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+      import * as Effect from "effect/Effect"
+      const command = Command.make("minimal", {
+        provider: Options.text("provider").pipe(Options.withDefault("openai")),
+        model: Options.text("model").pipe(Options.optional),
+        prompt: Args.text({ name: "prompt" }).pipe(Args.repeated)
+      }, () => Effect.log("hi"))
+      Command.run(command, { name: "minimal", version: "0.0.0" })(process.argv).pipe(
+        Effect.provide(NodeContext.layer),
+        NodeRuntime.runMain
+      )`,
+    resolveDir: repo,
+    loader: "ts"
+  },
+  outfile: minimal,
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  minifyWhitespace: true,
+  minifySyntax: true,
+  banner: {
+    js:
+      "import { createRequire as __createRequire } from \"node:module\";const require = __createRequire(import.meta.url);"
+  },
+  logLevel: "warning"
+})
+
 const cases = [
   ["node (empty script)", node, ["-e", ""]],
   [`node ${bin} --help`, node, [bin, "--help"]],
@@ -114,6 +154,7 @@ const cases = [
     "hi"
   ], true],
   ["node dist/cli/main.js --help (unbundled)", node, ["dist/cli/main.js", "--help"]],
+  ["a minimal @effect/cli command --help (bundled the same way)", node, [minimal, "--help"]],
   ...(all
     ? [
       ["npm run agent -- --help (tsx)", npm, ["run", "--silent", "agent", "--", "--help"]],
