@@ -26,6 +26,7 @@ import * as Stream from "effect/Stream"
 import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
+import { insertLive } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
@@ -363,6 +364,113 @@ describe("Durable Events: the change feed of a runner's process", () => {
       }).pipe(Effect.scoped),
     120_000
   )
+
+  it.live(
+    "a follower gets a step's live events from the feed as they are pushed, once; those of a step it joined late from the store, once",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-feed-")
+        const store = sqlite(dir)
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const session = yield* Effect.orDie(Durable.SessionSql.makeSql("handed"))
+          yield* Effect.orDie(session.append(Message.user("go")))
+          // a tool call that started before the follower: its first event went to nobody but the store
+          const late = Feed.newWriter()
+          const call = { sessionId: "handed", position: null, callId: "late" }
+          const started = { _tag: "ToolStart" as const, toolCallId: "late", toolName: "echo", input: {} }
+          Feed.publish(sql, "handed", { writer: late, first: true, position: null, callId: "late", event: started })
+          yield* Effect.orDie(insertLive(sql, call, [started], late))
+          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
+          yield* Events.follow("handed", { after: 0, live: true, idle: Effect.never, pollInterval: "1 hour" }).pipe(
+            Stream.runForEach((event) => Queue.offer(queue, event)),
+            Effect.orDie,
+            Effect.forkScoped
+          )
+          const tags = (events: ReadonlyArray<Durable.SessionEvent>) => events.map((event) => event._tag)
+          assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "ToolStart")), [
+            "Message",
+            "ToolStart"
+          ])
+          // a response that starts now: its events come from the feed, before anything is written
+          const response = Feed.newWriter()
+          const publish = (first: boolean, event: Feed.Published["event"]) =>
+            Feed.publish(sql, "handed", { writer: response, first, position: 1, callId: null, event })
+          publish(true, { _tag: "ResponseStart", position: 1 })
+          assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "ResponseStart")), [
+            "ResponseStart"
+          ])
+          const delta = {
+            _tag: "ResponseDelta" as const,
+            position: 1,
+            event: { _tag: "TextDelta" as const, index: 0, delta: "fed" }
+          }
+          publish(false, delta)
+          assert.deepStrictEqual(yield* takeUntil(queue, (event) => event._tag === "ResponseDelta"), [delta])
+          // the late call's next event: not from the feed (the follower missed its start there), from the store
+          const update = { _tag: "ToolUpdate" as const, toolCallId: "late", toolName: "echo", update: "half" }
+          Feed.publish(sql, "handed", { writer: late, first: false, position: null, callId: "late", event: update })
+          yield* Effect.orDie(insertLive(sql, call, [update], late))
+          assert.deepStrictEqual(yield* takeUntil(queue, (event) => event._tag === "ToolUpdate"), [update])
+          // the response's batch written and its answer stored: the answer comes, its events not again
+          yield* Effect.orDie(insertLive(sql, { sessionId: "handed", position: 1, callId: null }, [
+            { _tag: "ResponseStart", position: 1 },
+            delta
+          ], response))
+          yield* Effect.orDie(session.append(Message.assistant("fed")))
+          yield* Feed.notify(sql, "handed", "all")
+          assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "Message")), ["Message"])
+        }).pipe(Effect.provide(inProcessRunner(store, Model.scripted([]))))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a follower that lets the feed's events pile up loses those of the steps going on, never gets them twice, and gets the next steps'",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-feed-")
+        const store = sqlite(dir)
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const session = yield* Effect.orDie(Durable.SessionSql.makeSql("piled"))
+          yield* Effect.orDie(session.append(Message.user("go")))
+          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
+          yield* Events.follow("piled", { after: 0, live: true, idle: Effect.never, pollInterval: "1 hour" }).pipe(
+            Stream.runForEach((event) => Queue.offer(queue, event)),
+            Effect.orDie,
+            Effect.forkScoped
+          )
+          yield* takeUntil(queue, (event) => event._tag === "Message")
+          const writer = Feed.newWriter()
+          const delta = (text: string) => ({
+            _tag: "ResponseDelta" as const,
+            position: 1,
+            event: { _tag: "TextDelta" as const, index: 0, delta: text }
+          })
+          const publish = (name: string, first: boolean, event: Feed.Published["event"]) =>
+            Feed.publish(sql, "piled", { writer: name, first, position: 1, callId: null, event })
+          publish(writer, true, { _tag: "ResponseStart", position: 1 })
+          yield* takeUntil(queue, (event) => event._tag === "ResponseStart")
+          // more than the feed holds for a follower, before it can take any
+          yield* Effect.sync(() => {
+            for (let i = 0; i <= 10_000; i++) publish(writer, false, delta("piled "))
+          })
+          publish(writer, false, delta("after"))
+          yield* Effect.orDie(
+            insertLive(sql, { sessionId: "piled", position: 1, callId: null }, [delta("stored")], writer)
+          )
+          // the next step of the session: from the feed, or from the store if the feed dropped its start too
+          const next = Feed.newWriter()
+          const started = { _tag: "ToolStart" as const, toolCallId: "next", toolName: "echo", input: {} }
+          Feed.publish(sql, "piled", { writer: next, first: true, position: null, callId: "next", event: started })
+          yield* Effect.orDie(insertLive(sql, { sessionId: "piled", position: null, callId: "next" }, [started], next))
+          const got = yield* takeUntil(queue, (event) => event._tag === "ToolStart")
+          assert.deepStrictEqual(got.map((event) => event._tag), ["ToolStart"])
+        }).pipe(Effect.provide(inProcessRunner(store, Model.scripted([]))))
+      }).pipe(Effect.scoped),
+    120_000
+  )
 })
 
 const twoRuns = (store: Store) =>
@@ -375,6 +483,14 @@ const twoRuns = (store: Store) =>
         created_at BIGINT NOT NULL, ended_at BIGINT)`
       yield* sql`INSERT INTO effect_agent_runs (run_id, session_id, status, outcome, created_at, ended_at)
         VALUES ('old/1', 'old', 'completed', ${JSON.stringify({ _tag: "Completed", turns: 1 })}, 1, 1)`
+      // and its live events' table, without `writer`
+      const id = sql.onDialectOrElse({
+        pg: () => sql.literal("BIGSERIAL PRIMARY KEY"),
+        orElse: () => sql.literal("INTEGER PRIMARY KEY AUTOINCREMENT")
+      })
+      yield* sql`CREATE TABLE effect_agent_live (
+        id ${id}, session_id TEXT NOT NULL, message_position INTEGER, call_id TEXT, events TEXT NOT NULL,
+        at BIGINT NOT NULL)`
     }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
     const model = Model.scripted([
       Message.assistant([Message.text("first")]),

@@ -78,10 +78,21 @@ const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown,
 const defaultPollInterval: Duration.DurationInput = "100 millis"
 
 interface LiveRow {
-  readonly id: number
   readonly position: number | null
   readonly callId: string | null
-  readonly events: ReadonlyArray<LiveEvent>
+  readonly events: Array<LiveEvent>
+}
+
+/**
+ * Where a follower gets a step's live events from, by the step's writer: from the feed (it had the
+ * writer's first event: its rows in the store are skipped), from the store (it joined after the
+ * writer's first event: what the feed hands over of it is skipped), or from neither (the feed dropped
+ * some of its events: the rest are lost, as live events may be, rather than sent twice).
+ */
+interface Writer {
+  readonly source: "feed" | "store" | "neither"
+  readonly position: number | null
+  readonly callId: string | null
 }
 
 const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
@@ -98,6 +109,8 @@ interface Cursor {
   running: boolean
   readonly storedResults: Set<string>
   readonly endedRuns: Set<string>
+  /** The writers of this process's steps whose events the feed handed over (see `Writer`). */
+  readonly writers: Map<string, Writer>
 }
 
 /** A run's end to announce: after the message before `position` (the log's size when it ended; unknown for runs older than that column). */
@@ -134,21 +147,30 @@ const tail = (
       first: true,
       running: false,
       storedResults: new Set(),
-      endedRuns: new Set()
+      endedRuns: new Set(),
+      writers: new Map()
     }
     const pollAll = Effect.gen(function*() {
+      // the feed first: a writer whose rows the store has now is known by then
+      const handed = fromFeed(feed, cursor)
       const ends = yield* runEnds(sql, sessionId, endAtAfter ? after - 1 : after, cursor)
       const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
         FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
-      const liveRows = live ? yield* readLive(sql, sessionId, cursor) : []
+      const liveRows = live ? [...yield* readLive(sql, sessionId, cursor), ...handed] : []
       const out = yield* messagesWithLive(rows, liveRows, ends, after, cursor)
       cursor.first = false
+      forgetDone(cursor)
       return out
     })
-    const pollLive = Effect.flatMap(
-      Effect.suspend(() => readLive(sql, sessionId, cursor)),
-      (liveRows) => messagesWithLive([], liveRows, [], after, cursor)
-    )
+    const pollLive = Effect.suspend(() => {
+      const handed = fromFeed(feed, cursor)
+      // the store only for the steps of this process that started before the follower did
+      const fromStore = Array.from(cursor.writers.values()).some((writer) => writer.source === "store")
+      return Effect.flatMap(
+        fromStore ? readLive(sql, sessionId, cursor) : Effect.succeed([]),
+        (stored) => messagesWithLive([], [...stored, ...handed], [], after, cursor)
+      )
+    })
     const timer = Effect.sleep(pollInterval)
     /** Polls (all, or the live events only), then says how to wait for the next poll: `true` when its timer ended. */
     const step = (timedOut: boolean) =>
@@ -174,23 +196,78 @@ const readLive = (sql: SqlClient.SqlClient, sessionId: string, cursor: Cursor) =
         readonly message_position: number | null
         readonly call_id: string | null
         readonly events: string
+        readonly writer: string | null
       }
-    >`SELECT id, message_position, call_id, events FROM effect_agent_live
+    >`SELECT id, message_position, call_id, events, writer FROM effect_agent_live
       WHERE session_id = ${sessionId} AND id > ${cursor.lastLiveId} ORDER BY id`
     const rows: Array<LiveRow> = []
     for (const row of raw) {
       cursor.lastLiveId = Number(row.id)
+      const position = row.message_position === null ? null : Number(row.message_position)
+      if (row.writer !== null) {
+        const writer = cursor.writers.get(row.writer)
+        // a writer first seen here (its first events were published after the feed was last read): from
+        // the store from now on, so what the feed hands over of it is not sent twice
+        if (writer === undefined) cursor.writers.set(row.writer, { source: "store", position, callId: row.call_id })
+        else if (writer.source !== "store") continue
+      }
       const decoded = yield* Effect.option(decodeLiveEvents(row.events))
       if (Option.isNone(decoded)) continue
-      rows.push({
-        id: Number(row.id),
-        position: row.message_position === null ? null : Number(row.message_position),
-        callId: row.call_id,
-        events: decoded.value
-      })
+      rows.push({ position, callId: row.call_id, events: decoded.value.slice() })
     }
     return rows
   })
+
+/**
+ * The live events the feed handed over since the last call, as rows, from the writers whose first
+ * event it handed over (see `Writer`).
+ */
+const fromFeed = (feed: Feed.Subscription, cursor: Cursor): Array<LiveRow> => {
+  const { dropped, events } = feed.drain()
+  if (dropped !== undefined) {
+    // what the feed had of the steps it was handing over is lost; a step whose start it dropped comes
+    // from the store, whole
+    for (const [name, writer] of cursor.writers) {
+      if (writer.source === "feed") cursor.writers.set(name, { ...writer, source: "neither" })
+    }
+    for (const [name, { callId, position }] of dropped) {
+      if (!cursor.writers.has(name)) cursor.writers.set(name, { source: "store", position, callId })
+    }
+  }
+  const rows: Array<LiveRow> = []
+  let last: { readonly writer: string; readonly row: LiveRow } | undefined
+  for (const published of events) {
+    let writer = cursor.writers.get(published.writer)
+    if (writer === undefined) {
+      writer = {
+        source: published.first ? "feed" : "store",
+        position: published.position,
+        callId: published.callId
+      }
+      cursor.writers.set(published.writer, writer)
+    }
+    if (writer.source !== "feed") continue
+    if (last?.writer === published.writer) last.row.events.push(published.event)
+    else {
+      last = {
+        writer: published.writer,
+        row: { position: published.position, callId: published.callId, events: [published.event] }
+      }
+      rows.push(last.row)
+    }
+  }
+  return rows
+}
+
+/** Forgets the writers whose message or result was delivered: their events are skipped from then on anyway. */
+const forgetDone = (cursor: Cursor) => {
+  for (const [name, writer] of cursor.writers) {
+    if (
+      (writer.position !== null && writer.position < cursor.position) ||
+      (writer.callId !== null && cursor.storedResults.has(writer.callId))
+    ) cursor.writers.delete(name)
+  }
+}
 
 /**
  * The new messages from position `after` on, each after the live events that lead to it and after the

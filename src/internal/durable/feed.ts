@@ -1,9 +1,10 @@
 /**
  * The change feed of a process: when this process writes a session's live events, appends to its log or
  * records a run's start or end, the followers of that session in this process are woken at once, instead
- * of waiting for their next poll. It is kept per `SqlClient` (a runner's store), and holds a session only
- * while someone follows it. Writes made by other processes (the other runners of a cluster) wake nobody
- * here: the followers' polls still find them.
+ * of waiting for their next poll. Live events are handed to them too, as each is pushed (`publish`), so
+ * they need not wait for the batch's write nor read it back. It is kept per `SqlClient` (a runner's
+ * store), and holds a session only while someone follows it. Writes made by other processes (the other
+ * runners of a cluster) wake nobody here: the followers' polls still find them.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
@@ -11,13 +12,61 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
+import type { LiveEvent } from "./models.js"
 
 /** What was written: only live events, or the log or the runs too (a follower then reads them all). */
 export type Change = "live" | "all"
 
+/** A live event as its step's writer pushed it: `first` when it is the writer's first event. */
+export interface Published {
+  readonly writer: string
+  readonly first: boolean
+  readonly position: number | null
+  readonly callId: string | null
+  readonly event: LiveEvent
+}
+
 interface Subscriber {
   changed: Change | undefined
   wake: Deferred.Deferred<void>
+  /** The live events published since the follower last took them. */
+  pending: Array<Published>
+  /** Whether events were dropped because the follower did not take them (`maxPending`). */
+  overflowed: boolean
+  /** The writers whose events were dropped, with their steps' events. */
+  dropped: Map<string, Published>
+}
+
+/** The most live events held for a follower that does not take them (a client that reads nothing). */
+const maxPending = 10_000
+
+const processToken = Math.random().toString(36).slice(2, 10)
+let writers = 0
+
+/** A new name for a step's writer of live events, unique in this process and likely across processes. */
+export const newWriter = (): string => `${processToken}-${(writers++).toString(36)}`
+
+/**
+ * Hands a live event to the followers of `sessionId` on `sql` in this process (nothing when there are
+ * none) and wakes them. A follower that lets `maxPending` events pile up loses them and those that come
+ * until it takes them again (they are best-effort), and is told whose they were.
+ */
+export const publish = (sql: SqlClient.SqlClient, sessionId: string, published: Published): void => {
+  const subscribers = followers.get(sql)?.get(sessionId)
+  if (subscribers === undefined) return
+  for (const subscriber of subscribers) {
+    if (!subscriber.overflowed && subscriber.pending.length < maxPending) subscriber.pending.push(published)
+    else {
+      if (!subscriber.overflowed) {
+        for (const pending of subscriber.pending) subscriber.dropped.set(pending.writer, pending)
+        subscriber.pending = []
+        subscriber.overflowed = true
+      }
+      subscriber.dropped.set(published.writer, published)
+    }
+    subscriber.changed = subscriber.changed === "all" ? "all" : "live"
+    Deferred.unsafeDone(subscriber.wake, Exit.void)
+  }
 }
 
 /** The followers of each session, by store: a store no longer used is dropped with its followers. */
@@ -41,6 +90,14 @@ export interface Subscription {
    * a poll, so a write during the poll wakes the next `wait`.
    */
   readonly take: () => Change | undefined
+  /**
+   * The live events published since the last call or, when some were dropped (`maxPending`), none and
+   * the writers whose events were dropped.
+   */
+  readonly drain: () => {
+    readonly events: ReadonlyArray<Published>
+    readonly dropped: ReadonlyMap<string, Published> | undefined
+  }
   /** Waits for a write since the last `take`, or for `timer`: `true` when the timer ended first. */
   readonly wait: (timer: Effect.Effect<void>) => Effect.Effect<boolean>
 }
@@ -57,7 +114,13 @@ export const subscribe = (
         if (sessions === undefined) followers.set(sql, sessions = new Map())
         let subscribers = sessions.get(sessionId)
         if (subscribers === undefined) sessions.set(sessionId, subscribers = new Set())
-        const subscriber: Subscriber = { changed: undefined, wake: Deferred.unsafeMake(FiberId.none) }
+        const subscriber: Subscriber = {
+          changed: undefined,
+          wake: Deferred.unsafeMake(FiberId.none),
+          pending: [],
+          overflowed: false,
+          dropped: new Map()
+        }
         subscribers.add(subscriber)
         return { subscriber, subscribers, sessions }
       }),
@@ -73,6 +136,17 @@ export const subscribe = (
         subscriber.changed = undefined
         if (changed !== undefined) subscriber.wake = Deferred.unsafeMake(FiberId.none)
         return changed
+      },
+      drain: () => {
+        const drained = subscriber.overflowed
+          ? { events: [], dropped: subscriber.dropped }
+          : { events: subscriber.pending, dropped: undefined }
+        subscriber.pending = []
+        if (subscriber.overflowed) {
+          subscriber.overflowed = false
+          subscriber.dropped = new Map()
+        }
+        return drained
       },
       wait: (timer) =>
         Effect.suspend(() =>

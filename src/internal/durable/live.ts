@@ -14,6 +14,7 @@ import * as Message from "../../Message.js"
 import type * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
 import { describe } from "./errors.js"
+import * as Feed from "./feed.js"
 import type { LiveEvent } from "./models.js"
 import { insertLive } from "./store.js"
 
@@ -21,7 +22,8 @@ import { insertLive } from "./store.js"
 const liveWriteGap = Duration.millis(20)
 
 /**
- * A writer of the live events of one step: `push` buffers (merging consecutive deltas of one block), a
+ * A writer of the live events of one step: `push` hands the event to this process's followers
+ * (`Feed.publish`) and buffers it (merging consecutive deltas of one block), a
  * fiber of the scope writes the buffer as soon as it holds something, one write at a time and at most
  * one per `liveWriteGap` (what comes meanwhile goes in the next write: the busier the store, the larger
  * the batches), and `flush` writes what is left. Writes are in order and their failures ignored: the
@@ -32,13 +34,15 @@ const liveWriter = (
   target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null }
 ) =>
   Effect.gen(function*() {
+    const writer = Feed.newWriter()
+    let first = true
     let buffer: Array<LiveEvent> = []
     const lock = yield* Effect.makeSemaphore(1)
     const flush = lock.withPermits(1)(Effect.suspend(() => {
       if (buffer.length === 0) return Effect.void
       const batch = buffer
       buffer = []
-      return insertLive(sql, target, batch)
+      return insertLive(sql, target, batch, writer)
     })).pipe(Effect.catchAllCause(() => Effect.void))
     const ready = yield* Queue.dropping<void>(1)
     yield* Effect.forkScoped(
@@ -46,6 +50,15 @@ const liveWriter = (
     )
     const push = (event: LiveEvent) =>
       Effect.sync(() => {
+        // the followers in this process get it at once; the store's copy is for the others
+        Feed.publish(sql, target.sessionId, {
+          writer,
+          first,
+          position: target.position,
+          callId: target.callId,
+          event
+        })
+        first = false
         mergeInto(buffer, event)
         ready.unsafeOffer(undefined)
       })

@@ -23,7 +23,7 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_runs (
     run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
     created_at BIGINT NOT NULL, ended_at BIGINT, end_position BIGINT)`
-  yield* addEndPosition(sql)
+  yield* addColumn(sql, "effect_agent_runs", "end_position", "BIGINT")
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
     id ${id}, session_id TEXT NOT NULL, input_id TEXT NOT NULL, message TEXT NOT NULL, run_id TEXT,
     UNIQUE (session_id, input_id))`
@@ -31,25 +31,35 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_tool_starts (call_key TEXT PRIMARY KEY, at BIGINT NOT NULL)`
   // a row is a batch of live events leading to the message at `message_position` (a response) or to the
   // result of `call_id` (a tool call)
+  // (`writer`: the step's writer, whose events the followers in its process got as they were pushed)
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_live (
     id ${id}, session_id TEXT NOT NULL, message_position INTEGER, call_id TEXT, events TEXT NOT NULL,
-    at BIGINT NOT NULL)`
+    at BIGINT NOT NULL, writer TEXT)`
+  yield* addColumn(sql, "effect_agent_live", "writer", "TEXT")
   yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_live_session ON effect_agent_live (session_id, id)`
   // the tools a person allowed for the rest of a session ("always" on an approval)
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_always_allowed (
     session_id TEXT NOT NULL, tool_name TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (session_id, tool_name))`
 }).pipe(Effect.mapError(storeFailed))
 
-/** Adds `end_position` to a runs table created without it (its runs keep `NULL`: their position is unknown). */
-const addEndPosition = (sql: SqlClient.SqlClient) =>
+/**
+ * Adds a column to a table an earlier version created without it (its rows keep `NULL`): the runs'
+ * `end_position` (their position is unknown), the live events' `writer` (read from the store by all).
+ */
+const addColumn = (
+  sql: SqlClient.SqlClient,
+  table: "effect_agent_runs" | "effect_agent_live",
+  column: "end_position" | "writer",
+  type: "BIGINT" | "TEXT"
+) =>
   sql.onDialectOrElse({
-    pg: () => Effect.asVoid(sql`ALTER TABLE effect_agent_runs ADD COLUMN IF NOT EXISTS end_position BIGINT`),
+    pg: () => Effect.asVoid(sql.unsafe(`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${column} ${type}`)),
     orElse: () => {
       const missing = Effect.map(
-        sql<{ readonly name: string }>`SELECT name FROM pragma_table_info('effect_agent_runs')`,
-        (columns) => !columns.some((column) => column.name === "end_position")
+        sql<{ readonly name: string }>`SELECT name FROM pragma_table_info(${table})`,
+        (columns) => !columns.some((existing) => existing.name === column)
       )
-      const add = sql`ALTER TABLE effect_agent_runs ADD COLUMN end_position BIGINT`
+      const add = sql.unsafe(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`)
       // another process may add it between the check and the change: then it is there
       return Effect.flatMap(missing, (isMissing) =>
         isMissing
@@ -204,11 +214,13 @@ const liveRetention = Duration.seconds(10)
 export const insertLive = (
   sql: SqlClient.SqlClient,
   target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null },
-  events: ReadonlyArray<unknown>
+  events: ReadonlyArray<unknown>,
+  writer: string
 ) =>
   Effect.zipLeft(
-    uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at)
-      VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()})`),
+    uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at, writer)
+      VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()},
+      ${writer})`),
     Feed.notify(sql, target.sessionId, "live")
   )
 
