@@ -1,4 +1,4 @@
-import type { LanguageModelV4StreamPart } from "@ai-sdk/provider"
+import type { LanguageModelV4, LanguageModelV4StreamPart } from "@ai-sdk/provider"
 import { assert, describe, it } from "@effect/vitest"
 import { convertArrayToReadableStream, MockLanguageModelV3, MockLanguageModelV4 } from "ai/test"
 import * as Effect from "effect/Effect"
@@ -440,6 +440,76 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.strictEqual(error._tag, "ModelUnavailable")
       assert.include(error.message, "idle timeout")
       assert.isTrue(mock.doStreamCalls[0]!.abortSignal!.aborted)
+    }))
+
+  it.live("an interrupted call cancels its stream and aborts the signal the provider took (also through a copy of the options)", () =>
+    Effect.gen(function*() {
+      let cancelled!: (reason: unknown) => void
+      const cancel = new Promise<unknown>((resolve) => (cancelled = resolve))
+      let delivered!: () => void
+      const started = new Promise<void>((resolve) => (delivered = resolve))
+      const aborts: Array<string> = []
+      const model: LanguageModelV4 = {
+        specificationVersion: "v4",
+        provider: "test",
+        modelId: "test-model",
+        supportedUrls: {},
+        doGenerate: () => Promise.reject(new Error("streams only")),
+        doStream: async (options) => {
+          // a provider's request takes the signal (a middleware may pass a copy of the options on)
+          const copy = { ...options }
+          copy.abortSignal!.addEventListener("abort", () => aborts.push("aborted"))
+          return {
+            stream: new ReadableStream<LanguageModelV4StreamPart>({
+              start(controller) {
+                controller.enqueue({ type: "text-start", id: "t" })
+                controller.enqueue({ type: "text-delta", id: "t", delta: "Half" })
+                delivered()
+              },
+              cancel: (reason) => cancelled(reason)
+            })
+          }
+        }
+      }
+      const service = yield* AiSdk.fromLanguageModel(model)
+      const deltas: Array<Model.Delta> = []
+      const fiber = yield* service.respond(
+        { messages: [Message.user("hi")], tools: [] },
+        (delta) => Effect.sync(() => void deltas.push(delta))
+      ).pipe(Effect.fork)
+      yield* Effect.promise(() => started)
+      // the delta was handed over while the stream stays open: then the attempt is interrupted
+      while (deltas.length === 0) yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fiber)
+      yield* Effect.promise(() => cancel)
+      assert.deepStrictEqual(aborts, ["aborted"])
+      assert.deepStrictEqual(deltas, [{ _tag: "TextDelta", index: 0, delta: "Half" }])
+    }))
+
+  it.live("the signal of a finished call is not aborted; a doStream answer after the idle timeout has its stream cancelled", () =>
+    Effect.gen(function*() {
+      const finished = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      yield* (yield* AiSdk.fromLanguageModel(finished)).complete({ messages: [Message.user("hi")], tools: [] })
+      // read after the call (the mock keeps the options): made now, not aborted
+      assert.isFalse(finished.doStreamCalls[0]!.abortSignal!.aborted)
+
+      let answer!: (result: { stream: ReadableStream<LanguageModelV4StreamPart> }) => void
+      let cancelled!: () => void
+      const cancel = new Promise<void>((resolve) => (cancelled = resolve))
+      const late = new MockLanguageModelV4({ doStream: () => new Promise((resolve) => (answer = resolve)) })
+      const model = yield* AiSdk.fromLanguageModel(late, { idleTimeout: "20 millis", retry: { maxRetries: 0 } })
+      const error = yield* Effect.flip(model.complete({ messages: [Message.user("hi")], tools: [] }))
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.isTrue(late.doStreamCalls[0]!.abortSignal!.aborted)
+      answer({
+        stream: new ReadableStream<LanguageModelV4StreamPart>({
+          start(controller) {
+            controller.enqueue({ type: "text-start", id: "t" })
+          },
+          cancel: () => cancelled()
+        })
+      })
+      yield* Effect.promise(() => cancel)
     }))
 
   it.effect("a finish reason of 'interrupted' is a cut stream, and 'content-filter' an error stop", () =>
