@@ -72,7 +72,7 @@ export const attempt = (
       state = new StreamState(context.provider, context.model.modelId, result.request?.url, context.pricing)
     }
     const reader = new PartReader(
-      () => (context.model as LanguageModelV4).doStream(call.options) as PromiseLike<LanguageModelV4StreamResult>,
+      () => (context.model as LanguageModelV4).doStream(call.options!) as PromiseLike<LanguageModelV4StreamResult>,
       started,
       context.idleMillis,
       (error, phase, url) => fail(context, error, phase, url)
@@ -110,6 +110,7 @@ export const attempt = (
       Effect.sync(() => {
         reader.close()
         call.end()
+        state = undefined
       })
     )
   })
@@ -125,7 +126,12 @@ class Call {
   finished = false
   private ended = false
   private controller: AbortController | undefined
-  readonly options: LanguageModelV4CallOptions
+  /**
+   * Dropped when the call ends: something keeps a finished attempt's closures until the next full
+   * collection, and with them the call's prompt (a copy of the whole prompt a turn, 8 MB in a run of
+   * 1,000 turns), which young-generation collections then copied and promoted (bench j).
+   */
+  options: LanguageModelV4CallOptions | undefined
   constructor(context: Context, request: Model.Request) {
     this.options = callOptions(this, context, request)
   }
@@ -137,6 +143,7 @@ class Call {
     return this.controller.signal
   }
   end(): void {
+    this.options = undefined
     this.ended = true
     if (!this.finished) this.controller?.abort()
   }

@@ -90,6 +90,9 @@ export class PartReader {
     this.waiting = undefined
     clearTimeout(this.timer)
     if (this.reader !== undefined && !this.done) this.reader.cancel().catch(ignore)
+    // like the call's options: a finished attempt may be kept a while, its stream and parts need not
+    this.reader = undefined
+    this.parts = []
   }
 
   private start(): void {
