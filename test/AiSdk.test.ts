@@ -275,6 +275,29 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.deepStrictEqual(yield* send(compacted), AiSdk.toPrompt(compacted))
     }))
 
+  it.effect("a message kept converted is sent by where it stands: the same tool result joins the results before it or opens its own message", () =>
+    Effect.gen(function*() {
+      const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      const send = (messages: ReadonlyArray<Message.Message>, systemPrompt?: string) =>
+        Effect.map(model.complete({ messages, tools: [], systemPrompt }), () => mock.doStreamCalls.at(-1)!.prompt)
+      const question = Message.user("What are x and y?")
+      const calls = Message.assistant([Message.toolCall("c1", "lookup", { q: "x" }), Message.toolCall("c2", "lookup")])
+      const x = Message.toolResult({ toolCallId: "c1", toolName: "lookup", content: "x = 1" })
+      const y = Message.toolResult({ toolCallId: "c2", toolName: "lookup", content: "y = 2" })
+      // the same message objects in another order, under another system prompt, then as before
+      const both = [question, calls, x, y]
+      const swapped = [question, calls, y, x]
+      for (const [messages, systemPrompt] of [[both, "A"], [swapped, "A"], [both, "B"], [both, "A"]] as const) {
+        assert.deepStrictEqual(yield* send(messages, systemPrompt), AiSdk.toPrompt(messages, systemPrompt))
+      }
+      // y alone after the call, then after x: its own tool message, then one message with x's result
+      const alone = yield* send([question, calls, y])
+      assert.strictEqual(alone.length, 3)
+      assert.deepStrictEqual(yield* send([question, calls, x, y]), AiSdk.toPrompt([question, calls, x, y]))
+      assert.deepStrictEqual(alone, AiSdk.toPrompt([question, calls, y]))
+    }))
+
   it.effect("a run's growing history: a turn converts only its new messages and reads no more of the rest", () =>
     Effect.gen(function*() {
       const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
