@@ -509,6 +509,47 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.deepStrictEqual(deltas, [{ _tag: "TextDelta", index: 0, delta: "Half" }])
     }))
 
+  it.live("parts that arrive while the batch before is handed over are kept, in order, whatever the timing", () =>
+    Effect.gen(function*() {
+      const words = Array.from({ length: 40 }, (_, i) => `w${i} `)
+      const parts: Array<LanguageModelV4StreamPart> = [
+        { type: "text-start", id: "t" },
+        ...words.map((delta): LanguageModelV4StreamPart => ({ type: "text-delta", id: "t", delta })),
+        { type: "text-end", id: "t" },
+        { type: "finish", usage: usage(1, 40), finishReason: { unified: "stop", raw: "stop" } }
+      ]
+      // some parts queued at once, some after a macrotask, while the consumer waits a macrotask on every event
+      let at = 0
+      const mock = new MockLanguageModelV4({
+        doStream: async () => ({
+          stream: new ReadableStream<LanguageModelV4StreamPart>({
+            pull: (controller) =>
+              new Promise<void>((resolve) => {
+                const push = () => {
+                  for (let n = 0; n < 1 + (at % 3) && at < parts.length; n++) controller.enqueue(parts[at++]!)
+                  if (at === parts.length) controller.close()
+                  resolve()
+                }
+                if (at % 2 === 0) setImmediate(push)
+                else push()
+              })
+          })
+        })
+      })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      const deltas: Array<string> = []
+      const message = yield* model.respond(
+        { messages: [Message.user("hi")], tools: [] },
+        (event) =>
+          Effect.zipRight(
+            Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))),
+            Effect.sync(() => void (event._tag === "TextDelta" ? deltas.push(event.delta) : undefined))
+          )
+      )
+      assert.deepStrictEqual(deltas, words)
+      assert.strictEqual(Message.textOf(message), words.join(""))
+    }))
+
   it.live("the signal of a finished call is not aborted; a doStream answer after the idle timeout has its stream cancelled", () =>
     Effect.gen(function*() {
       const finished = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
