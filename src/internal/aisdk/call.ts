@@ -127,9 +127,9 @@ class Call {
   private ended = false
   private controller: AbortController | undefined
   /**
-   * Dropped when the call ends: something keeps a finished attempt's closures until the next full
-   * collection, and with them the call's prompt (a copy of the whole prompt a turn, 8 MB in a run of
-   * 1,000 turns), which young-generation collections then copied and promoted (bench j).
+   * Dropped when the call ends: finished attempts' objects outlived young-generation collections (what
+   * kept them was not found), and with them the call's prompt, a copy of the whole prompt a turn: 8 MB
+   * of a run of 1,000 turns promoted, and copied first (bench j).
    */
   options: LanguageModelV4CallOptions | undefined
   constructor(context: Context, request: Model.Request) {
