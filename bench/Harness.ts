@@ -244,8 +244,13 @@ export const timeEach = async (
   options: {
     readonly warmup: number
     readonly repeat: number
-    /** Collect the garbage before each sample (needs `--expose-gc`), so no run pays for the one before. */
-    readonly collect?: boolean | undefined
+    /**
+     * One untimed run of the same function right before each of its samples, so a sample starts from
+     * the heap that function leaves (not the one before it in the round) and pays for its own garbage.
+     * Not a forced collection: `gc()` discards the optimized code, and the sample after one re-optimizes
+     * a hundred functions or more (`--trace-opt`) and took 2–6× the CPU.
+     */
+    readonly settle?: boolean | undefined
   }
 ): Promise<Record<string, Array<number>>> => {
   const samples: Record<string, Array<number>> = {}
@@ -253,9 +258,9 @@ export const timeEach = async (
   // the slow ones last: the process's CPU time counts the collector's threads, which go on collecting
   // a run's garbage during the next samples (an AI SDK run leaves about 90 MB; samples right after one
   // took up to 1.8× their wall time)
-  await rounds(fs.filter((f) => f.slow !== true), options.warmup, options.repeat, samples, options.collect)
+  await rounds(fs.filter((f) => f.slow !== true), options.warmup, options.repeat, samples, options.settle)
   const slow = fs.filter((f) => f.slow === true)
-  await rounds(slow, Math.min(options.warmup, 1), Math.min(slowRepeat, options.repeat), samples, options.collect)
+  await rounds(slow, Math.min(options.warmup, 1), Math.min(slowRepeat, options.repeat), samples, options.settle)
   return samples
 }
 
@@ -264,15 +269,14 @@ const rounds = async (
   warmup: number,
   repeat: number,
   samples: Record<string, Array<number>>,
-  collectFirst: boolean | undefined
+  settle: boolean | undefined
 ): Promise<void> => {
-  const collect = collectFirst === true ? (globalThis as { gc?: () => void }).gc : undefined
   for (let i = 0; i < warmup; i++) for (const f of fs) await f.run()
   for (let i = 0; i < repeat; i++) {
     // each round starts one function further on, so no function always runs right after the same one
     for (let at = 0; at < fs.length; at++) {
       const f = fs[(at + i) % fs.length]!
-      collect?.()
+      if (settle === true) await f.run()
       // CPU time, not wall time: on a loaded machine a run's wall time counts the other processes' turns
       const start = process.cpuUsage()
       await f.run()

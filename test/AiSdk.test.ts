@@ -1,4 +1,4 @@
-import type { LanguageModelV4StreamPart } from "@ai-sdk/provider"
+import type { LanguageModelV4, LanguageModelV4StreamPart } from "@ai-sdk/provider"
 import { assert, describe, it } from "@effect/vitest"
 import { convertArrayToReadableStream, MockLanguageModelV3, MockLanguageModelV4 } from "ai/test"
 import * as Effect from "effect/Effect"
@@ -275,6 +275,29 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.deepStrictEqual(yield* send(compacted), AiSdk.toPrompt(compacted))
     }))
 
+  it.effect("a message kept converted is sent by where it stands: the same tool result joins the results before it or opens its own message", () =>
+    Effect.gen(function*() {
+      const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      const send = (messages: ReadonlyArray<Message.Message>, systemPrompt?: string) =>
+        Effect.map(model.complete({ messages, tools: [], systemPrompt }), () => mock.doStreamCalls.at(-1)!.prompt)
+      const question = Message.user("What are x and y?")
+      const calls = Message.assistant([Message.toolCall("c1", "lookup", { q: "x" }), Message.toolCall("c2", "lookup")])
+      const x = Message.toolResult({ toolCallId: "c1", toolName: "lookup", content: "x = 1" })
+      const y = Message.toolResult({ toolCallId: "c2", toolName: "lookup", content: "y = 2" })
+      // the same message objects in another order, under another system prompt, then as before
+      const both = [question, calls, x, y]
+      const swapped = [question, calls, y, x]
+      for (const [messages, systemPrompt] of [[both, "A"], [swapped, "A"], [both, "B"], [both, "A"]] as const) {
+        assert.deepStrictEqual(yield* send(messages, systemPrompt), AiSdk.toPrompt(messages, systemPrompt))
+      }
+      // y alone after the call, then after x: its own tool message, then one message with x's result
+      const alone = yield* send([question, calls, y])
+      assert.strictEqual(alone.length, 3)
+      assert.deepStrictEqual(yield* send([question, calls, x, y]), AiSdk.toPrompt([question, calls, x, y]))
+      assert.deepStrictEqual(alone, AiSdk.toPrompt([question, calls, y]))
+    }))
+
   it.effect("a run's growing history: a turn converts only its new messages and reads no more of the rest", () =>
     Effect.gen(function*() {
       const mock = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
@@ -440,6 +463,117 @@ describe("AiSdk.fromLanguageModel", () => {
       assert.strictEqual(error._tag, "ModelUnavailable")
       assert.include(error.message, "idle timeout")
       assert.isTrue(mock.doStreamCalls[0]!.abortSignal!.aborted)
+    }))
+
+  it.live("an interrupted call cancels its stream and aborts the signal the provider took (also through a copy of the options)", () =>
+    Effect.gen(function*() {
+      let cancelled!: (reason: unknown) => void
+      const cancel = new Promise<unknown>((resolve) => (cancelled = resolve))
+      let delivered!: () => void
+      const started = new Promise<void>((resolve) => (delivered = resolve))
+      const aborts: Array<string> = []
+      const model: LanguageModelV4 = {
+        specificationVersion: "v4",
+        provider: "test",
+        modelId: "test-model",
+        supportedUrls: {},
+        doGenerate: () => Promise.reject(new Error("streams only")),
+        doStream: async (options) => {
+          // a provider's request takes the signal (a middleware may pass a copy of the options on)
+          const copy = { ...options }
+          copy.abortSignal!.addEventListener("abort", () => aborts.push("aborted"))
+          return {
+            stream: new ReadableStream<LanguageModelV4StreamPart>({
+              start(controller) {
+                controller.enqueue({ type: "text-start", id: "t" })
+                controller.enqueue({ type: "text-delta", id: "t", delta: "Half" })
+                delivered()
+              },
+              cancel: (reason) => cancelled(reason)
+            })
+          }
+        }
+      }
+      const service = yield* AiSdk.fromLanguageModel(model)
+      const deltas: Array<Model.Delta> = []
+      const fiber = yield* service.respond(
+        { messages: [Message.user("hi")], tools: [] },
+        (delta) => Effect.sync(() => void deltas.push(delta))
+      ).pipe(Effect.fork)
+      yield* Effect.promise(() => started)
+      // the delta was handed over while the stream stays open: then the attempt is interrupted
+      while (deltas.length === 0) yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fiber)
+      yield* Effect.promise(() => cancel)
+      assert.deepStrictEqual(aborts, ["aborted"])
+      assert.deepStrictEqual(deltas, [{ _tag: "TextDelta", index: 0, delta: "Half" }])
+    }))
+
+  it.live("parts that arrive while the batch before is handed over are kept, in order, whatever the timing", () =>
+    Effect.gen(function*() {
+      const words = Array.from({ length: 40 }, (_, i) => `w${i} `)
+      const parts: Array<LanguageModelV4StreamPart> = [
+        { type: "text-start", id: "t" },
+        ...words.map((delta): LanguageModelV4StreamPart => ({ type: "text-delta", id: "t", delta })),
+        { type: "text-end", id: "t" },
+        { type: "finish", usage: usage(1, 40), finishReason: { unified: "stop", raw: "stop" } }
+      ]
+      // some parts queued at once, some after a macrotask, while the consumer waits a macrotask on every event
+      let at = 0
+      const mock = new MockLanguageModelV4({
+        doStream: async () => ({
+          stream: new ReadableStream<LanguageModelV4StreamPart>({
+            pull: (controller) =>
+              new Promise<void>((resolve) => {
+                const push = () => {
+                  for (let n = 0; n < 1 + (at % 3) && at < parts.length; n++) controller.enqueue(parts[at++]!)
+                  if (at === parts.length) controller.close()
+                  resolve()
+                }
+                if (at % 2 === 0) setImmediate(push)
+                else push()
+              })
+          })
+        })
+      })
+      const model = yield* AiSdk.fromLanguageModel(mock)
+      const deltas: Array<string> = []
+      const message = yield* model.respond(
+        { messages: [Message.user("hi")], tools: [] },
+        (event) =>
+          Effect.zipRight(
+            Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))),
+            Effect.sync(() => void (event._tag === "TextDelta" ? deltas.push(event.delta) : undefined))
+          )
+      )
+      assert.deepStrictEqual(deltas, words)
+      assert.strictEqual(Message.textOf(message), words.join(""))
+    }))
+
+  it.live("the signal of a finished call is not aborted; a doStream answer after the idle timeout has its stream cancelled", () =>
+    Effect.gen(function*() {
+      const finished = new MockLanguageModelV4({ doStream: async () => streamOf(answerTurn) })
+      yield* (yield* AiSdk.fromLanguageModel(finished)).complete({ messages: [Message.user("hi")], tools: [] })
+      // read after the call (the mock keeps the options): made now, not aborted
+      assert.isFalse(finished.doStreamCalls[0]!.abortSignal!.aborted)
+
+      let answer!: (result: { stream: ReadableStream<LanguageModelV4StreamPart> }) => void
+      let cancelled!: () => void
+      const cancel = new Promise<void>((resolve) => (cancelled = resolve))
+      const late = new MockLanguageModelV4({ doStream: () => new Promise((resolve) => (answer = resolve)) })
+      const model = yield* AiSdk.fromLanguageModel(late, { idleTimeout: "20 millis", retry: { maxRetries: 0 } })
+      const error = yield* Effect.flip(model.complete({ messages: [Message.user("hi")], tools: [] }))
+      assert.strictEqual(error._tag, "ModelUnavailable")
+      assert.isTrue(late.doStreamCalls[0]!.abortSignal!.aborted)
+      answer({
+        stream: new ReadableStream<LanguageModelV4StreamPart>({
+          start(controller) {
+            controller.enqueue({ type: "text-start", id: "t" })
+          },
+          cancel: () => cancelled()
+        })
+      })
+      yield* Effect.promise(() => cancel)
     }))
 
   it.effect("a finish reason of 'interrupted' is a cut stream, and 'content-filter' an error stop", () =>

@@ -63,10 +63,12 @@ export const adapterCost = async (
   let met = true
   for (const turns of size.turns) {
     const spec: Harness.Spec = { turns, calls: 1, deltas: size.deltas, tool: "echo" }
-    // a collection before each sample: the adapter's garbage would otherwise be collected in the next run
+    // each sample right after an untimed run of its own: the adapter's garbage would otherwise be
+    // collected in the next runtime's sample (a forced collection instead discards the optimized code,
+    // and inflated the samples after it 2–6×)
     const { counts, figures } = await perUnit(spec, [Ours.stream(), asyncNative, OursAiSdk.stream], turns + 1, {
       ...size,
-      collect: true
+      settle: true
     })
     const native = figures["ours.stream"]!
     const asynchronous = figures[asyncNative.name]!

@@ -55,7 +55,7 @@ export const perUnit = async (
   spec: Harness.Spec,
   runtimes: ReadonlyArray<Harness.Runtime>,
   units: number,
-  options: { readonly warmup: number; readonly repeat: number; readonly collect?: boolean | undefined }
+  options: { readonly warmup: number; readonly repeat: number; readonly settle?: boolean | undefined }
 ): Promise<
   {
     readonly floor: Harness.Stats

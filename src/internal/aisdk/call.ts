@@ -2,7 +2,7 @@
  * One attempt at a response: the call's options (the settings, the prompt and tools, converted once),
  * `doStream`, then its parts read in batches through the stream state, each event handed to the
  * consumer as it comes, until the finish part. An attempt that ends before its finish part (failed,
- * interrupted, timed out) aborts the call, so the provider closes its connection.
+ * interrupted, timed out) cancels the stream and aborts the call, so the provider closes its connection.
  *
  * @internal
  */
@@ -17,7 +17,7 @@ import type * as Model from "../../Model.js"
 import type * as Provider from "../provider.js"
 import { fromError, idleTimedOut, type Phase } from "./errors.js"
 import type * as Prompt from "./prompt.js"
-import { idleWait, PartReader } from "./reader.js"
+import { PartReader } from "./reader.js"
 import { StreamState } from "./streamState.js"
 
 /** What every attempt of one model shares. */
@@ -66,64 +66,101 @@ export const attempt = (
   emitted: () => void
 ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
   Effect.suspend(() => {
-    // aborted when the attempt ends before its finish part (interrupted, failed, timed out): the
-    // connection is closed; a finished response is left alone (an abort costs an exception's stack)
-    const controller = new AbortController()
-    let finished = false
-    let reader: PartReader | undefined
-    const call: LanguageModelV4CallOptions = {
-      ...context.settings,
-      prompt: context.prompts.of(request.messages, request.systemPrompt),
-      abortSignal: controller.signal
+    const call = new Call(context, request)
+    let state: StreamState | undefined
+    const started = (result: LanguageModelV4StreamResult) => {
+      state = new StreamState(context.provider, context.model.modelId, result.request?.url, context.pricing)
     }
-    if (request.tools.length > 0) {
-      call.tools = context.tools.of(request.tools)
-      call.toolChoice = { type: "auto" }
-    }
+    const reader = new PartReader(
+      () => (context.model as LanguageModelV4).doStream(call.options!) as PromiseLike<LanguageModelV4StreamResult>,
+      started,
+      context.idleMillis,
+      (error, phase, url) => fail(context, error, phase, url)
+    )
     const body = Effect.gen(function*() {
-      const result = yield* idleWait(
-        () => (context.model as LanguageModelV4).doStream(call) as PromiseLike<LanguageModelV4StreamResult>,
-        context.idleMillis,
-        (error) => fail(context, error, "call", undefined)
-      )
-      const url = result.request?.url
-      const state = new StreamState(context.provider, context.model.modelId, url, context.pricing)
-      reader = new PartReader(
-        result.stream.getReader(),
-        context.idleMillis,
-        (error) => fail(context, error, "read", url)
-      )
       // the events of one part, handed over before the next part is read
       const events: Array<Model.Delta> = []
       while (true) {
-        const parts = yield* reader.read
+        // the first batch also waits for doStream's answer, which makes the state
+        const parts = yield* reader.next
         for (const part of parts) {
-          if (part.type === "error") return yield* fail(context, part.error, "part", url)
+          if (part.type === "error") return yield* fail(context, part.error, "part", reader.url)
           if (part.type === "finish") {
-            const ended = state.finish(part, yield* Clock.currentTimeMillis)
+            const ended = state!.finish(part, yield* Clock.currentTimeMillis)
             if ("_tag" in ended) return yield* Effect.fail(ended)
             for (const event of ended.ends) {
               emitted()
               yield* onEvent(event)
             }
-            finished = true
+            call.finished = true
             return ended.message
           }
-          state.push(part, events)
+          state!.push(part, events)
           for (let i = 0; i < events.length; i++) {
             emitted()
             yield* onEvent(events[i]!)
           }
           events.length = 0
         }
-        if (reader.done) return yield* Effect.fail(state.end())
+        if (reader.done) return yield* Effect.fail(state!.end())
       }
     })
     return Effect.ensuring(
       body,
       Effect.sync(() => {
-        reader?.release()
-        if (!finished) controller.abort()
+        reader.close()
+        call.end()
+        state = undefined
       })
     )
   })
+
+/**
+ * The options of one `doStream` call. Its `AbortController` is made when the model first reads
+ * `abortSignal` (a provider passes it to its request; a model that never reads it costs none): an
+ * attempt that ends before its finish part (interrupted, failed, timed out) aborts the call, so the
+ * provider closes its connection, and a signal first read after such an end is aborted already. A
+ * finished response is left alone (an abort costs an exception's stack).
+ */
+class Call {
+  finished = false
+  private ended = false
+  private controller: AbortController | undefined
+  /**
+   * Dropped when the call ends: finished attempts' objects outlived young-generation collections (what
+   * kept them was not found), and with them the call's prompt, a copy of the whole prompt a turn: 8 MB
+   * of a run of 1,000 turns promoted, and copied first (bench j).
+   */
+  options: LanguageModelV4CallOptions | undefined
+  constructor(context: Context, request: Model.Request) {
+    this.options = callOptions(this, context, request)
+  }
+  signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.ended && !this.finished) this.controller.abort()
+    }
+    return this.controller.signal
+  }
+  end(): void {
+    this.options = undefined
+    this.ended = true
+    if (!this.finished) this.controller?.abort()
+  }
+}
+
+/** The settings, the prompt and tools (converted once), and the call's signal, made when first read. */
+const callOptions = (call: Call, context: Context, request: Model.Request): LanguageModelV4CallOptions => {
+  const options: LanguageModelV4CallOptions = {
+    ...context.settings,
+    prompt: context.prompts.of(request.messages, request.systemPrompt),
+    get abortSignal() {
+      return call.signal()
+    }
+  }
+  if (request.tools.length > 0) {
+    options.tools = context.tools.of(request.tools)
+    options.toolChoice = { type: "auto" }
+  }
+  return options
+}
