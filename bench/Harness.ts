@@ -271,12 +271,18 @@ const rounds = async (
   samples: Record<string, Array<number>>,
   settle: boolean | undefined
 ): Promise<void> => {
+  // a young-generation collection before each sample (with --expose-gc): no sample pays for collecting
+  // the garbage of the runs before it, and none is timed with a collection of a live history half-way
+  // through (a scavenge of 25–50 MB took 5–250 ms, the sample 5–10× its CPU). Not a full collection,
+  // which discards the optimized code (see `settle`).
+  const gc = (globalThis as { gc?: (options: { readonly type: "minor" }) => void }).gc
   for (let i = 0; i < warmup; i++) for (const f of fs) await f.run()
   for (let i = 0; i < repeat; i++) {
     // each round starts one function further on, so no function always runs right after the same one
     for (let at = 0; at < fs.length; at++) {
       const f = fs[(at + i) % fs.length]!
       if (settle === true) await f.run()
+      gc?.({ type: "minor" })
       // CPU time, not wall time: on a loaded machine a run's wall time counts the other processes' turns
       const start = process.cpuUsage()
       await f.run()
