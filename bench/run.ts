@@ -59,6 +59,11 @@ const main = async (): Promise<void> => {
     console.log(JSON.stringify(await Concurrent.child(runtime, concurrentSize)))
     return
   }
+  const clientsOf = args.indexOf("--child-k")
+  if (clientsOf >= 0) {
+    await Serve.child(args[clientsOf + 1]!, Number(args[clientsOf + 2]), args[clientsOf + 3]!)
+    return
+  }
   const reportFrom = args.indexOf("--report-from")
   if (reportFrom >= 0) {
     // rebuilds BENCHMARKS.md from saved JSON lines (e.g. several partial runs' stdout)

@@ -94,10 +94,11 @@ describe("bench harness", () => {
     }))
 
   it.live(
-    "the serve workload runs 2 sessions to their ends and counts every stored position once",
+    "the serve workload runs 2 sessions to their ends, its clients in a process of their own, and counts every stored position once",
     () =>
       Effect.gen(function*() {
-        const result = yield* Effect.promise(() => Serve.serve([2]))
+        // the clients' process: the bench's entry through tsx
+        const result = yield* Effect.promise(() => Serve.serve([2], ["--import", "tsx", "bench/run.ts"]))
         const report = result.runtimes["server, N = 2"] as Serve.BatchReport
         assert.deepStrictEqual([report.complete, report.lost, report.duplicated], [2, 0, 0])
         // 5 turns of 3 stamped deltas a session, each received once

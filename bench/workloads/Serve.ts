@@ -1,7 +1,8 @@
 /**
  * Workload k): the server under load. N sessions at once on one in-process `Server.layer`
  * (`NodeHttpServer` on 127.0.0.1, one runner over SQLite in a temporary directory), each a run of 5
- * turns, each client reading its session's Server-Sent Events over a socket of its own while it runs.
+ * turns, each client reading its session's Server-Sent Events over a socket of its own while it runs
+ * (the clients in a process of their own).
  * The model stamps every text delta with the time it made it, and a client measures on receipt; it
  * counts the stored positions it got, so a lost or repeated message shows. For scale, one `Loop.stream`
  * run of the same model in process.
@@ -15,10 +16,12 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { performance } from "node:perf_hooks"
+import * as Readline from "node:readline"
 import * as Durable from "../../src/Durable.js"
 import * as Loop from "../../src/Loop.js"
 import * as Message from "../../src/Message.js"
@@ -65,7 +68,10 @@ const inGroups = async <A, B>(items: ReadonlyArray<A>, f: (item: A) => Promise<B
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** `deltasPerTurn` text deltas, each stamped with `performance.now()` as it is made, 5 ms apart. */
+/** Milliseconds on a clock the server's process and the clients' process share (the system's). */
+const now = () => performance.timeOrigin + performance.now()
+
+/** `deltasPerTurn` text deltas, each stamped with `now()` as it is made, 5 ms apart. */
 const stampedModel = Model.make({
   respond: (request, onEvent) =>
     Effect.gen(function*() {
@@ -73,7 +79,7 @@ const stampedModel = Model.make({
       let text = ""
       for (let i = 0; i < deltasPerTurn; i++) {
         if (i > 0) yield* Effect.sleep("5 millis")
-        const delta = `t${performance.now().toFixed(3)};`
+        const delta = `t${now().toFixed(3)};`
         text += delta
         yield* onEvent({ _tag: "TextDelta", index: 0, delta })
       }
@@ -146,7 +152,7 @@ const follow = async (url: string, sessionId: string, samples: Array<number>) =>
       while (!ended) {
         const { done, value } = await reader.read()
         if (done) break
-        const now = performance.now()
+        const received = now()
         buffer += value
         let at: number
         while ((at = buffer.indexOf("\n\n")) >= 0) {
@@ -155,7 +161,7 @@ const follow = async (url: string, sessionId: string, samples: Array<number>) =>
           if (data === undefined) continue
           const event = JSON.parse(data.slice(6))
           if (event._tag === "ResponseDelta" && event.event._tag === "TextDelta") {
-            stampsOf(event.event.delta, now, samples)
+            stampsOf(event.event.delta, received, samples)
           } else if (event._tag === "Message") positions.set(event.position, (positions.get(event.position) ?? 0) + 1)
           else if (event._tag === "RunEnd") ended = true
         }
@@ -166,30 +172,29 @@ const follow = async (url: string, sessionId: string, samples: Array<number>) =>
   }
 }
 
+/** What the clients measured of one batch (the server's process adds its RSS). */
+type ClientsReport = Omit<BatchReport, "peakRssMb" | "rssPerSessionKb">
+
 /**
- * One batch: N sessions created, N event streams opened, N prompts at once, until every run's end
- * reached its client.
- *
- * @since 0.1.0
- * @category Workloads
+ * The clients of one batch: N sessions created and N event streams opened, then (once `go` resolves) N
+ * prompts at once, until every run's end reached its client.
  */
-export const batch = async (url: string, sessions: number, prefix: string): Promise<BatchReport> => {
+const clients = async (
+  url: string,
+  sessions: number,
+  prefix: string,
+  ready: () => Promise<void>
+): Promise<ClientsReport> => {
   const ids = Array.from({ length: sessions }, (_, index) => `${prefix}-${index}`)
   await inGroups(ids, (sessionId) => post(`${url}/sessions`, { sessionId }))
   const samples: Array<number> = []
   const streams = await inGroups(ids, (sessionId) => follow(url, sessionId, samples))
-  // a forced GC first when node runs with --expose-gc (npm run bench), so the baseline holds no garbage
-  if (typeof globalThis.gc === "function") await Harness.gc()
-  const baseRss = process.memoryUsage().rss
-  let peakRss = baseRss
-  const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 50)
+  await ready()
   const start = performance.now()
   const reading = streams.map((stream) => stream.read())
   await inGroups(ids, (sessionId) => post(`${url}/sessions/${sessionId}/prompt`, { clientId: "p1", text: "go" }))
   const results = await Promise.all(reading)
   const totalMs = performance.now() - start
-  clearInterval(sampler)
-  peakRss = Math.max(peakRss, process.memoryUsage().rss)
   let lost = 0
   let duplicated = 0
   let complete = 0
@@ -211,9 +216,87 @@ export const batch = async (url: string, sessions: number, prefix: string): Prom
     deltaMs: latencies(samples),
     complete,
     lost,
-    duplicated,
-    peakRssMb: Harness.round(peakRss / 1024 / 1024, 1),
-    rssPerSessionKb: Harness.round((peakRss - baseRss) / sessions / 1024, 1)
+    duplicated
+  }
+}
+
+/**
+ * The clients' process of a batch (`--child-k <url> <sessions> <prefix>`): writes `ready` once the
+ * streams are open, waits for a line on stdin, then runs the batch and writes its report as one JSON line.
+ *
+ * @since 0.1.0
+ * @category Workloads
+ */
+export const child = async (url: string, sessions: number, prefix: string): Promise<void> => {
+  const report = await clients(url, sessions, prefix, async () => {
+    process.stdout.write("ready\n")
+    await new Promise((resolve) => process.stdin.once("data", resolve))
+  })
+  process.stdout.write(`${JSON.stringify(report)}\n`)
+  process.stdin.destroy()
+}
+
+/** The node arguments that start this bench again (its `--child-k` runs the clients). */
+const benchEntry = (): ReadonlyArray<string> => [...process.execArgv, process.argv[1]!]
+
+/**
+ * One batch, its clients in a process of their own (as a server's clients are; on the same two cores):
+ * the server's RSS is sampled from the streams' opening to the last run's end.
+ *
+ * @since 0.1.0
+ * @category Workloads
+ */
+export const batch = async (
+  url: string,
+  sessions: number,
+  prefix: string,
+  entry: ReadonlyArray<string> = benchEntry()
+): Promise<BatchReport> => {
+  const proc = ChildProcess.spawn(process.execPath, [...entry, "--child-k", url, String(sessions), prefix], {
+    stdio: ["pipe", "pipe", "inherit"]
+  })
+  // its lines, taken one at a time
+  const lines: Array<string> = []
+  let waiting: (() => void) | undefined
+  let closed = false
+  const wake = () => {
+    waiting?.()
+    waiting = undefined
+  }
+  Readline.createInterface({ input: proc.stdout }).on("line", (line) => {
+    lines.push(line)
+    wake()
+  }).on("close", () => {
+    closed = true
+    wake()
+  })
+  const next = async (): Promise<string> => {
+    while (lines.length === 0) {
+      if (closed) throw new Error("the clients' process ended without a report")
+      await new Promise<void>((resolve) => (waiting = resolve))
+    }
+    return lines.shift()!
+  }
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", resolve))
+  try {
+    if (await next() !== "ready") throw new Error("the clients' process did not open its streams")
+    // a forced GC first when node runs with --expose-gc (npm run bench), so the baseline holds no garbage
+    if (typeof globalThis.gc === "function") await Harness.gc()
+    const baseRss = process.memoryUsage().rss
+    let peakRss = baseRss
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 50)
+    proc.stdin.write("go\n")
+    const report = JSON.parse(await next()) as ClientsReport
+    clearInterval(sampler)
+    peakRss = Math.max(peakRss, process.memoryUsage().rss)
+    return {
+      ...report,
+      peakRssMb: Harness.round(peakRss / 1024 / 1024, 1),
+      rssPerSessionKb: Harness.round((peakRss - baseRss) / sessions / 1024, 1)
+    }
+  } finally {
+    proc.kill()
+    await exited
   }
 }
 
@@ -231,7 +314,7 @@ export const inProcess = async () => {
       Stream.runForEach((event) =>
         Effect.sync(() => {
           if (event._tag === "MessageUpdate" && event.event._tag === "TextDelta") {
-            stampsOf(event.event.delta, performance.now(), samples)
+            stampsOf(event.event.delta, now(), samples)
           }
         })
       ),
@@ -244,20 +327,25 @@ export const inProcess = async () => {
 }
 
 /**
- * The workload: a warm-up batch of 2, then a batch of each size, on one server each.
+ * The workload: a warm-up batch of 2, then a batch of each size, on one server each. `entry` starts
+ * the bench again for the clients' process (`--child-k`): by default as this process was started.
  *
  * @since 0.1.0
  * @category Workloads
  */
-export const serve = async (sizes: ReadonlyArray<number>): Promise<Result> => {
+export const serve = async (
+  sizes: ReadonlyArray<number>,
+  /** How to start the bench's entry for the clients' process (default: as this process was started). */
+  entry: ReadonlyArray<string> = benchEntry()
+): Promise<Result> => {
   const reports: Record<string, unknown> = {}
   const batches: Array<BatchReport> = []
   for (const sessions of sizes) {
     const server = await startServer()
     try {
-      await batch(server.url, 2, "warm")
+      await batch(server.url, 2, "warm", entry)
       Harness.progress(`serve: ${sessions} sessions`)
-      const report = await batch(server.url, sessions, "s")
+      const report = await batch(server.url, sessions, "s", entry)
       batches.push(report)
       reports[`server, N = ${sessions}`] = report
       Harness.progress(JSON.stringify(report))
@@ -283,10 +371,10 @@ export const serve = async (sizes: ReadonlyArray<number>): Promise<Result> => {
       ? null
       : at200.deltaMs.p99 < 100 && at200.complete === 200 && at200.lost === 0 && at200.duplicated === 0,
     notes: [
-      `in-process Server.layer on NodeHttpServer, one runner (Durable.layerSingleRunner) over SQLite in a temporary directory; clients are fetch streams in the same process`,
-      `model: a Model.make({ respond }) layer that stamps each of its ${deltasPerTurn} text deltas a turn with performance.now() (5 ms apart): the figures are the server's, not a fake provider's HTTP`,
+      `in-process Server.layer on NodeHttpServer, one runner (Durable.layerSingleRunner) over SQLite in a temporary directory; the clients are fetch streams in a process of their own (since 2026-12-03; before, in the server's process)`,
+      `model: a Model.make({ respond }) layer that stamps each of its ${deltasPerTurn} text deltas a turn with the system's clock in ms (performance.timeOrigin + performance.now(), 5 ms apart): the figures are the server's, not a fake provider's HTTP`,
       `lost / duplicated: per session, each stored position 0..(log size - 1) counted among the Message events its client received`,
-      `RSS per session: the process's peak RSS during the batch minus before it (after a GC, streams open), over N; it includes the clients`
+      `RSS per session: the server's process's peak RSS during the batch minus before it (after a GC, streams open), over N`
     ]
   }
 }
