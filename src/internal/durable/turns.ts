@@ -23,8 +23,9 @@ import * as Session from "../../services/Session.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Tool from "../../Tool.js"
 import * as Approvals from "./approvals.js"
+import * as Boundary from "./boundary.js"
 import { notify } from "./feed.js"
-import { liveResponse, liveToolCall } from "./live.js"
+import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
 import { claimToolStart, isAborted, pruneLive, retryStore } from "./store.js"
@@ -43,6 +44,8 @@ export interface Run {
   readonly abortSignal: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
+  /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
+  folded: Boundary.Folded | undefined
 }
 
 /** Opens a run: its history as it was when the run started is a step, so a resumed run starts from the same one. */
@@ -80,7 +83,8 @@ export const begin = (
       history: loaded.slice(),
       aborted,
       abortSignal,
-      modelCalls: 0
+      modelCalls: 0,
+      folded: undefined
     }
     return run
   })
@@ -91,21 +95,26 @@ export const begin = (
  */
 export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
   const tools = durableTools(run, options.tools ?? [])
+  // the tools of the turn as they are, for a model step that runs the calls itself
+  let turnTools: ReadonlyArray<Tool.Any> = options.tools ?? []
   const services = Context.empty().pipe(
-    Context.add(Model.Model, durableModel(run, model)),
+    Context.add(Model.Model, durableModel(run, options, model, () => turnTools)),
     Context.add(Session.Session, session(run)),
     Context.add(Permissions.Permissions, Approvals.permissions(options, run, run.workflow))
   )
   const dynamicTools = options.dynamicTools ?? Effect.succeed([])
   return (input: ReadonlyArray<Message.Message>): Effect.Effect<Loop.TurnResult, unknown> =>
-    Effect.flatMap(dynamicTools, (dynamic) =>
-      Loop.turn({
+    Effect.flatMap(dynamicTools, (dynamic) => {
+      run.folded = undefined
+      turnTools = dynamic.length === 0 ? options.tools ?? [] : [...options.tools ?? [], ...dynamic]
+      return Loop.turn({
         input,
         tools: dynamic.length === 0 ? tools : [...tools, ...durableTools(run, dynamic)],
         systemPrompt: options.systemPrompt
-      }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session | Permissions.Permissions>).pipe(
-        Effect.provide(services)
-      )
+      }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session | Permissions.Permissions>
+    }).pipe(
+      Effect.provide(services)
+    )
 }
 
 /**
@@ -122,7 +131,8 @@ const session = (run: Run): Session.Service => {
     messages: Effect.sync(() => run.history.slice()),
     append: (...messages) =>
       Effect.flatMap(stopping, (stop) => {
-        if (stop) return Effect.void
+        // a folded turn appended its answer and results in its model step
+        if (stop || Boundary.appended(run, messages)) return Effect.void
         for (const message of messages) run.history.push(message)
         // the followers of the session in this process read it at once
         const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
@@ -137,30 +147,12 @@ const session = (run: Run): Session.Service => {
   }
 }
 
-/** The model as steps: one per response, racing the abort, its deltas written as live events. */
-const durableModel = (run: Run, model: Model.Service) =>
-  Model.make({
-    respond: (request, onEvent) => {
-      const name = `model/${run.modelCalls++}`
-      // the position the answer will have in the log: its live events lead to it
-      const position = run.history.length
-      return step(Activity.make({
-        name,
-        success: Message.AssistantMessage,
-        error: Errors.ModelError,
-        execute: liveResponse(run.sql, run.sessionId, position, (emit) =>
-          Effect.raceFirst(
-            model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
-            Effect.as(run.abortSignal, abortedAnswer())
-          ))
-      })).pipe(Effect.provide(run.workflow))
-    }
-  })
-
-const ToolOutput = Schema.Struct({
-  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
-  details: Schema.optional(Schema.Unknown)
-})
+/**
+ * The model as steps: one per response, racing the abort, its deltas written as live events; a step
+ * may run the answer's calls and the turn's boundary too (`Boundary.respond`).
+ */
+const durableModel = (run: Run, options: Options, model: Model.Service, tools: () => ReadonlyArray<Tool.Any>) =>
+  Model.make({ respond: (request, onEvent) => Boundary.respond(run, options, tools(), model, request, onEvent) })
 
 /**
  * The tools as steps: a call is a step keyed by the response it answers and its id. A call of a tool
@@ -172,12 +164,14 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
     ...tool,
     timeout: undefined,
     execute: (input, context) => {
+      const folded = Boundary.foldedCall(run, context.toolCallId)
+      if (folded !== undefined) return folded
       const name = `tool/${run.modelCalls}/${context.toolCallId}`
       return Effect.gen(function*() {
         const key = yield* Activity.idempotencyKey(name)
         return yield* step(Activity.make({
           name,
-          success: ToolOutput,
+          success: Boundary.ToolOutput,
           error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
           execute: Effect.gen(function*() {
             if (yield* run.aborted) {
@@ -190,53 +184,10 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
               run.sql,
               run.sessionId,
               { ...context, input },
-              (update) => executeTool(run, tool, input, context, update)
+              (update) => Boundary.executeTool(tool, input, context, update, run.abortSignal)
             )
           })
         }))
       }).pipe(Effect.provide(run.workflow)) as Effect.Effect<Tool.Output, any, any>
     }
   }))
-
-/** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
-const executeTool = (
-  run: Run,
-  tool: Tool.Any,
-  input: unknown,
-  context: Tool.Context,
-  update: (progress: unknown) => Effect.Effect<void>
-) => {
-  let execution: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
-    ...context,
-    update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
-    idempotencyKey: context.toolCallId
-  })
-  if (tool.timeout !== undefined) {
-    const limit = Duration.decode(tool.timeout)
-    execution = Effect.timeoutFail(execution, {
-      duration: limit,
-      onTimeout: () =>
-        new Errors.ToolExecutionFailed({
-          description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
-        })
-    })
-  }
-  return Effect.map(
-    Effect.raceFirst(
-      execution,
-      Effect.zipRight(
-        run.abortSignal,
-        Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
-      )
-    ),
-    Tool.outputContent
-  )
-}
-
-const abortedAnswer = (): Message.AssistantMessage => ({
-  role: "assistant",
-  content: [],
-  stopReason: "aborted",
-  errorMessage: "Operation aborted",
-  timestamp: Date.now()
-})

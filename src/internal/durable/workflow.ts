@@ -14,10 +14,11 @@ import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
+import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
 import { type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { claimInbox, endRun, markFailed, pruneLive, retryStore } from "./store.js"
+import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore } from "./store.js"
 import { begin, makeTurn, type Run } from "./turns.js"
 
 export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
@@ -42,7 +43,8 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
         return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
       }
-      const boundary = yield* afterTurn(run, turns)
+      // a turn folded into its model step took its boundary there
+      const boundary = run.folded?.boundary ?? (yield* afterTurn(run, turns))
       if (boundary.aborted) return yield* finish(run, { _tag: "Aborted", turns })
       input = boundary.input
       if (!exit.value.continue && input.length === 0) {
@@ -85,8 +87,6 @@ const afterTurn = (run: Run, turn: number) =>
     )
   }))
 
-const Inputs = Schema.Array(Message.UserMessage)
-const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs })
 const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
 
 const takeInputs = (run: Run, turn: number) =>
@@ -102,6 +102,7 @@ const finish = (run: Run, outcome: Outcome) =>
     success: Outcome,
     execute: Effect.gen(function*() {
       yield* endRun(run.sessionId, run.runId, outcome)
+      yield* dropAnswers(run.runId)
       yield* pruneLive(run.sql, run.sessionId)
       return outcome
     }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)
