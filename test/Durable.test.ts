@@ -90,6 +90,84 @@ for (const [storeName, storeLayer] of stores) {
       60_000
     )
 
+    it.effect(
+      "idempotent tools run in the model: one step a turn; a run stopped mid-turn resumes with no message twice",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          // answers by the number of answers so far: two echo calls, then one, then the answer (whichever
+          // process asks, and however often)
+          const model = Model.make({
+            complete: (request) => {
+              const answers = request.messages.filter((message) => message.role === "assistant").length
+              return Effect.succeed(
+                answers === 0
+                  ? Message.assistant([
+                    Message.toolCall("a1", "echo", { text: "a" }),
+                    Message.toolCall("a2", "echo", { text: "b" })
+                  ])
+                  : answers === 1
+                  ? Message.assistant([Message.toolCall("b1", "slow", { text: "c" })])
+                  : Message.assistant("done")
+              )
+            }
+          })
+          // the first runner stops while `slow` runs: its turn is cut off before its step ended
+          const started = yield* Deferred.make<void>()
+          let blocking = true
+          const slow = Tool.make({
+            name: "slow",
+            description: "Returns its input, once let go",
+            parameters: Schema.Struct({ text: Schema.String }),
+            execute: ({ text }) =>
+              blocking ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(text),
+            idempotent: true
+          })
+          const options = { tools: [echo, slow] }
+          const activities = Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ readonly payload: string }>`SELECT payload FROM cluster_messages
+              WHERE tag = 'activity' ORDER BY id`
+            return rows.map((row) => (JSON.parse(row.payload) as { readonly name: string }).name)
+          })
+          const runId = yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("fold")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            yield* Deferred.await(started)
+            return runId
+          }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+          blocking = false
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("fold")
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 3 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "toolResult",
+              "assistant",
+              "toolResult",
+              "assistant"
+            ])
+            assert.deepStrictEqual(
+              history.flatMap((message) => message.role === "toolResult" ? [Message.textOf(message)] : []),
+              ["a", "b", "c"]
+            )
+            // each turn was its model step: no step per call, no boundary step after a turn
+            const names = yield* activities
+            assert.deepStrictEqual(names.filter((name) => /^(tool|turn)\//.test(name)), [])
+            assert.deepStrictEqual(names.filter((name) => name.startsWith("model/")), ["model/0", "model/1", "model/2"])
+            // the saved steps are gone with the run
+            const sql = yield* SqlClient.SqlClient
+            const saved = yield* sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
+            assert.strictEqual(saved.length, 0)
+          }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
     // PostgreSQL refuses to drop a database in use; a SQLite file can be deleted from under the runner
     if (storeName === "SQLite") {
       it.effect(
