@@ -91,15 +91,18 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
-      "idempotent tools run in the model: one step a turn; a run stopped mid-turn resumes with no message twice",
+      "idempotent tools run in the model: one step a turn; a run stopped mid-turn resumes with its saved answer, " +
+        "no message twice",
       () =>
         Effect.gen(function*() {
           const store = yield* freshStore
           // answers by the number of answers so far: two echo calls, then one, then the answer (whichever
-          // process asks, and however often)
+          // process asks, and however often); counts the requests of each turn
+          const asked = [0, 0, 0]
           const model = Model.make({
             complete: (request) => {
               const answers = request.messages.filter((message) => message.role === "assistant").length
+              asked[answers]!++
               return Effect.succeed(
                 answers === 0
                   ? Message.assistant([
@@ -155,6 +158,8 @@ for (const [storeName, storeLayer] of stores) {
               history.flatMap((message) => message.role === "toolResult" ? [Message.textOf(message)] : []),
               ["a", "b", "c"]
             )
+            // the answer of the turn cut off was saved before its call ran: the resumed run did not ask again
+            assert.deepStrictEqual(asked, [1, 1, 1])
             // each turn was its model step: no step per call, no boundary step after a turn
             const names = yield* activities
             assert.deepStrictEqual(names.filter((name) => /^(tool|turn)\//.test(name)), [])

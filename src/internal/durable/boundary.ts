@@ -2,12 +2,13 @@
  * A turn folded into its model step. When every call of an answer is of a tool that may run again
  * (`mayRerun`) and the policy allows it without asking, the model step runs the calls itself, then writes
  * the turn's boundary (the answer and its results appended to the log, the abort checked, the inbox taken)
- * in one transaction, with the step's result saved in `effect_agent_answers`: one step for the whole
- * turn instead of one per response, per call and per boundary. A step cut off by a crash runs again
- * (its calls may: they are idempotent), and one whose transaction committed returns what it saved, so
- * a resumed run appends nothing twice. Any other turn (a call that may not run again, one that needs an
- * approval, an unknown tool, an invalid input, an aborted or cut answer) takes the path of a step per
- * call, and the turn's writes come from the session as the loop appends.
+ * in one transaction: one step for the whole turn instead of one per response, per call and per boundary.
+ * The step's answer is saved in `effect_agent_answers` before its calls run, and the whole turn with the
+ * boundary's transaction, until the run ends: a step cut off by a crash runs again with the same answer
+ * (its calls may run again: they are idempotent), and one whose transaction committed returns what it
+ * saved, so a resumed run neither asks the model again nor appends anything twice. Any other turn (a
+ * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
+ * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
@@ -67,7 +68,8 @@ export type Folded = typeof Folded.Type
 const Response = Schema.Union(Message.AssistantMessage, Folded)
 
 const encodeFolded = Schema.encodeSync(Schema.parseJson(Folded))
-const decodeFolded = Schema.decodeUnknown(Schema.parseJson(Folded))
+const encodeAnswer = Schema.encodeSync(Schema.parseJson(Message.AssistantMessage))
+const decodeSaved = Schema.decodeUnknown(Schema.parseJson(Response))
 const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
 
 /**
@@ -89,22 +91,24 @@ export const respond = (
   const interval = Duration.decode(options.abortPollInterval ?? "200 millis")
   const execute = Effect.scoped(Effect.gen(function*() {
     const opening = yield* opened(run.sql, run.runId, name)
+    const saved = opening.saved === null ? undefined : yield* Effect.orDie(decodeSaved(opening.saved))
     // a step that committed its turn before a crash cut it off: what it saved is the turn
-    if (opening.saved !== null) return yield* Effect.orDie(decodeFolded(opening.saved))
-    if (opening.aborted) return abortedAnswer()
+    if (saved !== undefined && "_tag" in saved) return saved
+    if (saved === undefined && opening.aborted) return abortedAnswer()
     // one watch on the abort for the step, whose first check was the opening's
     const abort = yield* Deferred.make<void>()
-    yield* Effect.forkScoped(
-      Effect.intoDeferred(Effect.zipRight(Effect.sleep(interval), run.abortSignal), abort)
-    )
+    if (opening.aborted) yield* Deferred.succeed(abort, undefined)
+    else yield* Effect.forkScoped(Effect.intoDeferred(Effect.zipRight(Effect.sleep(interval), run.abortSignal), abort))
     const abortSignal = Deferred.await(abort)
-    const answer = yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
+    // the answer a step cut off by a crash saved before its calls ran is not asked for again
+    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
       Effect.raceFirst(
         model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
         Effect.as(abortSignal, abortedAnswer())
-      ))
+      )))
     const admitted = admit(run, options, tools, answer)
     if (admitted === undefined) return answer
+    if (saved === undefined && Message.toolCalls(answer).length > 0) yield* saveAnswer(run, name, answer)
     return yield* fold(run, name, answer, admitted, abortSignal)
   }))
   return step(Activity.make({ name, success: Response, error: Errors.ModelError, execute })).pipe(
@@ -218,7 +222,7 @@ const commit = (
     for (const message of [folded.answer, ...folded.results]) yield* run.store.append(message)
     yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
       VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
-      ON CONFLICT (run_id, step) DO NOTHING`
+      ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
     // the answer stored: the live events of earlier steps are no longer needed
     yield* pruneLive(sql, run.sessionId)
     return folded
@@ -231,6 +235,15 @@ const commit = (
     Effect.zipLeft(notify(sql, run.sessionId, "all"))
   )
 }
+
+/** Saves the answer of a step before its calls run: a step cut off by a crash runs them again with it. */
+const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage) =>
+  run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
+    VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`.pipe(
+    uncancelled,
+    retryStore,
+    Effect.orDie
+  )
 
 /** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
 const takeBoundary = (run: DurableRun, name: string) =>
