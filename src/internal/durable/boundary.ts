@@ -16,7 +16,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
@@ -38,13 +37,6 @@ export const ToolOutput = Schema.Struct({
   details: Schema.optional(Schema.Unknown)
 })
 
-/** A call's end, as its step would have recorded it (its error as the tool failed with it). */
-const CallExit = Schema.Exit({
-  success: ToolOutput,
-  failure: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
-  defect: Schema.Defect
-})
-
 /** The inputs taken from the inbox for a turn. */
 export const Inputs = Schema.Array(Message.UserMessage)
 
@@ -52,13 +44,14 @@ export const Inputs = Schema.Array(Message.UserMessage)
 export const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs })
 
 /**
- * A turn run in its model step: the answer, its calls' ends and results (as appended to the log), and
- * the boundary after it (none when a call ended the run: the loop fails the turn then).
+ * A turn run in its model step: the answer, its calls' results (as appended to the log), the error of
+ * the call that ended the run if one did (as the tool failed with it), and the boundary after the turn
+ * (none when a call ended the run: the loop fails the turn then).
  */
 export const Folded = Schema.TaggedStruct("Folded", {
   answer: Message.AssistantMessage,
-  calls: Schema.Array(Schema.Struct({ id: Schema.String, exit: CallExit })),
   results: Schema.Array(Message.ToolResultMessage),
+  terminal: Schema.optional(Schema.Struct({ id: Schema.String, error: Schema.Unknown })),
   boundary: Schema.optional(Boundary)
 })
 
@@ -166,7 +159,8 @@ const fold = (
 ) =>
   Effect.gen(function*() {
     const calls = Message.toolCalls(answer)
-    const exits = new Map<string, Exit.Exit<typeof ToolOutput.Type, unknown>>()
+    // the failures of the calls, to find the call whose error ended the run
+    const failures = new Map<unknown, string>()
     const results: Array<Message.ToolResultMessage> = []
     const inner = tools.map((tool): Tool.Any => ({
       ...tool,
@@ -177,7 +171,7 @@ const fold = (
           run.sessionId,
           { ...context, input },
           (update) => executeTool(tool, input, context, update, abortSignal)
-        ).pipe(Effect.onExit((exit) => Effect.sync(() => exits.set(context.toolCallId, exit))))
+        ).pipe(Effect.tapError((error) => Effect.sync(() => failures.set(error, context.toolCallId))))
     }))
     const config: ToolBatch.Config<unknown, unknown> = {
       tools: new Map(inner.map((tool) => [tool.name, tool] as const)),
@@ -195,11 +189,10 @@ const fold = (
     }) as Effect.Effect<Option.Option<unknown>>
     const ended = {
       answer,
-      calls: calls.flatMap((call) => {
-        const exit = exits.get(call.id)
-        return exit === undefined ? [] : [{ id: call.id, exit }]
-      }),
-      results: results.filter((result) => result !== undefined)
+      results: results.filter((result) => result !== undefined),
+      ...(Option.isSome(terminal)
+        ? { terminal: { id: failures.get(terminal.value) ?? "", error: terminal.value } }
+        : {})
     }
     // a call that ended the run: the loop fails the turn, and the inbox is left for the next run
     return yield* commit(run, name, ended, Option.isNone(terminal))
@@ -294,13 +287,23 @@ export const appended = (run: DurableRun, messages: ReadonlyArray<Message.Messag
   return true
 }
 
-/** The end of a call that ran in the folded turn of the run, replayed for the loop (`undefined`: it did not). */
+/**
+ * The end of a call that ran in the folded turn of the run, replayed for the loop (`undefined`: it did
+ * not): its output, or its error: the one that ended the run, or else one the loop records as the call's
+ * result (the history gets the turn's own result, whatever the loop makes of it).
+ */
 export const foldedCall = (run: DurableRun, toolCallId: string): Effect.Effect<Tool.Output, unknown> | undefined => {
-  const call = run.folded?.calls.find((each) => each.id === toolCallId)
-  return call === undefined ? undefined : Exit.matchEffect(call.exit, {
-    onFailure: Effect.failCause,
-    onSuccess: (output) => Effect.succeed(output as Tool.Output)
-  })
+  const folded = run.folded
+  if (folded === undefined) return undefined
+  if (folded.terminal?.id === toolCallId) return Effect.fail(folded.terminal.error)
+  const result = folded.results.find((each) => each.toolCallId === toolCallId)
+  if (result === undefined) return undefined
+  if (result.isError) {
+    return Effect.fail(new Errors.ToolExecutionFailed({ description: Message.textOf(result), details: result.details }))
+  }
+  return Effect.succeed(
+    result.details === undefined ? result.content : { content: result.content, details: result.details }
+  )
 }
 
 /** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
