@@ -48,10 +48,17 @@ export interface Run {
   folded: Boundary.Folded | undefined
 }
 
-/** Opens a run: its history as it was when the run started is a step, so a resumed run starts from the same one. */
+/**
+ * Opens a run: its history as it was when the run started and the inputs that started it (`firstInput`,
+ * taken from the inbox) are one step, so a resumed run starts from the same ones. (`input` is
+ * `undefined` for a run whose step recorded its history alone: its inputs are a step of their own.)
+ */
 export const begin = (
   options: Pick<Options, "abortPollInterval">,
-  payload: { readonly sessionId: string; readonly runId: string }
+  payload: { readonly sessionId: string; readonly runId: string },
+  firstInput: (
+    run: Pick<Run, "sessionId" | "runId" | "sql">
+  ) => Effect.Effect<ReadonlyArray<Message.UserMessage>>
 ) =>
   Effect.gen(function*() {
     const { runId, sessionId } = payload
@@ -62,9 +69,13 @@ export const begin = (
     const store = yield* retryStore(SessionSql.makeSql(sessionId))
     const loaded = yield* step(Activity.make({
       name: "load",
-      success: Schema.Array(Message.Message),
+      success: Loaded,
       error: Errors.SessionStoreFailed,
-      execute: retryStore(store.messages)
+      execute: Effect.zipWith(
+        retryStore(store.messages),
+        firstInput({ sessionId, runId, sql }),
+        (history, input) => ({ history, input })
+      )
     }))
     const aborted = isAborted(sql, runId)
     const abortSignal = aborted.pipe(
@@ -80,14 +91,19 @@ export const begin = (
       sql,
       workflow,
       store,
-      history: loaded.slice(),
+      history: ("history" in loaded ? loaded.history : loaded).slice(),
       aborted,
       abortSignal,
       modelCalls: 0,
       folded: undefined
     }
-    return run
+    return { run, input: "history" in loaded ? loaded.input : undefined }
   })
+
+const Loaded = Schema.Union(
+  Schema.Array(Message.Message),
+  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })
+)
 
 /**
  * The turn of a run: one turn of the loop (`Loop.turn`: its input, one answer, the answer's tool calls)
