@@ -3,6 +3,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -169,6 +170,51 @@ for (const [storeName, storeLayer] of stores) {
             const saved = yield* sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
             assert.strictEqual(saved.length, 0)
           }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a call run in the model step that ends the run: Failed with its reason, every call paired once",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          class Broken extends Data.TaggedError("Broken")<{ readonly message: string }> {}
+          const fail = Tool.make({
+            name: "fail",
+            description: "Fails for good",
+            parameters: Schema.Struct({}),
+            execute: () => Effect.fail(new Broken({ message: "broken for good" })),
+            idempotent: true
+          })
+          const model = Model.scripted([
+            Message.assistant([
+              Message.toolCall("f1", "fail", {}),
+              Message.toolCall("e1", "echo", { text: "a" })
+            ]),
+            Message.assistant("unreachable")
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("terminal")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            const outcome = yield* client.Wait({ runId })
+            assert.strictEqual(outcome._tag, "Failed")
+            assert.strictEqual(outcome._tag === "Failed" && outcome.turns, 1)
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "toolResult"
+            ])
+            const failed = history[2]!
+            assert.isTrue(failed.role === "toolResult" && failed.toolCallId === "f1" && failed.isError)
+            assert.include(Message.textOf(failed), "broken for good")
+            assert.include(outcome._tag === "Failed" ? outcome.reason : "", "broken for good")
+            assert.strictEqual(history[3]!.role === "toolResult" && history[3]!.toolCallId, "e1")
+            assert.strictEqual(model.requests.length, 1)
+          }).pipe(Effect.provide(runner(store, model, { tools: [echo, fail] })))
         }).pipe(Effect.scoped),
       60_000
     )
