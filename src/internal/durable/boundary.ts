@@ -66,9 +66,10 @@ const decodeSaved = Schema.decodeUnknown(Schema.parseJson(Response))
 const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
 
 /**
- * One model response as a step of the run, racing the run's abort, its deltas written as live events;
- * an answer whose calls may all run in the step runs them there with its boundary (see the module). The
- * folded turn is kept in `run.folded` for the session, the tools and the workflow to replay.
+ * One model response as a step of the run, racing the run's abort, its deltas written as live events.
+ * With `turn` (the answer of the turn, not a compaction's summary), an answer whose calls may all run in
+ * the step runs them there with its boundary (see the module); the folded turn is kept in `run.folded`
+ * for the session, the tools and the workflow to replay.
  */
 export const respond = (
   run: DurableRun,
@@ -76,7 +77,8 @@ export const respond = (
   tools: ReadonlyArray<Tool.Any>,
   model: Model.Service,
   request: Model.Request,
-  onEvent: (event: Model.Delta) => Effect.Effect<void>
+  onEvent: (event: Model.Delta) => Effect.Effect<void>,
+  turn: boolean
 ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> => {
   const name = `model/${run.modelCalls++}`
   // the position the answer will have in the log: its live events lead to it
@@ -99,7 +101,7 @@ export const respond = (
         model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
         Effect.as(abortSignal, abortedAnswer())
       )))
-    const admitted = admit(run, options, tools, answer)
+    const admitted = turn ? admit(run, options, tools, answer) : undefined
     if (admitted === undefined) return answer
     if (saved === undefined && Message.toolCalls(answer).length > 0) yield* saveAnswer(run, name, answer)
     return yield* fold(run, name, answer, admitted, abortSignal)

@@ -164,11 +164,15 @@ const session = (run: Run): Session.Service => {
 }
 
 /**
- * The model as steps: one per response, racing the abort, its deltas written as live events; a step
- * may run the answer's calls and the turn's boundary too (`Boundary.respond`).
+ * The model as steps: one per response, racing the abort, its deltas written as live events. The turn's
+ * answer (`respond`, what the loop asks) may run its calls and the turn's boundary in its step too
+ * (`Boundary.respond`); a compaction's summary (`complete`) never does.
  */
 const durableModel = (run: Run, options: Options, model: Model.Service, tools: () => ReadonlyArray<Tool.Any>) =>
-  Model.make({ respond: (request, onEvent) => Boundary.respond(run, options, tools(), model, request, onEvent) })
+  Model.make({
+    respond: (request, onEvent) => Boundary.respond(run, options, tools(), model, request, onEvent, true),
+    complete: (request) => Boundary.respond(run, options, tools(), model, request, () => Effect.void, false)
+  })
 
 /**
  * The tools as steps: a call is a step keyed by the response it answers and its id. A call of a tool
