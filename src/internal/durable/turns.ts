@@ -1,8 +1,9 @@
 /**
  * The turn's steps: what the loop sees when a durable run takes a turn. The model is a step per
  * response and each tool call a step, whose results the engine persists, so a resumed run replays them;
- * the session is the run's history in memory, written to the log as it grows; and each step races the
- * run's abort.
+ * a turn whose calls may all run again runs them, and its boundary, in its model step instead
+ * (`boundary.ts`). The session is the run's history in memory, written to the log as it grows; and each
+ * step races the run's abort.
  */
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as SqlClient from "@effect/sql/SqlClient"
