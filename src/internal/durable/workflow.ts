@@ -2,6 +2,8 @@
  * The run workflow: drain the inbox, take a turn, check for an abort, and again, until the answer asks
  * for nothing more and no input waits; then record how the run ended. Each of those is a step whose
  * result the engine persists, so a run resumed after a crash replays what it did and goes on from there.
+ * Some share a step: the first drain is the `load` step's, the boundary after a turn whose calls ran in
+ * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
