@@ -21,6 +21,7 @@ import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
 import * as Message from "../../Message.js"
 import type * as Model from "../../Model.js"
+import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
@@ -307,6 +308,18 @@ export const foldedCall = (run: DurableRun, toolCallId: string): Effect.Effect<T
     result.details === undefined ? result.content : { content: result.content, details: result.details }
   )
 }
+
+/**
+ * The run's permissions, but a call that ran in the folded turn of the run is allowed without asking
+ * the policy again: it was allowed when it ran (a policy that changed since, or that answers otherwise
+ * the second time, does not suspend a replay on a call that has its result).
+ */
+export const permissions = (run: DurableRun, permissions: Permissions.Service): Permissions.Service => ({
+  check: (request) =>
+    run.folded?.results.some((result) => result.toolCallId === request.toolCallId) === true
+      ? Effect.succeed(Permissions.allow)
+      : permissions.check(request)
+})
 
 /** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
 export const executeTool = (

@@ -117,7 +117,7 @@ export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
   const services = Context.empty().pipe(
     Context.add(Model.Model, durableModel(run, options, model, () => turnTools)),
     Context.add(Session.Session, session(run)),
-    Context.add(Permissions.Permissions, Approvals.permissions(options, run, run.workflow))
+    Context.add(Permissions.Permissions, Boundary.permissions(run, Approvals.permissions(options, run, run.workflow)))
   )
   const dynamicTools = options.dynamicTools ?? Effect.succeed([])
   return (input: ReadonlyArray<Message.Message>): Effect.Effect<Loop.TurnResult, unknown> =>
