@@ -3,6 +3,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -86,6 +87,134 @@ for (const [storeName, storeLayer] of stores) {
             const missing = yield* Effect.exit((yield* Durable.client)("nope").History())
             assert.isTrue(Exit.isFailure(missing))
           }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "idempotent tools run in the model: one step a turn; a run stopped mid-turn resumes with its saved answer, " +
+        "no message twice",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          // answers by the number of answers so far: two echo calls, then one, then the answer (whichever
+          // process asks, and however often); counts the requests of each turn
+          const asked = [0, 0, 0]
+          const model = Model.make({
+            complete: (request) => {
+              const answers = request.messages.filter((message) => message.role === "assistant").length
+              asked[answers]!++
+              return Effect.succeed(
+                answers === 0
+                  ? Message.assistant([
+                    Message.toolCall("a1", "echo", { text: "a" }),
+                    Message.toolCall("a2", "echo", { text: "b" })
+                  ])
+                  : answers === 1
+                  ? Message.assistant([Message.toolCall("b1", "slow", { text: "c" })])
+                  : Message.assistant("done")
+              )
+            }
+          })
+          // the first runner stops while `slow` runs: its turn is cut off before its step ended
+          const started = yield* Deferred.make<void>()
+          let blocking = true
+          const slow = Tool.make({
+            name: "slow",
+            description: "Returns its input, once let go",
+            parameters: Schema.Struct({ text: Schema.String }),
+            execute: ({ text }) =>
+              blocking ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(text),
+            idempotent: true
+          })
+          const options = { tools: [echo, slow] }
+          const activities = Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ readonly payload: string }>`SELECT payload FROM cluster_messages
+              WHERE tag = 'activity' ORDER BY id`
+            return rows.map((row) => (JSON.parse(row.payload) as { readonly name: string }).name)
+          })
+          const runId = yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("fold")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            yield* Deferred.await(started)
+            return runId
+          }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+          blocking = false
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("fold")
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 3 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "toolResult",
+              "assistant",
+              "toolResult",
+              "assistant"
+            ])
+            assert.deepStrictEqual(
+              history.flatMap((message) => message.role === "toolResult" ? [Message.textOf(message)] : []),
+              ["a", "b", "c"]
+            )
+            // the answer of the turn cut off was saved before its call ran: the resumed run did not ask again
+            assert.deepStrictEqual(asked, [1, 1, 1])
+            // each turn was its model step: no step per call, no boundary step after a turn
+            const names = yield* activities
+            assert.deepStrictEqual(names.filter((name) => /^(tool|turn)\//.test(name)), [])
+            assert.deepStrictEqual(names.filter((name) => name.startsWith("model/")), ["model/0", "model/1", "model/2"])
+            // the saved steps are gone with the run
+            const sql = yield* SqlClient.SqlClient
+            const saved = yield* sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
+            assert.strictEqual(saved.length, 0)
+          }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a call run in the model step that ends the run: Failed with its reason, every call paired once",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          class Broken extends Data.TaggedError("Broken")<{ readonly message: string }> {}
+          const fail = Tool.make({
+            name: "fail",
+            description: "Fails for good",
+            parameters: Schema.Struct({}),
+            execute: () => Effect.fail(new Broken({ message: "broken for good" })),
+            idempotent: true
+          })
+          const model = Model.scripted([
+            Message.assistant([
+              Message.toolCall("f1", "fail", {}),
+              Message.toolCall("e1", "echo", { text: "a" })
+            ]),
+            Message.assistant("unreachable")
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("terminal")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            const outcome = yield* client.Wait({ runId })
+            assert.strictEqual(outcome._tag, "Failed")
+            assert.strictEqual(outcome._tag === "Failed" && outcome.turns, 1)
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), [
+              "user",
+              "assistant",
+              "toolResult",
+              "toolResult"
+            ])
+            const failed = history[2]!
+            assert.isTrue(failed.role === "toolResult" && failed.toolCallId === "f1" && failed.isError)
+            assert.include(Message.textOf(failed), "broken for good")
+            assert.include(outcome._tag === "Failed" ? outcome.reason : "", "broken for good")
+            assert.strictEqual(history[3]!.role === "toolResult" && history[3]!.toolCallId, "e1")
+            assert.strictEqual(model.requests.length, 1)
+          }).pipe(Effect.provide(runner(store, model, { tools: [echo, fail] })))
         }).pipe(Effect.scoped),
       60_000
     )

@@ -37,6 +37,9 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
     at BIGINT NOT NULL, writer TEXT)`
   yield* addColumn(sql, "effect_agent_live", "writer", "TEXT")
   yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_live_session ON effect_agent_live (session_id, id)`
+  // the result of a model step that ran its turn's calls and boundary, until the run ends (`Boundary`)
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_answers (
+    run_id TEXT NOT NULL, step TEXT NOT NULL, response TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (run_id, step))`
   // the tools a person allowed for the rest of a session ("always" on an approval)
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_always_allowed (
     session_id TEXT NOT NULL, tool_name TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (session_id, tool_name))`
@@ -121,6 +124,10 @@ export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
       Feed.notify(sql, sessionId, "all")
     ))
 
+/** Deletes the saved results of a run's model steps (its run is ending: no step of it runs again). */
+export const dropAnswers = (runId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DELETE FROM effect_agent_answers WHERE run_id = ${runId}`)
+
 /** Ends a run still marked running as failed (best effort: the engine has ended it already). */
 export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =>
   Effect.flatMap(
@@ -131,7 +138,7 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
         ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
         Feed.notify(sql, sessionId, "all")
       )
-  ).pipe(retryStore, Effect.ignore)
+  ).pipe(Effect.zipLeft(dropAnswers(runId)), retryStore, Effect.ignore)
 
 /** The outcome of a run, once it has one (polled every 100 millis). */
 export const waitForRun = (runId: string) =>

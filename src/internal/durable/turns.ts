@@ -1,8 +1,9 @@
 /**
  * The turn's steps: what the loop sees when a durable run takes a turn. The model is a step per
  * response and each tool call a step, whose results the engine persists, so a resumed run replays them;
- * the session is the run's history in memory, written to the log as it grows; and each step races the
- * run's abort.
+ * a turn whose calls may all run again runs them, and its boundary, in its model step instead
+ * (`boundary.ts`). The session is the run's history in memory, written to the log as it grows; and each
+ * step races the run's abort.
  */
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -23,8 +24,9 @@ import * as Session from "../../services/Session.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Tool from "../../Tool.js"
 import * as Approvals from "./approvals.js"
+import * as Boundary from "./boundary.js"
 import { notify } from "./feed.js"
-import { liveResponse, liveToolCall } from "./live.js"
+import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
 import { claimToolStart, isAborted, pruneLive, retryStore } from "./store.js"
@@ -43,12 +45,21 @@ export interface Run {
   readonly abortSignal: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
+  /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
+  folded: Boundary.Folded | undefined
 }
 
-/** Opens a run: its history as it was when the run started is a step, so a resumed run starts from the same one. */
+/**
+ * Opens a run: its history as it was when the run started and the inputs that started it (`firstInput`,
+ * taken from the inbox) are one step, so a resumed run starts from the same ones. (`input` is
+ * `undefined` for a run whose step recorded its history alone: its inputs are a step of their own.)
+ */
 export const begin = (
   options: Pick<Options, "abortPollInterval">,
-  payload: { readonly sessionId: string; readonly runId: string }
+  payload: { readonly sessionId: string; readonly runId: string },
+  firstInput: (
+    run: Pick<Run, "sessionId" | "runId" | "sql">
+  ) => Effect.Effect<ReadonlyArray<Message.UserMessage>>
 ) =>
   Effect.gen(function*() {
     const { runId, sessionId } = payload
@@ -59,9 +70,13 @@ export const begin = (
     const store = yield* retryStore(SessionSql.makeSql(sessionId))
     const loaded = yield* step(Activity.make({
       name: "load",
-      success: Schema.Array(Message.Message),
+      success: Loaded,
       error: Errors.SessionStoreFailed,
-      execute: retryStore(store.messages)
+      execute: Effect.zipWith(
+        retryStore(store.messages),
+        firstInput({ sessionId, runId, sql }),
+        (history, input) => ({ history, input })
+      )
     }))
     const aborted = isAborted(sql, runId)
     const abortSignal = aborted.pipe(
@@ -77,13 +92,19 @@ export const begin = (
       sql,
       workflow,
       store,
-      history: loaded.slice(),
+      history: ("history" in loaded ? loaded.history : loaded).slice(),
       aborted,
       abortSignal,
-      modelCalls: 0
+      modelCalls: 0,
+      folded: undefined
     }
-    return run
+    return { run, input: "history" in loaded ? loaded.input : undefined }
   })
+
+const Loaded = Schema.Union(
+  Schema.Array(Message.Message),
+  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })
+)
 
 /**
  * The turn of a run: one turn of the loop (`Loop.turn`: its input, one answer, the answer's tool calls)
@@ -91,21 +112,26 @@ export const begin = (
  */
 export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
   const tools = durableTools(run, options.tools ?? [])
+  // the tools of the turn as they are, for a model step that runs the calls itself
+  let turnTools: ReadonlyArray<Tool.Any> = options.tools ?? []
   const services = Context.empty().pipe(
-    Context.add(Model.Model, durableModel(run, model)),
+    Context.add(Model.Model, durableModel(run, options, model, () => turnTools)),
     Context.add(Session.Session, session(run)),
-    Context.add(Permissions.Permissions, Approvals.permissions(options, run, run.workflow))
+    Context.add(Permissions.Permissions, Boundary.permissions(run, Approvals.permissions(options, run, run.workflow)))
   )
   const dynamicTools = options.dynamicTools ?? Effect.succeed([])
   return (input: ReadonlyArray<Message.Message>): Effect.Effect<Loop.TurnResult, unknown> =>
-    Effect.flatMap(dynamicTools, (dynamic) =>
-      Loop.turn({
+    Effect.flatMap(dynamicTools, (dynamic) => {
+      run.folded = undefined
+      turnTools = dynamic.length === 0 ? options.tools ?? [] : [...options.tools ?? [], ...dynamic]
+      return Loop.turn({
         input,
         tools: dynamic.length === 0 ? tools : [...tools, ...durableTools(run, dynamic)],
         systemPrompt: options.systemPrompt
-      }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session | Permissions.Permissions>).pipe(
-        Effect.provide(services)
-      )
+      }) as Effect.Effect<Loop.TurnResult, unknown, Model.Model | Session.Session | Permissions.Permissions>
+    }).pipe(
+      Effect.provide(services)
+    )
 }
 
 /**
@@ -122,7 +148,8 @@ const session = (run: Run): Session.Service => {
     messages: Effect.sync(() => run.history.slice()),
     append: (...messages) =>
       Effect.flatMap(stopping, (stop) => {
-        if (stop) return Effect.void
+        // a folded turn appended its answer and results in its model step
+        if (stop || Boundary.appended(run, messages)) return Effect.void
         for (const message of messages) run.history.push(message)
         // the followers of the session in this process read it at once
         const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
@@ -137,30 +164,16 @@ const session = (run: Run): Session.Service => {
   }
 }
 
-/** The model as steps: one per response, racing the abort, its deltas written as live events. */
-const durableModel = (run: Run, model: Model.Service) =>
+/**
+ * The model as steps: one per response, racing the abort, its deltas written as live events. The turn's
+ * answer (`respond`, what the loop asks) may run its calls and the turn's boundary in its step too
+ * (`Boundary.respond`); a compaction's summary (`complete`) never does.
+ */
+const durableModel = (run: Run, options: Options, model: Model.Service, tools: () => ReadonlyArray<Tool.Any>) =>
   Model.make({
-    respond: (request, onEvent) => {
-      const name = `model/${run.modelCalls++}`
-      // the position the answer will have in the log: its live events lead to it
-      const position = run.history.length
-      return step(Activity.make({
-        name,
-        success: Message.AssistantMessage,
-        error: Errors.ModelError,
-        execute: liveResponse(run.sql, run.sessionId, position, (emit) =>
-          Effect.raceFirst(
-            model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
-            Effect.as(run.abortSignal, abortedAnswer())
-          ))
-      })).pipe(Effect.provide(run.workflow))
-    }
+    respond: (request, onEvent) => Boundary.respond(run, options, tools(), model, request, onEvent, true),
+    complete: (request) => Boundary.respond(run, options, tools(), model, request, () => Effect.void, false)
   })
-
-const ToolOutput = Schema.Struct({
-  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
-  details: Schema.optional(Schema.Unknown)
-})
 
 /**
  * The tools as steps: a call is a step keyed by the response it answers and its id. A call of a tool
@@ -172,12 +185,14 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
     ...tool,
     timeout: undefined,
     execute: (input, context) => {
+      const folded = Boundary.foldedCall(run, context.toolCallId)
+      if (folded !== undefined) return folded
       const name = `tool/${run.modelCalls}/${context.toolCallId}`
       return Effect.gen(function*() {
         const key = yield* Activity.idempotencyKey(name)
         return yield* step(Activity.make({
           name,
-          success: ToolOutput,
+          success: Boundary.ToolOutput,
           error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
           execute: Effect.gen(function*() {
             if (yield* run.aborted) {
@@ -190,53 +205,10 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
               run.sql,
               run.sessionId,
               { ...context, input },
-              (update) => executeTool(run, tool, input, context, update)
+              (update) => Boundary.executeTool(tool, input, context, update, run.abortSignal)
             )
           })
         }))
       }).pipe(Effect.provide(run.workflow)) as Effect.Effect<Tool.Output, any, any>
     }
   }))
-
-/** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
-const executeTool = (
-  run: Run,
-  tool: Tool.Any,
-  input: unknown,
-  context: Tool.Context,
-  update: (progress: unknown) => Effect.Effect<void>
-) => {
-  let execution: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
-    ...context,
-    update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
-    idempotencyKey: context.toolCallId
-  })
-  if (tool.timeout !== undefined) {
-    const limit = Duration.decode(tool.timeout)
-    execution = Effect.timeoutFail(execution, {
-      duration: limit,
-      onTimeout: () =>
-        new Errors.ToolExecutionFailed({
-          description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
-        })
-    })
-  }
-  return Effect.map(
-    Effect.raceFirst(
-      execution,
-      Effect.zipRight(
-        run.abortSignal,
-        Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
-      )
-    ),
-    Tool.outputContent
-  )
-}
-
-const abortedAnswer = (): Message.AssistantMessage => ({
-  role: "assistant",
-  content: [],
-  stopReason: "aborted",
-  errorMessage: "Operation aborted",
-  timestamp: Date.now()
-})

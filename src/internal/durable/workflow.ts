@@ -2,6 +2,8 @@
  * The run workflow: drain the inbox, take a turn, check for an abort, and again, until the answer asks
  * for nothing more and no input waits; then record how the run ended. Each of those is a step whose
  * result the engine persists, so a run resumed after a crash replays what it did and goes on from there.
+ * Some share a step: the first drain is the `load` step's, the boundary after a turn whose calls ran in
+ * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
@@ -14,10 +16,11 @@ import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
+import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
 import { type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { claimInbox, endRun, markFailed, pruneLive, retryStore } from "./store.js"
+import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore } from "./store.js"
 import { begin, makeTurn, type Run } from "./turns.js"
 
 export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
@@ -26,10 +29,10 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
 ) => {
   let turns = 0
   return Effect.gen(function*() {
-    const run = yield* begin(options, payload)
+    const { input: first, run } = yield* begin(options, payload, (run) => takeInputs(run, 0))
     const turn = makeTurn(run, options, yield* Model.Model)
     const maxTurns = options.maxTurns ?? Loop.defaultMaxTurns
-    let input: ReadonlyArray<Message.Message> = yield* drain(run, 0)
+    let input: ReadonlyArray<Message.Message> = first ?? (yield* drain(run, 0))
     while (true) {
       if (turns >= maxTurns) {
         return yield* finish(run, { _tag: "Failed", turns, reason: `the run reached its limit of ${maxTurns} turns` })
@@ -42,12 +45,15 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
         return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
       }
-      const boundary = yield* afterTurn(run, turns)
+      // a turn folded into its model step took its boundary there
+      const boundary = run.folded?.boundary ?? (yield* afterTurn(run, turns))
       if (boundary.aborted) return yield* finish(run, { _tag: "Aborted", turns })
       input = boundary.input
       if (!exit.value.continue && input.length === 0) {
         // a prompt that came in while the run was ending starts the next turn instead of being left behind
-        const late = yield* drain(run, turns + 0.5)
+        const late = yield* lastDrain(run, turns + 0.5, { _tag: "Completed", turns })
+        if ("ended" in late) return late.ended
+        // (a run whose last drain was recorded before it ended the run)
         if (late.length === 0) return yield* finish(run, { _tag: "Completed", turns })
         input = late
       }
@@ -69,6 +75,23 @@ const drain = (run: Run, turn: number) =>
   step(Activity.make({ name: `inbox/${turn}`, success: Inputs, execute: takeInputs(run, turn) }))
 
 /**
+ * The drain after the last turn, as one step: the inputs that came in while the run was ending, or if
+ * none came, the run ended with `outcome` (what `finish` does, one step less).
+ */
+const lastDrain = (run: Run, turn: number, outcome: Outcome) =>
+  step(Activity.make({
+    name: `inbox/${turn}`,
+    success: LastDrain,
+    execute: Effect.flatMap(
+      takeInputs(run, turn),
+      (input): Effect.Effect<typeof LastDrain.Type> =>
+        input.length > 0 ? Effect.succeed(input) : Effect.as(end(run, outcome), { ended: outcome })
+    )
+  }))
+
+const LastDrain = Schema.Union(Inputs, Schema.Struct({ ended: Outcome }))
+
+/**
  * The boundary after a turn, as one step: whether an `Abort` came, and if not the inputs that came in.
  * One step rather than two: each step is a round trip through the cluster's storage.
  */
@@ -85,11 +108,9 @@ const afterTurn = (run: Run, turn: number) =>
     )
   }))
 
-const Inputs = Schema.Array(Message.UserMessage)
-const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs })
 const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
 
-const takeInputs = (run: Run, turn: number) =>
+const takeInputs = (run: Pick<Run, "sessionId" | "runId" | "sql">, turn: number) =>
   Effect.gen(function*() {
     const rows = yield* retryStore(claimInbox(run.sessionId, `${run.runId}#${turn}`))
     return yield* Effect.forEach(rows, (row) => decodeInput(row.message))
@@ -100,9 +121,13 @@ const finish = (run: Run, outcome: Outcome) =>
   step(Activity.make({
     name: "finish",
     success: Outcome,
-    execute: Effect.gen(function*() {
-      yield* endRun(run.sessionId, run.runId, outcome)
-      yield* pruneLive(run.sql, run.sessionId)
-      return outcome
-    }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)
+    execute: Effect.as(end(run, outcome), outcome)
   }))
+
+/** Ends the run: records its outcome, and drops what its steps kept until then. */
+const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    yield* endRun(run.sessionId, run.runId, outcome)
+    yield* dropAnswers(run.runId)
+    yield* pruneLive(run.sql, run.sessionId)
+  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)

@@ -1,0 +1,363 @@
+/**
+ * A turn folded into its model step. When every call of an answer is of a tool that may run again
+ * (`mayRerun`) and the policy allows it without asking, the model step runs the calls itself, then writes
+ * the turn's boundary (the answer and its results appended to the log, the abort checked, the inbox taken)
+ * in one transaction: one step for the whole turn instead of one per response, per call and per boundary.
+ * The step's answer is saved in `effect_agent_answers` before its calls run, and the whole turn with the
+ * boundary's transaction, until the run ends: a step cut off by a crash runs again with the same answer
+ * (its calls may run again: they are idempotent), and one whose transaction committed returns what it
+ * saved, so a resumed run neither asks the model again nor appends anything twice. Any other turn (a
+ * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
+ * or cut answer) takes the path of a step per call, and the loop's appends write the log.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Activity from "@effect/workflow/Activity"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Errors from "../../Errors.js"
+import * as Message from "../../Message.js"
+import type * as Model from "../../Model.js"
+import * as Permissions from "../../services/Permissions.js"
+import * as Tool from "../../Tool.js"
+import * as Run from "../run.js"
+import * as ToolBatch from "../toolBatch.js"
+import { notify } from "./feed.js"
+import { liveResponse, liveToolCall } from "./live.js"
+import { mayRerun, type Options } from "./models.js"
+import { step } from "./step.js"
+import { claimInbox, pruneLive, retryStore, uncancelled } from "./store.js"
+import type { Run as DurableRun } from "./turns.js"
+
+/** What a tool call step returns: the call's output as the loop takes it. */
+export const ToolOutput = Schema.Struct({
+  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
+  details: Schema.optional(Schema.Unknown)
+})
+
+/** The inputs taken from the inbox for a turn. */
+export const Inputs = Schema.Array(Message.UserMessage)
+
+/** The boundary after a turn: whether an `Abort` came, and if not the inputs that came in. */
+export const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs })
+
+/**
+ * A turn run in its model step: the answer, its calls' results (as appended to the log), the error of
+ * the call that ended the run if one did (as the tool failed with it), and the boundary after the turn
+ * (none when a call ended the run: the loop fails the turn then).
+ */
+export const Folded = Schema.TaggedStruct("Folded", {
+  answer: Message.AssistantMessage,
+  results: Schema.Array(Message.ToolResultMessage),
+  terminal: Schema.optional(Schema.Struct({ id: Schema.String, error: Schema.Unknown })),
+  boundary: Schema.optional(Boundary)
+})
+
+export type Folded = typeof Folded.Type
+
+/** What a model step returns: the answer alone (the loop runs its calls as steps), or the folded turn. */
+const Response = Schema.Union(Message.AssistantMessage, Folded)
+
+const encodeFolded = Schema.encodeSync(Schema.parseJson(Folded))
+const encodeAnswer = Schema.encodeSync(Schema.parseJson(Message.AssistantMessage))
+const decodeSaved = Schema.decodeUnknown(Schema.parseJson(Response))
+const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
+
+/**
+ * One model response as a step of the run, racing the run's abort, its deltas written as live events.
+ * With `turn` (the answer of the turn, not a compaction's summary), an answer whose calls may all run in
+ * the step runs them there with its boundary (see the module); the folded turn is kept in `run.folded`
+ * for the session, the tools and the workflow to replay.
+ */
+export const respond = (
+  run: DurableRun,
+  options: Options,
+  tools: ReadonlyArray<Tool.Any>,
+  model: Model.Service,
+  request: Model.Request,
+  onEvent: (event: Model.Delta) => Effect.Effect<void>,
+  turn: boolean
+): Effect.Effect<Message.AssistantMessage, Errors.ModelError> => {
+  const name = `model/${run.modelCalls++}`
+  // the position the answer will have in the log: its live events lead to it
+  const position = run.history.length
+  const interval = Duration.decode(options.abortPollInterval ?? "200 millis")
+  const execute = Effect.scoped(Effect.gen(function*() {
+    const opening = yield* opened(run.sql, run.runId, name)
+    const saved = opening.saved === null ? undefined : yield* Effect.orDie(decodeSaved(opening.saved))
+    // a step that committed its turn before a crash cut it off: what it saved is the turn
+    if (saved !== undefined && "_tag" in saved) return saved
+    if (saved === undefined && opening.aborted) return abortedAnswer()
+    // one watch on the abort for the step, whose first check was the opening's
+    const abort = yield* Deferred.make<void>()
+    if (opening.aborted) yield* Deferred.succeed(abort, undefined)
+    else yield* Effect.forkScoped(Effect.intoDeferred(Effect.zipRight(Effect.sleep(interval), run.abortSignal), abort))
+    const abortSignal = Deferred.await(abort)
+    // the answer a step cut off by a crash saved before its calls ran is not asked for again
+    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
+      Effect.raceFirst(
+        model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
+        Effect.as(abortSignal, abortedAnswer())
+      )))
+    const admitted = turn ? admit(run, options, tools, answer) : undefined
+    if (admitted === undefined) return answer
+    if (saved === undefined && Message.toolCalls(answer).length > 0) yield* saveAnswer(run, name, answer)
+    return yield* fold(run, name, answer, admitted, abortSignal)
+  }))
+  return step(Activity.make({ name, success: Response, error: Errors.ModelError, execute })).pipe(
+    Effect.map((response) => {
+      if (!("_tag" in response)) return response
+      run.folded = response
+      return response.answer
+    }),
+    Effect.provide(run.workflow)
+  )
+}
+
+/**
+ * The tools of an answer whose calls may all run in its step: each of a known tool that may run again,
+ * its input valid and allowed by the policy without asking, its id new to the history (the loop renames
+ * a repeated id, and the step must append what the loop will). `undefined` for any other answer.
+ */
+const admit = (
+  run: DurableRun,
+  options: Options,
+  tools: ReadonlyArray<Tool.Any>,
+  answer: Message.AssistantMessage
+): ReadonlyArray<Tool.Any> | undefined => {
+  if (answer.stopReason !== "stop" && answer.stopReason !== "toolUse") return undefined
+  const calls = Message.toolCalls(answer)
+  if (calls.length === 0) return tools
+  const ids = new Set<string>()
+  for (const message of run.history) {
+    if (message.role !== "assistant") continue
+    for (const call of Message.toolCalls(message)) ids.add(call.id)
+  }
+  for (const call of calls) {
+    if (call.id === "" || ids.has(call.id)) return undefined
+    ids.add(call.id)
+    const tool = tools.find((each) => each.name === call.name)
+    if (tool === undefined || !mayRerun(tool)) return undefined
+    const input = Tool.decodeInput(tool, call.input)
+    if (Either.isLeft(input)) return undefined
+    const verdict = options.policy?.({ toolCallId: call.id, toolName: call.name, input: input.right }) ?? "Allow"
+    if (verdict !== "Allow") return undefined
+  }
+  return tools
+}
+
+/**
+ * Runs the answer's calls as the loop would (its tool batch: order, concurrency, write keys, results),
+ * then commits the turn: the boundary, the answer and results appended, the step's result saved.
+ */
+const fold = (
+  run: DurableRun,
+  name: string,
+  answer: Message.AssistantMessage,
+  tools: ReadonlyArray<Tool.Any>,
+  abortSignal: Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const calls = Message.toolCalls(answer)
+    // the failures of the calls, to find the call whose error ended the run
+    const failures = new Map<unknown, string>()
+    const results: Array<Message.ToolResultMessage> = []
+    const inner = tools.map((tool): Tool.Any => ({
+      ...tool,
+      timeout: undefined,
+      execute: (input, context) =>
+        liveToolCall(
+          run.sql,
+          run.sessionId,
+          { ...context, input },
+          (update) => executeTool(tool, input, context, update, abortSignal)
+        ).pipe(Effect.tapError((error) => Effect.sync(() => failures.set(error, context.toolCallId))))
+    }))
+    const config: ToolBatch.Config<unknown, unknown> = {
+      tools: new Map(inner.map((tool) => [tool.name, tool] as const)),
+      toolNames: inner.map((tool) => tool.name),
+      permissions: Option.none(),
+      timeout: undefined,
+      concurrency: Run.defaultConcurrency,
+      span: (effect) => effect
+    }
+    const terminal = calls.length === 0 ? Option.none() : yield* ToolBatch.run(config, answer, calls, {
+      now: Date.now,
+      started: () => Effect.void,
+      update: () => Effect.void,
+      finished: (index, result) => Effect.sync(() => (results[index] = result))
+    }) as Effect.Effect<Option.Option<unknown>>
+    const ended = {
+      answer,
+      results: results.filter((result) => result !== undefined),
+      ...(Option.isSome(terminal)
+        ? { terminal: { id: failures.get(terminal.value) ?? "", error: terminal.value } }
+        : {})
+    }
+    // a call that ended the run: the loop fails the turn, and the inbox is left for the next run
+    return yield* commit(run, name, ended, Option.isNone(terminal))
+  })
+
+/**
+ * Commits a folded turn in one transaction: the boundary (the abort checked, and if none came the inbox
+ * taken), the answer and results appended to the log, and the step's result saved under its name.
+ */
+const commit = (
+  run: DurableRun,
+  name: string,
+  ended: Omit<Folded, "_tag" | "boundary">,
+  withBoundary: boolean
+): Effect.Effect<Folded> => {
+  const sql = run.sql
+  return Effect.gen(function*() {
+    const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
+    const folded: Folded = { _tag: "Folded", ...ended, ...(boundary === undefined ? {} : { boundary }) }
+    for (const message of [folded.answer, ...folded.results]) yield* run.store.append(message)
+    yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
+      VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
+      ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
+    // the answer stored: the live events of earlier steps are no longer needed
+    yield* pruneLive(sql, run.sessionId)
+    return folded
+  }).pipe(
+    sql.withTransaction,
+    uncancelled,
+    retryStore,
+    Effect.orDie,
+    // the followers of the session in this process read it at once
+    Effect.zipLeft(notify(sql, run.sessionId, "all"))
+  )
+}
+
+/** Saves the answer of a step before its calls run: a step cut off by a crash runs them again with it. */
+const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage) =>
+  run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
+    VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`.pipe(
+    uncancelled,
+    retryStore,
+    Effect.orDie
+  )
+
+/** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
+const takeBoundary = (run: DurableRun, name: string) =>
+  Effect.gen(function*() {
+    const aborts = yield* run.sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts
+      WHERE run_id = ${run.runId}`
+    if (aborts.length > 0) return { aborted: true, input: [] }
+    const rows = yield* claimInbox(run.sessionId, `${run.runId}#${name}`)
+    const input = yield* Effect.orDie(Effect.forEach(rows, (row) => decodeInput(row.message)))
+    return { aborted: false, input }
+  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql))
+
+/**
+ * What a model step finds as it opens, in one statement: the turn it saved before a crash cut it off
+ * (`null`: none), and whether an `Abort` came for the run.
+ */
+const opened = (sql: SqlClient.SqlClient, runId: string, name: string) =>
+  sql<{ readonly saved: string | null; readonly aborted: unknown }>`SELECT
+    (SELECT response FROM effect_agent_answers WHERE run_id = ${runId} AND step = ${name}) AS saved,
+    EXISTS (SELECT 1 FROM effect_agent_aborts WHERE run_id = ${runId}) AS aborted`.pipe(
+    Effect.map((rows) => ({
+      saved: rows[0]?.saved ?? null,
+      aborted: rows[0]?.aborted === true || Number(rows[0]?.aborted) === 1
+    })),
+    uncancelled,
+    retryStore,
+    Effect.orDie
+  )
+
+/**
+ * The messages of a session append that the folded turn of the run appended already: the loop appends
+ * its answer and results as it would for any turn. Puts the turn's own into the run's history (the
+ * loop's results differ from them by their timestamps at most) and returns `true`; `false` when some
+ * message is not the turn's (the session writes them).
+ */
+export const appended = (run: DurableRun, messages: ReadonlyArray<Message.Message>): boolean => {
+  const folded = run.folded
+  if (folded === undefined) return false
+  const own = messages.map((message) =>
+    message.role === "assistant"
+      ? folded.answer
+      : message.role === "toolResult"
+      ? folded.results.find((result) => result.toolCallId === message.toolCallId)
+      : undefined
+  )
+  if (own.some((message) => message === undefined)) return false
+  for (const message of own) run.history.push(message!)
+  return true
+}
+
+/**
+ * The end of a call that ran in the folded turn of the run, replayed for the loop (`undefined`: it did
+ * not): its output, or its error: the one that ended the run, or else one the loop records as the call's
+ * result (the history gets the turn's own result, whatever the loop makes of it).
+ */
+export const foldedCall = (run: DurableRun, toolCallId: string): Effect.Effect<Tool.Output, unknown> | undefined => {
+  const folded = run.folded
+  if (folded === undefined) return undefined
+  if (folded.terminal?.id === toolCallId) return Effect.fail(folded.terminal.error)
+  const result = folded.results.find((each) => each.toolCallId === toolCallId)
+  if (result === undefined) return undefined
+  if (result.isError) {
+    return Effect.fail(new Errors.ToolExecutionFailed({ description: Message.textOf(result), details: result.details }))
+  }
+  return Effect.succeed(
+    result.details === undefined ? result.content : { content: result.content, details: result.details }
+  )
+}
+
+/**
+ * The run's permissions, but a call that ran in the folded turn of the run is allowed without asking
+ * the policy again: it was allowed when it ran (a policy that changed since, or that answers otherwise
+ * the second time, does not suspend a replay on a call that has its result).
+ */
+export const permissions = (run: DurableRun, permissions: Permissions.Service): Permissions.Service => ({
+  check: (request) =>
+    run.folded?.results.some((result) => result.toolCallId === request.toolCallId) === true
+      ? Effect.succeed(Permissions.allow)
+      : permissions.check(request)
+})
+
+/** Runs a call: its progress goes to the loop and to the live events, within the tool's timeout, racing the abort. */
+export const executeTool = (
+  tool: Tool.Any,
+  input: unknown,
+  context: Tool.Context,
+  update: (progress: unknown) => Effect.Effect<void>,
+  abortSignal: Effect.Effect<void>
+) => {
+  let execution: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
+    ...context,
+    update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
+    idempotencyKey: context.toolCallId
+  })
+  if (tool.timeout !== undefined) {
+    const limit = Duration.decode(tool.timeout)
+    execution = Effect.timeoutFail(execution, {
+      duration: limit,
+      onTimeout: () =>
+        new Errors.ToolExecutionFailed({
+          description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
+        })
+    })
+  }
+  return Effect.map(
+    Effect.raceFirst(
+      execution,
+      Effect.zipRight(abortSignal, Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" })))
+    ),
+    Tool.outputContent
+  )
+}
+
+/** The answer of a step cut off by an `Abort`. */
+export const abortedAnswer = (): Message.AssistantMessage => ({
+  role: "assistant",
+  content: [],
+  stopReason: "aborted",
+  errorMessage: "Operation aborted",
+  timestamp: Date.now()
+})
