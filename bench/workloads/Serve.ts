@@ -255,27 +255,12 @@ export const batch = async (
   const proc = ChildProcess.spawn(process.execPath, [...entry, "--child-k", url, String(sessions), prefix], {
     stdio: ["pipe", "pipe", "inherit"]
   })
-  // its lines, taken one at a time
-  const lines: Array<string> = []
-  let waiting: (() => void) | undefined
-  let closed = false
-  const wake = () => {
-    waiting?.()
-    waiting = undefined
-  }
-  Readline.createInterface({ input: proc.stdout }).on("line", (line) => {
-    lines.push(line)
-    wake()
-  }).on("close", () => {
-    closed = true
-    wake()
-  })
+  // its lines, taken one at a time (the iterator buffers those that come before they are asked for)
+  const lines = Readline.createInterface({ input: proc.stdout })[Symbol.asyncIterator]()
   const next = async (): Promise<string> => {
-    while (lines.length === 0) {
-      if (closed) throw new Error("the clients' process ended without a report")
-      await new Promise<void>((resolve) => (waiting = resolve))
-    }
-    return lines.shift()!
+    const line = await lines.next()
+    if (line.done === true) throw new Error("the clients' process ended without a report")
+    return line.value
   }
   const exited = new Promise<number | null>((resolve) => proc.once("exit", resolve))
   try {
