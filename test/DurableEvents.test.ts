@@ -296,6 +296,22 @@ const inProcessRunner = (store: Store, model: Model.Service) =>
     Layer.provideMerge(Layer.orDie(store.layer))
   )
 
+/**
+ * Follows `sessionId` from its start as a follower whose timer is an hour long (so only this process's
+ * writes wake it), its events put in a queue.
+ */
+const followHourly = (sessionId: string) =>
+  Effect.gen(function*() {
+    const queue = yield* Queue.unbounded<Durable.SessionEvent>()
+    const follower = yield* Events.follow(sessionId, {
+      after: 0,
+      live: true,
+      idle: Effect.never,
+      pollInterval: "1 hour"
+    }).pipe(Stream.runForEach((event) => Queue.offer(queue, event)), Effect.orDie, Effect.forkScoped)
+    return { queue, follower }
+  })
+
 /** Takes events from `queue` until one satisfies `until`; fails (a safety net, not a timing) after a minute. */
 const takeUntil = (queue: Queue.Dequeue<Durable.SessionEvent>, until: (event: Durable.SessionEvent) => boolean) =>
   Effect.gen(function*() {
@@ -336,13 +352,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
         yield* Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           yield* Effect.orDie(Durable.SessionSql.makeSql("feed"))
-          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
-          const follower = yield* Events.follow("feed", {
-            after: 0,
-            live: true,
-            idle: Effect.never,
-            pollInterval: "1 hour"
-          }).pipe(Stream.runForEach((event) => Queue.offer(queue, event)), Effect.orDie, Effect.fork)
+          const { follower, queue } = yield* followHourly("feed")
           yield* (yield* Durable.client)("feed").Prompt({ inputId: "feed-1", text: "go" })
           // the prompt, stored by the run: the follower's first poll has passed once it has it
           yield* takeUntil(queue, (event) => event._tag === "Message" && event.message.role === "user")
@@ -381,12 +391,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const started = { _tag: "ToolStart" as const, toolCallId: "late", toolName: "echo", input: {} }
           Feed.publish(sql, "handed", { writer: late, first: true, position: null, callId: "late", event: started })
           yield* Effect.orDie(insertLive(sql, call, [started], late))
-          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
-          yield* Events.follow("handed", { after: 0, live: true, idle: Effect.never, pollInterval: "1 hour" }).pipe(
-            Stream.runForEach((event) => Queue.offer(queue, event)),
-            Effect.orDie,
-            Effect.forkScoped
-          )
+          const { queue } = yield* followHourly("handed")
           const tags = (events: ReadonlyArray<Durable.SessionEvent>) => events.map((event) => event._tag)
           assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "ToolStart")), [
             "Message",
@@ -435,12 +440,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const sql = yield* SqlClient.SqlClient
           const session = yield* Effect.orDie(Durable.SessionSql.makeSql("piled"))
           yield* Effect.orDie(session.append(Message.user("go")))
-          const queue = yield* Queue.unbounded<Durable.SessionEvent>()
-          yield* Events.follow("piled", { after: 0, live: true, idle: Effect.never, pollInterval: "1 hour" }).pipe(
-            Stream.runForEach((event) => Queue.offer(queue, event)),
-            Effect.orDie,
-            Effect.forkScoped
-          )
+          const { queue } = yield* followHourly("piled")
           yield* takeUntil(queue, (event) => event._tag === "Message")
           const writer = Feed.newWriter()
           const delta = (text: string) => ({
