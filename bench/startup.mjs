@@ -4,14 +4,16 @@
  * the median CPU time (user + system, from GNU time when /usr/bin/time exists), which a busy machine
  * inflates much less than wall time. `node -e ""` (Node itself) is measured the same way, beside them.
  *
- * - `--help` of the bundled command (`dist/bin/effect-agent.js`, the package's `bin`);
+ * - `--help` of the bundled command (`dist/bin/effect-agent.js`, the package's `bin`, which loads the
+ *   help's own bundle, `dist/bin/helpMain.js`);
  * - a demo run (`--provider demo "hi"`);
  * - the first request: `--provider openai` against a server on 127.0.0.1 started here; the figure is the
  *   time from the process's start until its request arrives (the server then answers, and the command
  *   ends);
  * - `--help` of the unbundled build (`dist/cli/main.js`, what tsc writes), for comparison;
  * - `--help` of a minimal @effect/cli command (three options, `NodeContext`, `NodeRuntime`), bundled here
- *   the way scripts/bundle.mjs bundles ours: the floor of any command built on @effect/cli;
+ *   the way scripts/bundle.mjs bundles ours: what a command built on @effect/cli costs when its help goes
+ *   through `Command.run` (ours is rendered from the commands' definitions without it);
  * - with `--all`, also the sources through tsx and the import cost of the command's dependencies.
  *
  * Run `npm run build` first (`npm run bench:startup` does). Sessions go to a temporary data directory.

@@ -1,8 +1,13 @@
 /**
- * Bundles the `effect-agent` command (src/cli/main.ts) into dist/bin/effect-agent.js, the package's
- * `bin`: one ES module holding the command and what it always needs (effect and @effect/*, tree-shaken),
- * and a few chunks in dist/bin/chunks/ that the command imports only when used (the providers, the
- * chat, the HTML export, MCP, `serve`). The providers send their requests with Node's `http` module, so
+ * Bundles the `effect-agent` command into dist/bin/, three programs:
+ * - dist/bin/effect-agent.js, the package's `bin` (src/cli/bin.ts): loads one of the two below, the
+ *   help when the arguments ask for it, else the command;
+ * - dist/bin/helpMain.js (src/cli/helpMain.ts): the help, one file of the commands' faces, @effect/cli
+ *   and effect tree-shaken for it alone (a bundle of its own: in the command's, every module of effect
+ *   it shares with the chunks would come whole);
+ * - dist/bin/main.js (src/cli/main.ts): one ES module holding the command and what it always needs
+ *   (effect and @effect/*, tree-shaken), and chunks in dist/bin/chunks/ that the command imports only
+ *   when used (each command's handler, the providers, the chat, the HTML export, MCP, `serve`). The providers send their requests with Node's `http` module, so
  * their chunk holds no HTTP client of its own (undici is bundled for `serve` only; the build fails if
  * `--help` or a first request would load it). A command start then reads two files instead of compiling
  * about a thousand modules.
@@ -46,13 +51,29 @@ const providersHttpClient = {
   }
 }
 
-const result = await esbuild.build({
+/** The entry loads the help or the command, which stay files of their own beside it. */
+const entryImports = {
+  name: "entry-imports",
+  setup(build) {
+    build.onResolve({ filter: /^\.\/(helpMain|main)\.js$/ }, (args) => ({ path: args.path, external: true }))
+  }
+}
+
+/** The help never runs a command: what the commands load when they run stays out of its bundle. */
+const notRun = {
+  name: "not-run",
+  setup(build) {
+    build.onResolve(
+      { filter: /.*/ },
+      (args) => args.kind === "dynamic-import" ? { path: args.path, external: true } : undefined
+    )
+  }
+}
+
+const common = {
   absWorkingDir: repo,
-  entryPoints: { "effect-agent": "src/cli/main.ts" },
   outdir: "dist/bin",
-  chunkNames: "chunks/[name]-[hash]",
   bundle: true,
-  splitting: true,
   format: "esm",
   platform: "node",
   target: "node20",
@@ -60,6 +81,21 @@ const result = await esbuild.build({
   minifyWhitespace: true,
   minifySyntax: true,
   sourcemap: true,
+  logLevel: "warning"
+}
+
+await esbuild.build({ ...common, entryPoints: { "effect-agent": "src/cli/bin.ts" }, plugins: [entryImports] })
+const help = await esbuild.build({
+  ...common,
+  entryPoints: { helpMain: "src/cli/helpMain.ts" },
+  plugins: [notRun],
+  metafile: true
+})
+const result = await esbuild.build({
+  ...common,
+  entryPoints: { main: "src/cli/main.ts" },
+  chunkNames: "chunks/[name]-[hash]",
+  splitting: true,
   // better-sqlite3 finds its native addon from its own files: it stays a package of its own, loaded
   // when a database is a SQLite file (`serve`, `--session` on SQLite)
   external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*", "better-sqlite3"],
@@ -69,14 +105,13 @@ const result = await esbuild.build({
       "import { createRequire as __createRequire } from \"node:module\";const require = __createRequire(import.meta.url);"
   },
   plugins: [providersHttpClient],
-  metafile: true,
-  logLevel: "warning"
+  metafile: true
 })
 // BUNDLE_META=file writes what went into each output file (esbuild's metafile)
 if (process.env.BUNDLE_META !== undefined) fs.writeFileSync(process.env.BUNDLE_META, JSON.stringify(result.metafile))
 
-// what `--help` and a first request load: the command's file, the providers' chunk, and the chunks they
-// import (not those they import only when used); undici must not be among them
+// what a first request loads: the command's file, the providers' chunk, and the chunks they import (not
+// those they import only when used); undici must not be among them
 const { outputs } = result.metafile
 const loaded = (file, seen = new Set()) => {
   if (seen.has(file)) return seen
@@ -88,7 +123,12 @@ const loaded = (file, seen = new Set()) => {
 }
 const providers = Object.keys(outputs).find((file) => /\/Providers-[^/]*\.js$/.test(file))
 if (providers === undefined) throw new Error("bundle: no chunk for src/cli/Providers.ts")
-for (const file of loaded(providers, loaded("dist/bin/effect-agent.js"))) {
+for (const file of loaded(providers, loaded("dist/bin/main.js"))) {
   const undici = Object.keys(outputs[file].inputs).find((input) => input.includes("node_modules/undici/"))
   if (undici !== undefined) throw new Error(`bundle: ${file} (loaded by a first request) holds ${undici}`)
 }
+
+// the help loads the commands' faces, not what they do: no module of the library outside the command's
+const helpInputs = Object.keys(help.metafile.outputs["dist/bin/helpMain.js"].inputs)
+const beyond = helpInputs.filter((input) => input.startsWith("src/") && !input.startsWith("src/cli/"))
+if (beyond.length > 0) throw new Error(`bundle: the help holds ${beyond.join(", ")}`)

@@ -27,6 +27,7 @@ import * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as EventSink from "./internal/eventSink.js"
 import * as GenAi from "./internal/genAi.js"
+import * as Limits from "./internal/limits.js"
 import * as Output from "./internal/output.js"
 import * as ParentRun from "./internal/parentRun.js"
 import * as Run from "./internal/run.js"
@@ -178,7 +179,7 @@ export type RunRequirements<Tools extends ReadonlyArray<Tool.Any>> =
  * @since 0.1.0
  * @category Constructors
  */
-export const defaultMaxTurns = 50
+export const defaultMaxTurns: number = Limits.defaultMaxTurns
 
 /**
  * The default number of tool calls of a turn that run at once.

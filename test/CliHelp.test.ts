@@ -1,7 +1,7 @@
 /**
  * The command's `--help` as a new user reads it: every subcommand the command defines is listed (the
  * list is read from the sources, so a new subcommand must show), every option and argument has a real
- * description, there are colours only on a terminal without `NO_COLOR`; and `--verbose` logs no
+ * description, the package's entry prints the same help as the command, there are colours only on a terminal without `NO_COLOR`; and `--verbose` logs no
  * "Fiber terminated" lines for a failure the command explains.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -83,6 +83,16 @@ describe("the command's help", () => {
           assert.isTrue(serve.some((entry) => entry.head.includes(name)), `serve ${name} listed`)
         }
         for (const entry of serve) assert.isAbove(entry.body.trim().length, 10, `serve ${entry.head} has a description`)
+        // the package's entry prints the same help without loading the command (src/cli/helpMain.ts)
+        const entry = yield* Effect.acquireRelease(
+          Effect.promise(() => Cli.bundleOf("src/cli/bin.ts")),
+          (bin) => Effect.promise(() => Cli.removeBundle(bin))
+        )
+        for (const args of [["--help"], ["serve", "--help"], ["export", "-h"]]) {
+          const [fromEntry, fromCommand] = yield* Effect.all([Cli.run(entry, args), Cli.run(main, args)])
+          assert.strictEqual(fromEntry.code, 0, fromEntry.stderr)
+          assert.strictEqual(fromEntry.stdout, fromCommand.stdout, args.join(" "))
+        }
       }),
     { timeout: 60_000 }
   )

@@ -28,7 +28,8 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/jsonSchema",
       "internal/compactionEntry",
       "internal/sqliteShared",
-      "internal/processGroup"
+      "internal/processGroup",
+      "internal/limits"
     ]
   },
   {
@@ -248,6 +249,19 @@ describe("the layering of src/", () => {
       const loaded = [...staticClosure(entry)].filter(isOptionalPeer)
       assert.deepStrictEqual(loaded, [], `${entry} loads optional peers at start`)
     }
+  })
+
+  it("the command's help and its parsing load the commands' faces only: no handler, loop, model or tool", () => {
+    for (const entry of ["cli/helpMain", "cli/main"]) {
+      const library = [...staticClosure(entry)].filter((module) =>
+        Fs.existsSync(NodePath.join(src, `${module}.ts`)) &&
+        (!module.startsWith("cli/") || module.startsWith("cli/handlers/") || module === "cli/Models") &&
+        module !== "internal/limits"
+      )
+      assert.deepStrictEqual(library, [], `${entry} loads these at start`)
+    }
+    // the entry loads one of the two, and nothing else
+    assert.deepStrictEqual([...staticClosure("cli/bin")], ["cli/bin", "cli/HelpFlag"])
   })
 
   it("the diagram in docs/DESIGN.md is this list of layers", () => {

@@ -1,6 +1,7 @@
 /**
  * The options the command and its subcommands share: the provider and model, the workspace, the
- * limits and the permissions. Each subcommand picks the ones it takes.
+ * limits and the permissions. Each subcommand picks the ones it takes. `--help` reads them, so this
+ * module loads neither the loop nor a model (see `Lazy`).
  *
  * @since 0.1.0
  */
@@ -11,9 +12,46 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Loop from "../Loop.js"
-import * as Models from "./Models.js"
+import * as Limits from "../internal/limits.js"
 import * as Preflight from "./Preflight.js"
+
+/**
+ * The providers `--provider` and `--fallback` can name.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
+
+/**
+ * A provider's name.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type ProviderName = typeof providerNames[number]
+
+/**
+ * What `--provider` accepts: a provider or the demo model.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const choices = ["demo", ...providerNames] as const
+
+/**
+ * Each provider's usual model, used without `--model`.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const defaultModels: Record<ProviderName | "demo", string> = {
+  demo: "demo",
+  openai: "gpt-4.1-mini",
+  "openai-responses": "gpt-5.1",
+  anthropic: "claude-sonnet-4-5",
+  google: "gemini-3-pro-preview"
+}
 
 /**
  * An option's value that must be a positive whole number, with the error naming the option.
@@ -37,13 +75,13 @@ export const positive = (name: string, unit: string) => (text: string) =>
 export const provider = Options.text("provider").pipe(
   Options.withPseudoName("name"),
   Options.mapEffect((name) =>
-    (Models.choices as ReadonlyArray<string>).includes(name)
-      ? Effect.succeed(name as Models.ProviderName | "demo")
+    (choices as ReadonlyArray<string>).includes(name)
+      ? Effect.succeed(name as ProviderName | "demo")
       : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-        `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${Models.choices.join(", ")}`
+        `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${choices.join(", ")}`
       )))
   ),
-  Options.withDefault("demo" as Models.ProviderName | "demo"),
+  Options.withDefault("demo" as ProviderName | "demo"),
   Options.withDescription(
     "which API to talk to (default demo). demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
@@ -112,8 +150,8 @@ export const workspace = Options.text("workspace").pipe(
 export const maxTurns = Options.text("max-turns").pipe(
   Options.withPseudoName("n"),
   Options.mapEffect(positive("max-turns", "")),
-  Options.withDefault(Loop.defaultMaxTurns),
-  Options.withDescription(`the most model requests in one run (default ${Loop.defaultMaxTurns})`)
+  Options.withDefault(Limits.defaultMaxTurns),
+  Options.withDescription(`the most model requests in one run (default ${Limits.defaultMaxTurns})`)
 )
 
 /**

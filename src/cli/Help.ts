@@ -10,6 +10,7 @@ import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import type * as Span from "@effect/cli/HelpDoc/Span"
+import * as HelpFlag from "./HelpFlag.js"
 
 /**
  * Whether the arguments ask for help (`--help` or `-h` before a `--`), and for which subcommand.
@@ -21,9 +22,7 @@ export const requested = (
   args: ReadonlyArray<string>,
   subcommands: ReadonlyArray<string>
 ): { readonly subcommand: string | undefined } | undefined => {
-  const end = args.indexOf("--")
-  const options = end < 0 ? args : args.slice(0, end)
-  if (!options.includes("--help") && !options.includes("-h")) return undefined
+  if (!HelpFlag.asked(args)) return undefined
   return { subcommand: subcommands.includes(args[0] ?? "") ? args[0] : undefined }
 }
 

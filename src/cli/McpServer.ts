@@ -1,7 +1,8 @@
 /**
  * `effect-agent mcp-server`: the command's agent (its model, workspace tools and permissions) served as
- * an MCP server, over stdio (default) or Streamable HTTP (`--http <port>`, on 127.0.0.1). The MCP module
- * is loaded only when the subcommand runs: its SDK is an optional peer dependency.
+ * an MCP server, over stdio (default) or Streamable HTTP (`--http <port>`, on 127.0.0.1). Its options
+ * are here; what it does is in handlers/mcpServer.ts, loaded, with the MCP module (its SDK is an
+ * optional peer dependency), only when the subcommand runs.
  *
  * @since 0.1.0
  */
@@ -10,49 +11,8 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Agent from "../Agent.js"
-import type * as Model from "../Model.js"
-import * as Permissions from "../services/Permissions.js"
-import * as Workspace from "../services/Workspace.js"
-import * as Tools from "../tools/index.js"
-import * as ChildGroups from "./ChildGroups.js"
 import * as Flags from "./Flags.js"
-import * as Models from "./Models.js"
-import * as PermissionFiles from "./PermissionFiles.js"
-import * as Preflight from "./Preflight.js"
-import * as Sessions from "./Sessions.js"
-
-/**
- * What the subcommand needs from the main command's options: the model, the workspace and the rules.
- *
- * @since 0.1.0
- * @category Models
- */
-export interface Setup {
-  readonly root: string
-  readonly model: Layer.Layer<Model.Model, any, any>
-  readonly rules: Permissions.Rules
-  readonly instructions: string
-  readonly maxTurns: number
-  /** Files the agent's own tools may never write (the permission files, the user's settings, sessions). */
-  readonly protect: ReadonlyArray<string>
-  /** Services the tools need beyond the workspace (the command's tracked child processes). */
-  readonly services: Layer.Layer<any, any, any>
-}
-
-/**
- * What a call that needs approval gets: nobody can be asked.
- *
- * @since 0.1.0
- * @category Constructors
- */
-export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
-  Permissions.deny(
-    `${request.toolName} needs approval, and an MCP client cannot answer a question: start the server with ` +
-      `--yes, or a --permissions file that allows it`
-  )
+import * as Lazy from "./Lazy.js"
 
 const http = Options.text("http").pipe(
   Options.withPseudoName("port"),
@@ -75,38 +35,21 @@ const name = Options.text("name").pipe(
   Options.withDescription("the agent's name: its MCP tool is ask_<name> (default agent)")
 )
 
-/** The main command's options the subcommand takes. */
-const shared = Flags.agent
+/**
+ * The subcommand's options: the main command's model, workspace, limit and permissions, and its own.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const config = { ...Flags.agent, http, name }
 
 /**
- * What the subcommand starts from, out of the command's options: the workspace, its permission files
- * (no one is at a terminal to accept the workspace's own file: its widening rules stay off until
- * trusted), the model, and the files the agent's tools may not write.
+ * The subcommand's parsed options.
+ *
+ * @since 0.1.0
+ * @category Models
  */
-const setupOf = (options: Command.Command.ParseConfig<typeof shared>) =>
-  Effect.gen(function*() {
-    const root = yield* Preflight.workspace(options.workspace)
-    const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
-    for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
-    if (loaded.untrusted !== undefined) {
-      yield* Effect.logWarning(PermissionFiles.untrustedWarning(loaded.untrusted, root))
-    }
-    const models = yield* Models.modelLayer(options.provider, options)
-    return {
-      root,
-      model: models(Option.getOrElse(options.model, () => Models.defaultModels[options.provider])),
-      rules: PermissionFiles.rules(loaded.rules, { yes: options.yes, root, confirm: cannotAsk }),
-      instructions: Models.systemPrompt,
-      maxTurns: options.maxTurns,
-      protect: PermissionFiles.protectedPaths({
-        permissions: options.permissions,
-        mcp: Option.none(),
-        session: Sessions.directory(root),
-        sessionsDir: Sessions.directory(root)
-      }),
-      services: ChildGroups.tracked
-    } satisfies Setup
-  })
+export type Input = Command.Command.ParseConfig<typeof config>
 
 /**
  * The `mcp-server` subcommand.
@@ -114,35 +57,9 @@ const setupOf = (options: Command.Command.ParseConfig<typeof shared>) =>
  * @since 0.1.0
  * @category Commands
  */
-export const command = Command.make("mcp-server", { ...shared, http, name }, (options) =>
-  Effect.gen(function*() {
-    const setup = yield* setupOf(options)
-    const Mcp = yield* Flags.loadMcp("mcp-server")
-    const agent = Agent.make({
-      name: options.name,
-      description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +
-        "there. Ask it for a task in plain words.",
-      instructions: setup.instructions,
-      tools: Tools.all,
-      maxTurns: setup.maxTurns
-    })
-    const serveOptions = { name: "effect-agent", permissions: setup.rules }
-    const port = Option.getOrUndefined(options.http)
-    const served = port !== undefined
-      ? Effect.gen(function*() {
-        const { url } = yield* Mcp.serveHttp([agent], { ...serveOptions, port })
-        yield* Effect.sync(() => process.stderr.write(`effect-agent: serving MCP at ${url}\n`))
-        return yield* Effect.never
-      }).pipe(Effect.scoped)
-      : Mcp.serveStdio([agent], serveOptions)
-    yield* served.pipe(
-      Effect.provide(
-        Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
-      )
-    ) as Effect.Effect<void>
-  })).pipe(
-    Command.withDescription(
-      "serve the agent as an MCP server (the tool ask_<name>), over stdio for an MCP client's config, " +
-        "or over HTTP with --http"
-    )
+export const command = Command.make("mcp-server", config, Lazy.handler(() => import("./handlers/mcpServer.js"))).pipe(
+  Command.withDescription(
+    "serve the agent as an MCP server (the tool ask_<name>), over stdio for an MCP client's config, " +
+      "or over HTTP with --http"
   )
+)

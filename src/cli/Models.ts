@@ -11,47 +11,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
+import * as Flags from "./Flags.js"
 import * as Preflight from "./Preflight.js"
 import * as Process from "./Process.js"
 import * as Report from "./Report.js"
-
-/**
- * The providers `--provider` and `--fallback` can name.
- *
- * @since 0.1.0
- * @category Models
- */
-export const providerNames = ["openai", "openai-responses", "anthropic", "google"] as const
-
-/**
- * A provider's name.
- *
- * @since 0.1.0
- * @category Models
- */
-export type ProviderName = typeof providerNames[number]
-
-/**
- * What `--provider` accepts: a provider or the demo model.
- *
- * @since 0.1.0
- * @category Models
- */
-export const choices = ["demo", ...providerNames] as const
-
-/**
- * Each provider's usual model, used without `--model`.
- *
- * @since 0.1.0
- * @category Models
- */
-export const defaultModels: Record<ProviderName | "demo", string> = {
-  demo: "demo",
-  openai: "gpt-4.1-mini",
-  "openai-responses": "gpt-5.1",
-  anthropic: "claude-sonnet-4-5",
-  google: "gemini-3-pro-preview"
-}
 
 /**
  * The command's system prompt.
@@ -92,7 +55,7 @@ const retryOptions = { jitter: true, onRetry: reportRetry }
 const loadProviders = Effect.promise(() => import("./Providers.js"))
 
 /** A provider's Model layer for a model name, after its settings (base URL, API key) were checked. */
-const providerLayer = (name: ProviderName, baseUrl: Option.Option<string>) =>
+const providerLayer = (name: Flags.ProviderName, baseUrl: Option.Option<string>) =>
   Effect.gen(function*() {
     const env = Preflight.providerEnv[name]
     const settings = yield* Preflight.provider(env, { baseUrl, environment: process.env })
@@ -104,12 +67,12 @@ const providerLayer = (name: ProviderName, baseUrl: Option.Option<string>) =>
 /** Parses `--fallback provider:model` into that provider's layer. */
 const fallbackLayer = (spec: string) => {
   const at = spec.indexOf(":")
-  const name = spec.slice(0, at) as ProviderName
-  if (at <= 0 || at === spec.length - 1 || !providerNames.includes(name)) {
+  const name = spec.slice(0, at) as Flags.ProviderName
+  if (at <= 0 || at === spec.length - 1 || !Flags.providerNames.includes(name)) {
     return Effect.fail(
       new Preflight.UsageError({
         description: `invalid --fallback ${JSON.stringify(spec)}`,
-        hint: `give <provider:model> with a provider among ${providerNames.join(", ")}`
+        hint: `give <provider:model> with a provider among ${Flags.providerNames.join(", ")}`
       })
     )
   }
@@ -124,7 +87,7 @@ const fallbackLayer = (spec: string) => {
  * @category Layers
  */
 export const modelLayer = (
-  name: ProviderName | "demo",
+  name: Flags.ProviderName | "demo",
   options: { readonly baseUrl: Option.Option<string>; readonly fallback: ReadonlyArray<string> }
 ) =>
   Effect.gen(function*() {

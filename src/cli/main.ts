@@ -3,10 +3,10 @@
  * The `effect-agent` command: runs the agent loop with the built-in workspace tools on a real provider
  * (OpenAI-compatible, OpenAI Responses, Anthropic or Gemini, with optional fallbacks) or on the offline
  * demo model, streaming the answer to stdout and everything else (tool calls, the run's end, errors) to
- * stderr. This module assembles the command from its parts: the root command (`Root`) and the
- * subcommands (`ExportCommand`, `Trust`, `Serve`, `McpServer`), the help, the logger, and the process
- * around them. It handles SIGINT and SIGTERM itself (see `Signals`), so an abort always leaves a closed,
- * valid session.
+ * stderr. This module runs the command (`Commands`: the root command and its subcommands) with the
+ * help, the logger, and the process around them. It handles SIGINT and SIGTERM itself (see `Signals`),
+ * so an abort always leaves a closed, valid session. The package's entry (`bin.ts`) loads it for
+ * anything but the help.
  *
  * @since 0.1.0
  */
@@ -19,75 +19,20 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as ChildGroups from "./ChildGroups.js"
-import * as ExportCommand from "./ExportCommand.js"
-import * as Flags from "./Flags.js"
+import * as Commands from "./Commands.js"
 import * as Help from "./Help.js"
-import * as McpServer from "./McpServer.js"
-import * as Models from "./Models.js"
 import * as Process from "./Process.js"
 import * as Report from "./Report.js"
 import * as Root from "./Root.js"
-import * as Serve from "./Serve.js"
 import * as Signals from "./Signals.js"
-import * as Trust from "./Trust.js"
 
 const { report, writeErr } = Process
 
-/** `effect-agent serve`: the agent over HTTP (see src/cli/Serve.ts). */
-const serveCommand = Serve.command(
-  { ...Flags.agent, mcp: Flags.mcp },
-  {
-    modelLayer: Models.modelLayer,
-    defaultModel: (name) => Models.defaultModels[name],
-    systemPrompt: Models.systemPrompt,
-    write: writeErr,
-    // a signal stops the server through `stop` (its runs aborted first), not by interrupting it
-    stop: Process.abort.signal,
-    listening: () => (report.runStarted = true),
-    stopped: () => (report.aborted = true)
-  }
-)
-
-/** The command as `--help` shows it: the agent with its subcommands (their own `--help` shows each). */
-const subcommands = [ExportCommand.command, Trust.command, serveCommand, McpServer.command] as const
-const namesOf = (command: Command.Command<any, any, any, any>) => [...Command.getNames(command)]
-const help = Help.requested(process.argv.slice(2), subcommands.flatMap(namesOf))
-const showHelp = (what: { readonly subcommand: string | undefined }) =>
-  Effect.sync(() => {
-    const color = Help.colorFor(process.stdout, process.env)
-    const sub: Command.Command<any, any, any, any> | undefined = subcommands.find((command) =>
-      namesOf(command).includes(what.subcommand ?? "")
-    )
-    process.stdout.write(
-      sub === undefined
-        ? Help.render(
-          Root.command.pipe(
-            Command.withDescription(
-              "Runs a coding agent on a workspace: one prompt (the answer on stdout, the rest on stderr), " +
-                "or the chat on a terminal."
-            ),
-            Command.withSubcommands(subcommands)
-          ),
-          {
-            usage: ["effect-agent [options] [<prompt>...]", "effect-agent <command> [options] ..."],
-            color
-          }
-        )
-        : Help.render(sub, {
-          usage: [
-            what.subcommand === "export"
-              ? "effect-agent export <session.jsonl> [-o <file.html>]"
-              : `effect-agent ${what.subcommand} [options]`
-          ],
-          color
-        })
-    )
-  })
-
+const help = Help.requested(process.argv.slice(2), Commands.names)
 const cli = help !== undefined
-  ? () => showHelp(help)
-  : subcommands.some((command) => namesOf(command).includes(process.argv[2] ?? ""))
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(subcommands)), {
+  ? () => Effect.sync(() => process.stdout.write(Commands.helpText(help, Help.colorFor(process.stdout, process.env))))
+  : Commands.names.includes(process.argv[2] ?? "")
+  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(Commands.subcommands)), {
     name: "effect-agent",
     version: "0.1.0"
   })

@@ -15,13 +15,16 @@ import * as Reaper from "./reaper.js"
 export const root = NodePath.resolve(import.meta.dirname, "../..")
 
 /** Bundles `src/cli/main.ts` into a temporary directory under `node_modules/.cache` (so its packages resolve). */
-export const bundle = async (): Promise<string> => {
+export const bundle = (): Promise<string> => bundleOf("src/cli/main.ts")
+
+/** Bundles another entry of the command (e.g. `src/cli/bin.ts`, the package's) as `bundle` does. */
+export const bundleOf = async (entry: string): Promise<string> => {
   const cache = NodePath.join(root, "node_modules", ".cache")
   await Fs.mkdir(cache, { recursive: true })
   const dir = Reaper.watchDir(await Fs.mkdtemp(NodePath.join(cache, "effect-agent-cli-")))
   const outfile = NodePath.join(dir, "main.mjs")
   await esbuild.build({
-    entryPoints: [NodePath.join(root, "src/cli/main.ts")],
+    entryPoints: [NodePath.join(root, entry)],
     bundle: true,
     platform: "node",
     format: "esm",

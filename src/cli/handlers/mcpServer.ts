@@ -1,0 +1,115 @@
+/**
+ * What `effect-agent mcp-server` does (its options are in ../McpServer.ts): starts from the command's
+ * workspace, permission files and model, and serves the agent over stdio or Streamable HTTP.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Agent from "../../Agent.js"
+import type * as Model from "../../Model.js"
+import * as Permissions from "../../services/Permissions.js"
+import * as Workspace from "../../services/Workspace.js"
+import * as Tools from "../../tools/index.js"
+import * as ChildGroups from "../ChildGroups.js"
+import * as Flags from "../Flags.js"
+import type { Input } from "../McpServer.js"
+import * as Models from "../Models.js"
+import * as PermissionFiles from "../PermissionFiles.js"
+import * as Preflight from "../Preflight.js"
+import * as Sessions from "../Sessions.js"
+
+/**
+ * What the subcommand needs from the main command's options: the model, the workspace and the rules.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Setup {
+  readonly root: string
+  readonly model: Layer.Layer<Model.Model, any, any>
+  readonly rules: Permissions.Rules
+  readonly instructions: string
+  readonly maxTurns: number
+  /** Files the agent's own tools may never write (the permission files, the user's settings, sessions). */
+  readonly protect: ReadonlyArray<string>
+  /** Services the tools need beyond the workspace (the command's tracked child processes). */
+  readonly services: Layer.Layer<any, any, any>
+}
+
+/**
+ * What a call that needs approval gets: nobody can be asked.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
+  Permissions.deny(
+    `${request.toolName} needs approval, and an MCP client cannot answer a question: start the server with ` +
+      `--yes, or a --permissions file that allows it`
+  )
+
+/**
+ * What the subcommand starts from, out of the command's options: the workspace, its permission files
+ * (no one is at a terminal to accept the workspace's own file: its widening rules stay off until
+ * trusted), the model, and the files the agent's tools may not write.
+ */
+const setupOf = (options: Input) =>
+  Effect.gen(function*() {
+    const root = yield* Preflight.workspace(options.workspace)
+    const loaded = yield* PermissionFiles.load({ root, file: options.permissions })
+    for (const warning of loaded.warnings) yield* Effect.logWarning(warning)
+    if (loaded.untrusted !== undefined) {
+      yield* Effect.logWarning(PermissionFiles.untrustedWarning(loaded.untrusted, root))
+    }
+    const models = yield* Models.modelLayer(options.provider, options)
+    return {
+      root,
+      model: models(Option.getOrElse(options.model, () => Flags.defaultModels[options.provider])),
+      rules: PermissionFiles.rules(loaded.rules, { yes: options.yes, root, confirm: cannotAsk }),
+      instructions: Models.systemPrompt,
+      maxTurns: options.maxTurns,
+      protect: PermissionFiles.protectedPaths({
+        permissions: options.permissions,
+        mcp: Option.none(),
+        session: Sessions.directory(root),
+        sessionsDir: Sessions.directory(root)
+      }),
+      services: ChildGroups.tracked
+    } satisfies Setup
+  })
+
+/**
+ * Serves the agent as an MCP server until the process is stopped.
+ *
+ * @since 0.1.0
+ * @category Commands
+ */
+export const run = (options: Input) =>
+  Effect.gen(function*() {
+    const setup = yield* setupOf(options)
+    const Mcp = yield* Flags.loadMcp("mcp-server")
+    const agent = Agent.make({
+      name: options.name,
+      description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +
+        "there. Ask it for a task in plain words.",
+      instructions: setup.instructions,
+      tools: Tools.all,
+      maxTurns: setup.maxTurns
+    })
+    const serveOptions = { name: "effect-agent", permissions: setup.rules }
+    const port = Option.getOrUndefined(options.http)
+    const served = port !== undefined
+      ? Effect.gen(function*() {
+        const { url } = yield* Mcp.serveHttp([agent], { ...serveOptions, port })
+        yield* Effect.sync(() => process.stderr.write(`effect-agent: serving MCP at ${url}\n`))
+        return yield* Effect.never
+      }).pipe(Effect.scoped)
+      : Mcp.serveStdio([agent], serveOptions)
+    yield* served.pipe(
+      Effect.provide(
+        Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
+      )
+    ) as Effect.Effect<void>
+  })
