@@ -571,7 +571,16 @@ const body = <E, R>(
       if (run.turn >= maxTurns) {
         return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: RunState.describeLastTurn(run.state) })
       }
-      const { answer, terminal } = yield* takeTurn(run, input)
+      let turn: {
+        readonly answer: Message.AssistantMessage
+        readonly terminal: Option.Option<E | Errors.ToolPermissionDenied>
+      }
+      if (run.tracing) turn = yield* takeTurn(run, input)
+      else {
+        run.startTurn()
+        turn = yield* turnSteps(run, input)
+      }
+      const { answer, terminal } = turn
       // Law 6: a terminal error, recorded as its call's result, ends the run
       if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
       // a typed answer ends the run after its turn (queued input stays in the inbox for the next run)
@@ -596,28 +605,36 @@ const ending = (endedBy: Ending["endedBy"], output: unknown): Ending => ({ ended
 const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message>) =>
   Effect.suspend(() => {
     run.startTurn()
-    const turn = run.turn
-    return run.span(
-      Effect.gen(function*() {
-        const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
-        if (started !== undefined) yield* started
-        for (const message of input) yield* run.append(message)
-        yield* run.refreshTools()
-        const answer = yield* run.span(
-          run.respond(),
-          "Loop.model",
-          GenAi.modelAttributes(turn),
-          (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
-        )
-        const terminal = yield* run.runTools(answer)
-        yield* run.session.sync
-        yield* run.endTurn()
-        return { answer, terminal }
-      }),
-      "Loop.turn",
-      { turn }
-    )
+    return run.span(Effect.gen(() => turnSteps(run, input)), "Loop.turn", { turn: run.turn })
   })
+
+/**
+ * The steps of a turn (`startTurn` done), for a generator to delegate to: without a tracer the run's
+ * `Effect.gen` runs them itself, with no effect, suspend or generator of the turn's own. A step with
+ * nothing to do (`Effect.void`) is not run.
+ */
+function* turnSteps<E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message>) {
+  const turn = run.turn
+  const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
+  if (started !== undefined) yield* started
+  for (const message of input) yield* run.append(message)
+  const refreshed = run.refreshTools()
+  if (refreshed !== Effect.void) yield* refreshed
+  const answer = run.tracing
+    ? yield* run.span(
+      run.respond(),
+      "Loop.model",
+      GenAi.modelAttributes(turn),
+      (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
+    )
+    : yield* run.answer()
+  const terminal = yield* run.tools(answer)
+  const synced = run.session.sync
+  if (synced !== Effect.void) yield* synced
+  const ended = run.endTurn()
+  if (ended !== Effect.void) yield* ended
+  return { answer, terminal }
+}
 
 /**
  * Law 4 and Law 7: whatever way the run ends, an answer cut off while streaming is kept (with its
