@@ -620,15 +620,28 @@ function* turnSteps<E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Messa
   for (const message of input) yield* run.append(message)
   const refreshed = run.refreshTools()
   if (refreshed !== Effect.void) yield* refreshed
-  const answer = run.tracing
-    ? yield* run.span(
+  let answer: Message.AssistantMessage
+  if (run.tracing) {
+    answer = yield* run.span(
       run.respond(),
       "Loop.model",
       GenAi.modelAttributes(turn),
       (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
     )
-    : yield* run.answer()
-  const terminal = yield* run.tools(answer)
+  } else {
+    // `Run.answer`'s steps, inline: a generator delegating to another costs each of its effects a step
+    if (run.compactionDue) yield* run.compact("budget")
+    answer = run.answered(yield* run.response())
+    const messageStarted = run.answerStart()
+    if (messageStarted !== undefined) yield* messageStarted
+    yield* run.appendAnswer(answer)
+  }
+  const batch = run.batchSteps(answer)
+  let terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
+  if (batch !== undefined) {
+    terminal = yield* batch
+    yield* run.closeCalls(RunState.aborted)
+  }
   const synced = run.session.sync
   if (synced !== Effect.void) yield* synced
   const ended = run.endTurn()

@@ -2,8 +2,9 @@
  * The Effect shell of a run: its services, its history, and the effects the loop's turn is made of.
  * Each one keeps the history, the session, the pure run state (`runState.ts`) and the events in step:
  * `append` a message, `answer` (one model response, compacting first when the budget says so),
- * `tools` (the tool batch and the results that close its calls) and `closeCalls`; `answer` and `tools`
- * are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of their own. `Loop.ts` says in
+ * `batchSteps` (the tool batch) and `closeCalls` (the results that close its calls); `answer` and
+ * `batchSteps` are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of
+ * their own. `Loop.ts` says in
  * which order they happen.
  */
 import * as Effect from "effect/Effect"
@@ -249,25 +250,15 @@ export class Run<E, R> {
 
   /**
    * One model response, appended to history, as the steps of a generator an `Effect.gen` runs (`yield*`
-   * it where the response is due). Compacts first when the context passed its budget, and once more
-   * (then retries) when the provider reports an overflow before any output.
+   * it where the response is due; `Loop` inlines them, and uses this with a tracer). Compacts first when
+   * the context passed its budget, and once more (then retries) when the provider reports an overflow
+   * before any output.
    */
   *answer() {
     if (this.budget.due) yield* this.compact("budget")
-    const response = yield* Effect.catchTag(
-      this.ask(),
-      "ModelContextOverflow",
-      (error) =>
-        this.streaming === undefined || !this.streaming.isEmpty
-          ? Effect.fail(error)
-          : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
-    )
-    const message = this.namedAnswer(response)
-    this.stats.model(this.turn, this.now() - this.began, "turn", message.usage, message)
-    if (!this.answerStarted && this.sink.active) {
-      const started = EventSink.deliver(this.sink, { _tag: "MessageStart", turn: this.turn, role: "assistant" })
-      if (started !== undefined) yield* started
-    }
+    const message = this.answered(yield* this.response())
+    const started = this.answerStart()
+    if (started !== undefined) yield* started
     yield* this.appendAnswer(message)
     return message
   }
@@ -280,16 +271,54 @@ export class Run<E, R> {
     return Effect.gen(() => this.answer())
   }
 
+  /** Whether the context passed its budget: `compact("budget")` is due before the next request. */
+  get compactionDue(): boolean {
+    return this.budget.due
+  }
+
   /**
-   * The answer's tool batch, then its results into history in call order (Law 3, Law 4), as the steps
-   * of a generator an `Effect.gen` runs. Returns the terminal error that ended the batch, if any (Law 6).
+   * The model's response to one request (compacting and asking again when the provider reports an
+   * overflow before any output). Call it where it runs.
    */
-  *tools(answer: Message.AssistantMessage) {
+  response(): Effect.Effect<
+    Message.AssistantMessage,
+    Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
+  > {
+    return Effect.catchTag(
+      this.ask(),
+      "ModelContextOverflow",
+      (error) =>
+        this.streaming === undefined || !this.streaming.isEmpty
+          ? Effect.fail(error)
+          : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
+    )
+  }
+
+  /** The response as the run's answer: its calls named as in its deltas, its statistics counted. */
+  answered(response: Message.AssistantMessage): Message.AssistantMessage {
+    const message = this.namedAnswer(response)
+    this.stats.model(this.turn, this.now() - this.began, "turn", message.usage, message)
+    return message
+  }
+
+  /** The answer's `MessageStart` if no delta sent it: delivered at once, or the effect that delivers it. */
+  answerStart(): Effect.Effect<void> | undefined {
+    return this.answerStarted || !this.sink.active
+      ? undefined
+      : EventSink.deliver(this.sink, { _tag: "MessageStart", turn: this.turn, role: "assistant" })
+  }
+
+  /**
+   * The answer's tool batch (`ToolBatch.steps`, for a generator to delegate to: a method, not a
+   * generator, so it adds no level of delegation), when it has calls. Returns the terminal error that
+   * ended the batch, if any (Law 6); `closeCalls` then puts the results into history in call order
+   * (Law 3, Law 4).
+   */
+  batchSteps(answer: Message.AssistantMessage) {
     const calls = this.state.calls
-    if (calls.length === 0) return Option.none<E | Errors.ToolPermissionDenied>()
-    const terminal = yield* ToolBatch.steps(this.batch, answer, calls.map((entry) => entry.call), this.hooks)
-    yield* this.closeCalls(RunState.aborted)
-    return terminal
+    return calls.length === 0
+      ? undefined
+      : ToolBatch.steps(this.batch, answer, calls.map((entry) => entry.call), this.hooks)
   }
 
   // the in-memory side of an append
@@ -415,8 +444,8 @@ export class Run<E, R> {
       : this.model.respond(request, this.onDelta)
   }
 
-  // summarizes what comes before the recent turns into a compaction entry of the session
-  private compact(
+  /** Summarizes what comes before the recent turns into a compaction entry of the session. */
+  compact(
     reason: "budget" | "overflow"
   ): Effect.Effect<boolean, Errors.ModelError | Errors.SessionStoreFailed> {
     return Effect.gen(this, function*() {

@@ -249,6 +249,7 @@ export function* steps<E, R>(
     return admitted
   }
 
+  // one call: its start, its execution (in a span when a tracer listens) and its end
   function* execute(admitted: Admitted<E, R>) {
     if (Option.isSome(terminal)) return yield* reject(admitted.index, skipped())
     const started = hooks.started(admitted.index)
@@ -269,9 +270,10 @@ export function* steps<E, R>(
       GenAi.toolAttributes(admitted.call)
     )
   }
-  function* chain(calls: ReadonlyArray<Admitted<E, R>>) {
-    for (const call of calls) yield* execute(call)
-  }
+  const chain = (calls: ReadonlyArray<Admitted<E, R>>) =>
+    Effect.gen(function*() {
+      for (const call of calls) yield* execute(call)
+    })
 
   // the common batch, with no permission service, no write keys and every call valid, is admitted
   // without an effect
@@ -279,8 +281,23 @@ export function* steps<E, R>(
     (yield* admit())
   if (admitted.length === 0) return terminal
   for (const step of schedule(admitted)) {
-    if (step.length === 1) yield* chain(step[0]!)
-    else yield* runConcurrently(step.map((calls) => Effect.gen(() => chain(calls))), config.concurrency)
+    if (step.length > 1) {
+      yield* runConcurrently(step.map(chain), config.concurrency)
+      continue
+    }
+    // a chain run here, each call `execute`'s steps inline in the common case (no span, no terminal
+    // error yet): a generator delegating to another costs each of its effects a step more
+    for (const call of step[0]!) {
+      if (config.span !== undefined || Option.isSome(terminal)) {
+        yield* execute(call)
+        continue
+      }
+      const started = hooks.started(call.index)
+      if (started !== Effect.void) yield* started
+      const ended = yield* attempt(config, hooks, call, onTerminal)
+      const finished = hooks.finished(call.index, settle(call.call, ended, hooks.now()))
+      if (finished !== Effect.void) yield* finished
+    }
   }
   return terminal
 }
