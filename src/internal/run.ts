@@ -284,15 +284,17 @@ export class Run<E, R> {
     Message.AssistantMessage,
     Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
   > {
-    return Effect.catchTag(
-      this.ask(),
-      "ModelContextOverflow",
-      (error) =>
-        this.streaming === undefined || !this.streaming.isEmpty
-          ? Effect.fail(error)
-          : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
-    )
+    return Effect.catchIf(this.ask(), isOverflow, this.onOverflow)
   }
+
+  // a response that overflowed before any output: compact, then ask again (made once for the run)
+  private readonly onOverflow = (error: Errors.ModelContextOverflow): Effect.Effect<
+    Message.AssistantMessage,
+    Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
+  > =>
+    this.streaming === undefined || !this.streaming.isEmpty
+      ? Effect.fail(error)
+      : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
 
   /** The response as the run's answer: its calls named as in its deltas, its statistics counted. */
   answered(response: Message.AssistantMessage): Message.AssistantMessage {
@@ -510,6 +512,10 @@ export const make = <E, R>(
       usedIds
     )
   })
+
+const isOverflow = (
+  error: Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
+): error is Errors.ModelContextOverflow => error._tag === "ModelContextOverflow"
 
 /** The tools of a batch by name, and their names (for a call to an unknown tool). */
 const index = <E, R>(tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>) => ({

@@ -101,6 +101,8 @@ export const schedule = <
 >(
   admitted: ReadonlyArray<A>
 ): ReadonlyArray<ReadonlyArray<ReadonlyArray<A>>> => {
+  // one call: one step of one chain (no map)
+  if (admitted.length === 1) return [[admitted]]
   const steps: Array<Array<Array<A>>> = []
   let chains: Map<string | A, Array<A>> | undefined
   for (const call of admitted) {
@@ -125,26 +127,38 @@ class Failed {
   constructor(readonly result: Message.ToolResultMessage) {}
 }
 
+/** A batch in progress: what its calls run with, and the terminal error that ended it, if any. */
+class Batch<E, R> {
+  terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
+  constructor(
+    readonly config: Config<E, R>,
+    readonly answer: Message.AssistantMessage,
+    readonly calls: ReadonlyArray<Message.ToolCall>,
+    readonly hooks: Hooks
+  ) {}
+  /** The text of the result of a call skipped after the terminal error. */
+  skipped(): string {
+    return `Skipped: the run ended (${messageOf(Option.getOrThrow(this.terminal))})`
+  }
+}
+
 /**
  * One admitted call's execution: its output, or (Law 5: whatever it does ends in a result) the error
- * result it failed with. A terminal error (Law 6) is recorded as the call's error result and handed to
- * `onTerminal`, which ends the batch; an interruption propagates (the run's abort closes the call, Law 7).
- * Call it where it runs: it calls the tool's `execute` at once (a throw is the call's defect). An output
- * passes through without an operation of its own: only a failure is caught.
+ * result it failed with. A terminal error (Law 6) is recorded as the call's error result and as the
+ * batch's terminal error (the first one), which ends the batch; an interruption propagates (the run's
+ * abort closes the call, Law 7). Call it where it runs: it calls the tool's `execute` at once (a throw
+ * is the call's defect). An output passes through without an operation of its own: only a failure is
+ * caught.
  */
-const attempt = <E, R>(
-  config: Config<E, R>,
-  hooks: Hooks,
-  admitted: Admitted<E, R>,
-  onTerminal: (error: E) => void
-): Effect.Effect<Tool.Output | Failed, never, R> => {
+const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Effect<Tool.Output | Failed, never, R> => {
   const { call, tool } = admitted
+  const hooks = batch.hooks
   const context: Tool.Context = {
     toolCallId: call.id,
     toolName: call.name,
     update: (progress) => hooks.update(admitted.index, progress)
   }
-  const timeout = tool.timeout ?? config.timeout
+  const timeout = tool.timeout ?? batch.config.timeout
   let execute: Effect.Effect<Tool.Output, E | Errors.Recoverable, R>
   try {
     execute = tool.execute(admitted.input, context)
@@ -175,7 +189,7 @@ const attempt = <E, R>(
       const details = error._tag === "ToolExecutionFailed" ? error.details : undefined
       return Effect.succeed(new Failed(RunState.errorResult(call, error.message, hooks.now(), details)))
     }
-    onTerminal(error)
+    if (Option.isNone(batch.terminal)) batch.terminal = Option.some(error)
     return Effect.succeed(new Failed(RunState.errorResult(call, messageOf(error), hooks.now())))
   })
 }
@@ -186,6 +200,82 @@ const settle = (call: Message.ToolCall, ended: Tool.Output | Failed, now: number
   const { content, details } = Tool.outputContent(ended)
   return RunState.result(call, content, false, now, details)
 }
+
+/** A call that does not run: its start and its error result. */
+function* reject<E, R>(batch: Batch<E, R>, index: number, text: string) {
+  const hooks = batch.hooks
+  const started = hooks.started(index)
+  if (started !== Effect.void) yield* started
+  const finished = hooks.finished(index, RunState.errorResult(batch.calls[index]!, text, hooks.now()))
+  if (finished !== Effect.void) yield* finished
+}
+
+/** In call order: check, ask permission, resolve the write key. */
+function* admit<E, R>(batch: Batch<E, R>) {
+  const { answer, calls, config } = batch
+  const admitted: Array<Admitted<E, R>> = []
+  for (let index = 0; index < calls.length; index++) {
+    const call = calls[index]!
+    if (Option.isSome(batch.terminal)) {
+      yield* reject(batch, index, batch.skipped())
+      continue
+    }
+    const verdict = check(config, answer, call)
+    if (verdict._tag === "Rejected") {
+      yield* reject(batch, index, verdict.text)
+      continue
+    }
+    if (Option.isSome(config.permissions)) {
+      const decision = yield* config.permissions.value.check({
+        toolCallId: call.id,
+        toolName: call.name,
+        input: verdict.input
+      })
+      if (decision._tag === "Deny") {
+        const error = new Errors.ToolPermissionDenied({
+          toolName: call.name,
+          toolCallId: call.id,
+          reason: decision.reason
+        })
+        batch.terminal = Option.some(error)
+        yield* reject(batch, index, error.message)
+        continue
+      }
+    }
+    const key = verdict.tool.key === undefined ? undefined : yield* verdict.tool.key(verdict.input)
+    admitted.push({ index, call, tool: verdict.tool, input: verdict.input, key })
+  }
+  return admitted
+}
+
+/** One call: its start, its execution (in a span when a tracer listens) and its end. */
+function* execute<E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>) {
+  if (Option.isSome(batch.terminal)) return yield* reject(batch, admitted.index, batch.skipped())
+  const hooks = batch.hooks
+  const started = hooks.started(admitted.index)
+  if (started !== Effect.void) yield* started
+  const span = batch.config.span
+  if (span === undefined) {
+    const ended = yield* attempt(batch, admitted)
+    const finished = hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
+    if (finished !== Effect.void) yield* finished
+    return
+  }
+  yield* span(
+    Effect.flatMap(
+      Effect.suspend(() => attempt(batch, admitted)),
+      (ended) => hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
+    ),
+    "Loop.tool",
+    GenAi.toolAttributes(admitted.call)
+  )
+}
+
+/** Calls run one after the other, as an effect (a task of `runConcurrently`). */
+const chain = <E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>) =>
+  Effect.gen(function*() {
+    for (const call of calls) yield* execute(batch, call)
+  })
 
 /**
  * Runs the calls of `answer`, as the steps of a generator that an `Effect.gen` runs (`yield*` it from
@@ -200,106 +290,31 @@ export function* steps<E, R>(
   calls: ReadonlyArray<Message.ToolCall>,
   hooks: Hooks
 ) {
-  let terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
-  const onTerminal = (error: E) => {
-    if (Option.isNone(terminal)) terminal = Option.some(error)
-  }
-  function* reject(index: number, text: string) {
-    const started = hooks.started(index)
-    if (started !== Effect.void) yield* started
-    const finished = hooks.finished(index, RunState.errorResult(calls[index]!, text, hooks.now()))
-    if (finished !== Effect.void) yield* finished
-  }
-  const skipped = () => `Skipped: the run ended (${messageOf(Option.getOrThrow(terminal))})`
-
-  // in call order: check, ask permission, resolve the write key
-  function* admit() {
-    const admitted: Array<Admitted<E, R>> = []
-    for (let index = 0; index < calls.length; index++) {
-      const call = calls[index]!
-      if (Option.isSome(terminal)) {
-        yield* reject(index, skipped())
-        continue
-      }
-      const verdict = check(config, answer, call)
-      if (verdict._tag === "Rejected") {
-        yield* reject(index, verdict.text)
-        continue
-      }
-      if (Option.isSome(config.permissions)) {
-        const decision = yield* config.permissions.value.check({
-          toolCallId: call.id,
-          toolName: call.name,
-          input: verdict.input
-        })
-        if (decision._tag === "Deny") {
-          const error = new Errors.ToolPermissionDenied({
-            toolName: call.name,
-            toolCallId: call.id,
-            reason: decision.reason
-          })
-          terminal = Option.some(error)
-          yield* reject(index, error.message)
-          continue
-        }
-      }
-      const key = verdict.tool.key === undefined ? undefined : yield* verdict.tool.key(verdict.input)
-      admitted.push({ index, call, tool: verdict.tool, input: verdict.input, key })
-    }
-    return admitted
-  }
-
-  // one call: its start, its execution (in a span when a tracer listens) and its end
-  function* execute(admitted: Admitted<E, R>) {
-    if (Option.isSome(terminal)) return yield* reject(admitted.index, skipped())
-    const started = hooks.started(admitted.index)
-    if (started !== Effect.void) yield* started
-    const span = config.span
-    if (span === undefined) {
-      const ended = yield* attempt(config, hooks, admitted, onTerminal)
-      const finished = hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
-      if (finished !== Effect.void) yield* finished
-      return
-    }
-    yield* span(
-      Effect.flatMap(
-        Effect.suspend(() => attempt(config, hooks, admitted, onTerminal)),
-        (ended) => hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
-      ),
-      "Loop.tool",
-      GenAi.toolAttributes(admitted.call)
-    )
-  }
-  const chain = (calls: ReadonlyArray<Admitted<E, R>>) =>
-    Effect.gen(function*() {
-      for (const call of calls) yield* execute(call)
-    })
-
+  const batch = new Batch(config, answer, calls, hooks)
   // the common batch, with no permission service, no write keys and every call valid, is admitted
   // without an effect
   const admitted = (Option.isNone(config.permissions) ? admitAtOnce(config, answer, calls) : undefined) ??
-    (yield* admit())
-  if (admitted.length === 0) return terminal
+    (yield* admit(batch))
   for (const step of schedule(admitted)) {
     if (step.length > 1) {
-      yield* runConcurrently(step.map(chain), config.concurrency)
+      yield* runConcurrently(step.map((calls) => chain(batch, calls)), config.concurrency)
       continue
     }
     // a chain run here, each call `execute`'s steps inline in the common case (no span, no terminal
     // error yet): a generator delegating to another costs each of its effects a step more
     for (const call of step[0]!) {
-      if (config.span !== undefined || Option.isSome(terminal)) {
-        yield* execute(call)
+      if (config.span !== undefined || Option.isSome(batch.terminal)) {
+        yield* execute(batch, call)
         continue
       }
       const started = hooks.started(call.index)
       if (started !== Effect.void) yield* started
-      const ended = yield* attempt(config, hooks, call, onTerminal)
+      const ended = yield* attempt(batch, call)
       const finished = hooks.finished(call.index, settle(call.call, ended, hooks.now()))
       if (finished !== Effect.void) yield* finished
     }
   }
-  return terminal
+  return batch.terminal
 }
 
 /**
