@@ -617,7 +617,7 @@ function* turnSteps<E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Messa
   const turn = run.turn
   const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
   if (started !== undefined) yield* started
-  for (const message of input) yield* run.append(message)
+  for (let index = 0; index < input.length; index++) yield* run.append(input[index]!)
   const refreshed = run.refreshTools()
   if (refreshed !== Effect.void) yield* refreshed
   let answer: Message.AssistantMessage

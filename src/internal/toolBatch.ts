@@ -272,10 +272,12 @@ function* execute<E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>) {
 }
 
 /** Calls run one after the other, as an effect (a task of `runConcurrently`). */
-const chain = <E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>) =>
-  Effect.gen(function*() {
-    for (const call of calls) yield* execute(batch, call)
-  })
+const chain = <E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>): Effect.Effect<void, never, R> =>
+  calls.length === 1
+    ? Effect.gen(() => execute(batch, calls[0]!))
+    : Effect.gen(function*() {
+      for (let index = 0; index < calls.length; index++) yield* execute(batch, calls[index]!)
+    })
 
 /**
  * Runs the calls of `answer`, as the steps of a generator that an `Effect.gen` runs (`yield*` it from
@@ -295,14 +297,19 @@ export function* steps<E, R>(
   // without an effect
   const admitted = (Option.isNone(config.permissions) ? admitAtOnce(config, answer, calls) : undefined) ??
     (yield* admit(batch))
-  for (const step of schedule(admitted)) {
+  // indexed loops: a for-of in a generator costs an iterator kept across its yields
+  const scheduled = schedule(admitted)
+  for (let stepIndex = 0; stepIndex < scheduled.length; stepIndex++) {
+    const step = scheduled[stepIndex]!
     if (step.length > 1) {
       yield* runConcurrently(step.map((calls) => chain(batch, calls)), config.concurrency)
       continue
     }
     // a chain run here, each call `execute`'s steps inline in the common case (no span, no terminal
     // error yet): a generator delegating to another costs each of its effects a step more
-    for (const call of step[0]!) {
+    const sequential = step[0]!
+    for (let index = 0; index < sequential.length; index++) {
+      const call = sequential[index]!
       if (config.span !== undefined || Option.isSome(batch.terminal)) {
         yield* execute(batch, call)
         continue
