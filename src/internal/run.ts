@@ -2,10 +2,9 @@
  * The Effect shell of a run: its services, its history, and the effects the loop's turn is made of.
  * Each one keeps the history, the session, the pure run state (`runState.ts`) and the events in step:
  * `append` a message, `answer` (one model response, compacting first when the budget says so),
- * `batchSteps` (the tool batch) and `closeCalls` (the results that close its calls); `answer` and
- * `batchSteps` are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of
- * their own. `Loop.ts` says in
- * which order they happen.
+ * `batchSteps` (the tool batch) and `closeCalls` (the results that close its calls). `answer` and the
+ * batch are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of their
+ * own. `Loop.ts` says in which order they happen.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
