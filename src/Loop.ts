@@ -572,7 +572,16 @@ const body = <E, R>(
       if (run.turn >= maxTurns) {
         return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: RunState.describeLastTurn(run.state) })
       }
-      const { answer, terminal } = yield* takeTurn(run, input)
+      let turn: {
+        readonly answer: Message.AssistantMessage
+        readonly terminal: Option.Option<E | Errors.ToolPermissionDenied>
+      }
+      if (run.tracing) turn = yield* takeTurn(run, input)
+      else {
+        run.startTurn()
+        turn = yield* turnSteps(run, input)
+      }
+      const { answer, terminal } = turn
       // Law 6: a terminal error, recorded as its call's result, ends the run
       if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
       // a typed answer ends the run after its turn (queued input stays in the inbox for the next run)
@@ -597,28 +606,49 @@ const ending = (endedBy: Ending["endedBy"], output: unknown): Ending => ({ ended
 const takeTurn = <E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message>) =>
   Effect.suspend(() => {
     run.startTurn()
-    const turn = run.turn
-    return run.span(
-      Effect.gen(function*() {
-        const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
-        if (started !== undefined) yield* started
-        for (const message of input) yield* run.append(message)
-        yield* run.refreshTools()
-        const answer = yield* run.span(
-          run.respond(),
-          "Loop.model",
-          GenAi.modelAttributes(turn),
-          (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
-        )
-        const terminal = yield* run.runTools(answer)
-        yield* run.session.sync
-        yield* run.endTurn()
-        return { answer, terminal }
-      }),
-      "Loop.turn",
-      { turn }
-    )
+    return run.span(Effect.gen(() => turnSteps(run, input)), "Loop.turn", { turn: run.turn })
   })
+
+/**
+ * The steps of a turn (`startTurn` done), for a generator to delegate to: without a tracer the run's
+ * `Effect.gen` runs them itself, with no effect, suspend or generator of the turn's own. A step with
+ * nothing to do (`Effect.void`) is not run.
+ */
+function* turnSteps<E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Message>) {
+  const turn = run.turn
+  const started = run.sink.active ? EventSink.deliver(run.sink, { _tag: "TurnStart", turn }) : undefined
+  if (started !== undefined) yield* started
+  for (let index = 0; index < input.length; index++) yield* run.append(input[index]!)
+  const refreshed = run.refreshTools()
+  if (refreshed !== Effect.void) yield* refreshed
+  let answer: Message.AssistantMessage
+  if (run.tracing) {
+    answer = yield* run.span(
+      run.respond(),
+      "Loop.model",
+      GenAi.modelAttributes(turn),
+      (answer) => GenAi.annotateAnswer(answer, run.tracing !== false && run.tracing.content)
+    )
+  } else {
+    // `Run.answer`'s steps, inline: a generator delegating to another costs each of its effects a step
+    if (run.compactionDue) yield* run.compact("budget")
+    answer = run.answered(yield* run.response())
+    const messageStarted = run.answerStart()
+    if (messageStarted !== undefined) yield* messageStarted
+    yield* run.appendAnswer(answer)
+  }
+  const batch = run.batchSteps(answer)
+  let terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
+  if (batch !== undefined) {
+    terminal = yield* batch
+    yield* run.closeCalls(RunState.aborted)
+  }
+  const synced = run.session.sync
+  if (synced !== Effect.void) yield* synced
+  const ended = run.endTurn()
+  if (ended !== Effect.void) yield* ended
+  return { answer, terminal }
+}
 
 /**
  * Law 4 and Law 7: whatever way the run ends, an answer cut off while streaming is kept (with its

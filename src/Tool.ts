@@ -264,7 +264,7 @@ export const decodeInput = <Input>(
     )
   }
   return Either.mapLeft(
-    ParseResult.decodeUnknownEither(tool.parameters, decodeOptions)(input),
+    decoderOf(tool.parameters)(input),
     (error) => {
       const issues = ParseResult.ArrayFormatter.formatIssueSync(error)
       const shown = issues.slice(0, maxIssues).map((issue) =>
@@ -283,20 +283,38 @@ const cap = (text: string, max: number) =>
   text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
 
 /** Whether a value nests arrays and objects deeper than `max` (iteratively: no stack to overflow). */
+// without an array or a tuple made per value: a call's arguments are checked at every call
 const depthExceeds = (value: unknown, max: number): boolean => {
-  const stack: Array<[unknown, number]> = [[value, 0]]
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!
-    if (typeof current !== "object" || current === null) continue
-    if (depth >= max) return true
-    for (const child of Array.isArray(current) ? current : Object.values(current)) {
-      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
-    }
+  if (typeof value !== "object" || value === null) return false
+  if (max <= 0) return true
+  if (Array.isArray(value)) {
+    for (const child of value) if (depthExceeds(child, max - 1)) return true
+    return false
+  }
+  for (const key in value) {
+    if (Object.hasOwn(value, key) && depthExceeds((value as Record<string, unknown>)[key], max - 1)) return true
   }
   return false
 }
 
 const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
+
+/** The decoder of a parameters Schema, made once per Schema. */
+const decoderOf = <Input>(
+  parameters: Schema.Schema<Input, any, never>
+): (input: unknown) => Either.Either<Input, ParseResult.ParseIssue> => {
+  let decode = decoders.get(parameters)
+  if (decode === undefined) {
+    decode = ParseResult.decodeUnknownEither(parameters, decodeOptions)
+    decoders.set(parameters, decode)
+  }
+  return decode as (input: unknown) => Either.Either<Input, ParseResult.ParseIssue>
+}
+
+const decoders = new WeakMap<
+  Schema.Schema<any, any, never>,
+  (input: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+>()
 
 /**
  * Turns a tool's output into the content of its result message.

@@ -1,9 +1,10 @@
 /**
  * The Effect shell of a run: its services, its history, and the effects the loop's turn is made of.
  * Each one keeps the history, the session, the pure run state (`runState.ts`) and the events in step:
- * `append` a message, `respond` (one model response, compacting first when the budget says so),
- * `runTools` (the tool batch and the results that close its calls) and `closeCalls`. `Loop.ts` says in
- * which order they happen.
+ * `append` a message, `answer` (one model response, compacting first when the budget says so),
+ * `batchSteps` (the tool batch) and `closeCalls` (the results that close its calls). `answer` and the
+ * batch are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of their
+ * own. `Loop.ts` says in which order they happen.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -63,6 +64,12 @@ export class Run<E, R> {
   private readonly hooks: ToolBatch.Hooks
   /** The ids the response being streamed gave its tool calls, by content index. */
   private readonly answerIds: Array<string> = []
+  /** Whether the response being streamed has sent its `MessageStart`. */
+  private answerStarted = false
+  /** When the request being answered began. */
+  private began = 0
+  /** What the model calls with each delta of the response being streamed (one function for the run). */
+  private readonly onDelta: (delta: Model.Delta) => Effect.Effect<void>
 
   constructor(
     readonly model: Model.Service,
@@ -86,34 +93,45 @@ export class Run<E, R> {
     this.budget = new Budget(settings.compaction, history, compaction)
     this.hooks = {
       now,
-      started: (index) =>
-        Effect.suspend(() => {
-          this.state = RunState.callStarted(this.state, index, now())
-          if (!sink.active) return Effect.void
-          const { call } = this.state.calls[index]!
-          return sink.emit({
-            _tag: "ToolStart",
-            turn: this.turn,
-            toolCallId: call.id,
-            toolName: call.name,
-            input: call.input
-          })
-        }),
+      // called as the call starts and ends (`ToolBatch.Hooks`): no suspend needed
+      started: (index) => {
+        this.state = RunState.callStarted(this.state, index, now())
+        if (!sink.active) return Effect.void
+        const { call } = this.state.calls[index]!
+        return sink.emit({
+          _tag: "ToolStart",
+          turn: this.turn,
+          toolCallId: call.id,
+          toolName: call.name,
+          input: call.input
+        })
+      },
       update: (index, update) =>
         Effect.suspend(() => {
           if (!sink.active) return Effect.void
           const { call } = this.state.calls[index]!
           return sink.emit({ _tag: "ToolUpdate", turn: this.turn, toolCallId: call.id, toolName: call.name, update })
         }),
-      finished: (index, result) =>
-        Effect.suspend(() => {
-          const entry = this.state.calls[index]
-          if (entry === undefined) return Effect.void
-          const at = now()
-          this.state = RunState.callFinished(this.state, index, result, at)
-          this.stats.tool(this.turn, result, entry._tag === "Running" ? at - entry.startedAt : 0)
-          return sink.active ? this.toolEnd(result) : Effect.void
-        })
+      finished: (index, result) => {
+        const entry = this.state.calls[index]
+        if (entry === undefined) return Effect.void
+        const at = now()
+        this.state = RunState.callFinished(this.state, index, result, at)
+        this.stats.tool(this.turn, result, entry._tag === "Running" ? at - entry.startedAt : 0)
+        return sink.active ? this.toolEnd(result) : Effect.void
+      }
+    }
+    this.onDelta = (delta) => {
+      const event = this.named(delta)
+      this.streaming?.push(event)
+      if (!sink.active) return Effect.void
+      const turn = this.turn
+      if (this.answerStarted) return sink.emit({ _tag: "MessageUpdate", turn, event })
+      this.answerStarted = true
+      return EventSink.deliverAll(sink, [
+        { _tag: "MessageStart", turn, role: "assistant" },
+        { _tag: "MessageUpdate", turn, event }
+      ])
     }
   }
 
@@ -230,39 +248,78 @@ export class Run<E, R> {
   }
 
   /**
-   * One model response, appended to history. Compacts first when the context passed its budget, and
-   * once more (then retries) when the provider reports an overflow before any output.
+   * One model response, appended to history, as the steps of a generator an `Effect.gen` runs (`yield*`
+   * it where the response is due; `Loop` inlines them, and uses this with a tracer). Compacts first when
+   * the context passed its budget, and once more (then retries) when the provider reports an overflow
+   * before any output.
    */
+  *answer() {
+    if (this.budget.due) yield* this.compact("budget")
+    const message = this.answered(yield* this.response())
+    const started = this.answerStart()
+    if (started !== undefined) yield* started
+    yield* this.appendAnswer(message)
+    return message
+  }
+
+  /** `answer` as an effect. */
   respond(): Effect.Effect<
     Message.AssistantMessage,
     Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
   > {
-    const answer = Effect.catchTag(
-      this.ask(),
-      "ModelContextOverflow",
-      (error) =>
-        this.streaming === undefined || !this.streaming.isEmpty
-          ? Effect.fail(error)
-          : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
-    )
-    return this.budget.due ? Effect.zipRight(this.compact("budget"), answer) : answer
+    return Effect.gen(() => this.answer())
+  }
+
+  /** Whether the context passed its budget: `compact("budget")` is due before the next request. */
+  get compactionDue(): boolean {
+    return this.budget.due
   }
 
   /**
-   * The answer's tool batch, then its results into history in call order (Law 3, Law 4). Returns the
-   * terminal error that ended the batch, if any (Law 6).
+   * The model's response to one request (compacting and asking again when the provider reports an
+   * overflow before any output). Call it where it runs.
    */
-  runTools(answer: Message.AssistantMessage): Effect.Effect<
-    Option.Option<E | Errors.ToolPermissionDenied>,
-    Errors.SessionStoreFailed,
-    R
+  response(): Effect.Effect<
+    Message.AssistantMessage,
+    Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
   > {
+    return Effect.catchIf(this.ask(), isOverflow, this.onOverflow)
+  }
+
+  // a response that overflowed before any output: compact, then ask again (made once for the run)
+  private readonly onOverflow = (error: Errors.ModelContextOverflow): Effect.Effect<
+    Message.AssistantMessage,
+    Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
+  > =>
+    this.streaming === undefined || !this.streaming.isEmpty
+      ? Effect.fail(error)
+      : Effect.flatMap(this.compact("overflow"), (compacted) => compacted ? this.ask() : Effect.fail(error))
+
+  /** The response as the run's answer: its calls named as in its deltas, its statistics counted. */
+  answered(response: Message.AssistantMessage): Message.AssistantMessage {
+    const message = this.namedAnswer(response)
+    this.stats.model(this.turn, this.now() - this.began, "turn", message.usage, message)
+    return message
+  }
+
+  /** The answer's `MessageStart` if no delta sent it: delivered at once, or the effect that delivers it. */
+  answerStart(): Effect.Effect<void> | undefined {
+    return this.answerStarted || !this.sink.active
+      ? undefined
+      : EventSink.deliver(this.sink, { _tag: "MessageStart", turn: this.turn, role: "assistant" })
+  }
+
+  /**
+   * The answer's tool batch (`ToolBatch.steps`, for a generator to delegate to: a method, not a
+   * generator, so it adds no level of delegation), when it has calls. Returns the terminal error that
+   * ended the batch, if any (Law 6); `closeCalls` then puts the results into history in call order
+   * (Law 3, Law 4).
+   */
+  batchSteps(answer: Message.AssistantMessage) {
     const calls = this.state.calls
-    if (calls.length === 0) return Effect.succeedNone
-    return Effect.flatMap(
-      ToolBatch.run(this.batch, answer, calls.map((entry) => entry.call), this.hooks),
-      (terminal) => Effect.as(this.closeCalls(RunState.aborted), terminal)
-    )
+    return calls.length === 0
+      ? undefined
+      : ToolBatch.steps(this.batch, answer, calls.map((entry) => entry.call), this.hooks)
   }
 
   // the in-memory side of an append
@@ -357,59 +414,39 @@ export class Run<E, R> {
     })
   }
 
-  // one request: the projected context (checked when a transform changed it), streamed into an assembler
+  // one request: the projected context (checked when a transform changed it), streamed into an
+  // assembler; call it where it runs (its setup needs no suspend)
   private ask(): Effect.Effect<
     Message.AssistantMessage,
     Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
   > {
-    return Effect.suspend(() => {
-      const began = this.now()
-      const context = this.budget.project()
-      const transform = this.settings.transformContext
-      if (transform === undefined) return this.request(context, began)
-      return Effect.flatMap(transform(context), (projected) =>
-        // Law 4: the projection of a valid history is valid by construction; a changed one is checked
-        projected === context
-          ? this.request(context, began)
-          : Effect.zipRight(Message.validateHistory(projected), this.request(projected, began)))
-    })
+    this.began = this.now()
+    const context = this.budget.project()
+    const transform = this.settings.transformContext
+    if (transform === undefined) return this.request(context)
+    return Effect.flatMap(transform(context), (projected) =>
+      // Law 4: the projection of a valid history is valid by construction; a changed one is checked
+      projected === context
+        ? this.request(context)
+        : Effect.zipRight(Message.validateHistory(projected), Effect.suspend(() => this.request(projected))))
   }
 
-  // called inside `ask`'s suspend (or a flatMap of it), so its setup needs no suspend of its own
-  private request(messages: ReadonlyArray<Message.Message>, began: number) {
-    const assembler = new Model.Assembler()
-    this.streaming = assembler
+  // called where the request runs, so its setup needs no suspend of its own
+  private request(messages: ReadonlyArray<Message.Message>) {
+    this.streaming = new Model.Assembler()
     this.answerIds.length = 0
-    const turn = this.turn
-    const sink = this.sink
-    let started = false
-    const onDelta = (delta: Model.Delta) => {
-      const event = this.named(delta)
-      assembler.push(event)
-      if (!sink.active) return Effect.void
-      if (started) return sink.emit({ _tag: "MessageUpdate", turn, event })
-      started = true
-      return EventSink.deliverAll(sink, [
-        { _tag: "MessageStart", turn, role: "assistant" },
-        { _tag: "MessageUpdate", turn, event }
-      ])
-    }
+    this.answerStarted = false
     const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
-    const respond = this.tracing && this.tracing.content
-      ? Effect.zipRight(GenAi.annotateRequest(messages, request.systemPrompt), this.model.respond(request, onDelta))
-      : this.model.respond(request, onDelta)
-    return Effect.flatMap(respond, (response) => {
-      const message = this.namedAnswer(response)
-      this.stats.model(turn, this.now() - began, "turn", message.usage, message)
-      const appended = Effect.as(this.appendAnswer(message), message)
-      return started || !sink.active
-        ? appended
-        : Effect.zipRight(sink.emit({ _tag: "MessageStart", turn, role: "assistant" }), appended)
-    })
+    return this.tracing && this.tracing.content
+      ? Effect.zipRight(
+        GenAi.annotateRequest(messages, request.systemPrompt),
+        this.model.respond(request, this.onDelta)
+      )
+      : this.model.respond(request, this.onDelta)
   }
 
-  // summarizes what comes before the recent turns into a compaction entry of the session
-  private compact(
+  /** Summarizes what comes before the recent turns into a compaction entry of the session. */
+  compact(
     reason: "budget" | "overflow"
   ): Effect.Effect<boolean, Errors.ModelError | Errors.SessionStoreFailed> {
     return Effect.gen(this, function*() {
@@ -448,8 +485,9 @@ export const make = <E, R>(
     const usedIds = new Set<string>()
     yield* Message.validateHistory(history, usedIds)
     const compaction = yield* session.latestCompaction
-    const span: ToolBatch.Config<E, R>["span"] = (effect, name, attributes) =>
-      tracing ? traced(effect, name, attributes) : effect
+    const span: ToolBatch.Config<E, R>["span"] = tracing
+      ? (effect, name, attributes) => traced(effect, name, attributes)
+      : undefined
     const batch: ToolBatch.Config<E, R> = {
       ...index(tools),
       permissions,
@@ -473,6 +511,10 @@ export const make = <E, R>(
       usedIds
     )
   })
+
+const isOverflow = (
+  error: Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
+): error is Errors.ModelContextOverflow => error._tag === "ModelContextOverflow"
 
 /** The tools of a batch by name, and their names (for a call to an unknown tool). */
 const index = <E, R>(tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>) => ({

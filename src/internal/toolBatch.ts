@@ -28,17 +28,21 @@ export interface Config<E, R> {
   /** The timeout of a call whose tool sets none. */
   readonly timeout: Duration.DurationInput | undefined
   readonly concurrency: number
-  /** Wraps a call's execution in a span (or not, when no tracer listens). */
-  readonly span: <A, E1, R1>(
-    effect: Effect.Effect<A, E1, R1>,
-    name: string,
-    attributes: Record<string, unknown>
-  ) => Effect.Effect<A, E1, R1>
+  /** Wraps a call's execution in a span; `undefined` when no tracer listens (then no span is made). */
+  readonly span:
+    | (<A, E1, R1>(
+      effect: Effect.Effect<A, E1, R1>,
+      name: string,
+      attributes: Record<string, unknown>
+    ) => Effect.Effect<A, E1, R1>)
+    | undefined
 }
 
 /**
  * What the run does as each call of the batch (by its index in the answer) starts, reports progress and
- * ends.
+ * ends. `started` and `finished` are called when the call starts and ends (not ahead), and return what
+ * reports it, run at once (`Effect.void`, nothing to report, is not run); `update` returns an effect
+ * the tool may run any number of times.
  */
 export interface Hooks {
   readonly now: () => number
@@ -97,6 +101,8 @@ export const schedule = <
 >(
   admitted: ReadonlyArray<A>
 ): ReadonlyArray<ReadonlyArray<ReadonlyArray<A>>> => {
+  // one call: one step of one chain (no map)
+  if (admitted.length === 1) return [[admitted]]
   const steps: Array<Array<Array<A>>> = []
   let chains: Map<string | A, Array<A>> | undefined
   for (const call of admitted) {
@@ -116,24 +122,49 @@ export const schedule = <
   return steps
 }
 
+/** What a call that did not return an output ends in: its error result. */
+class Failed {
+  constructor(readonly result: Message.ToolResultMessage) {}
+}
+
+/** A batch in progress: what its calls run with, and the terminal error that ended it, if any. */
+class Batch<E, R> {
+  terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
+  constructor(
+    readonly config: Config<E, R>,
+    readonly answer: Message.AssistantMessage,
+    readonly calls: ReadonlyArray<Message.ToolCall>,
+    readonly hooks: Hooks
+  ) {}
+  /** The text of the result of a call skipped after the terminal error. */
+  skipped(): string {
+    return `Skipped: the run ended (${messageOf(Option.getOrThrow(this.terminal))})`
+  }
+}
+
 /**
- * What one admitted call ends in (Law 5: whatever it does ends in a result). A terminal error (Law 6) is
- * recorded as the call's error result and handed to `onTerminal`, which ends the batch.
+ * One admitted call's execution: its output, or (Law 5: whatever it does ends in a result) the error
+ * result it failed with. A terminal error (Law 6) is recorded as the call's error result and as the
+ * batch's terminal error (the first one), which ends the batch; an interruption propagates (the run's
+ * abort closes the call, Law 7). Call it where it runs: it calls the tool's `execute` at once (a throw
+ * is the call's defect). An output passes through without an operation of its own: only a failure is
+ * caught.
  */
-const outcome = <E, R>(
-  config: Config<E, R>,
-  hooks: Hooks,
-  admitted: Admitted<E, R>,
-  onTerminal: (error: E) => void
-): Effect.Effect<Message.ToolResultMessage, never, R> => {
+const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Effect<Tool.Output | Failed, never, R> => {
   const { call, tool } = admitted
+  const hooks = batch.hooks
   const context: Tool.Context = {
     toolCallId: call.id,
     toolName: call.name,
     update: (progress) => hooks.update(admitted.index, progress)
   }
-  const timeout = tool.timeout ?? config.timeout
-  const execute = Effect.suspend(() => tool.execute(admitted.input, context))
+  const timeout = tool.timeout ?? batch.config.timeout
+  let execute: Effect.Effect<Tool.Output, E | Errors.Recoverable, R>
+  try {
+    execute = tool.execute(admitted.input, context)
+  } catch (defect) {
+    execute = Effect.die(defect)
+  }
   const bounded = timeout === undefined ? execute : Effect.timeoutFail(execute, {
     duration: timeout,
     onTimeout: () =>
@@ -141,35 +172,161 @@ const outcome = <E, R>(
         description: `Tool ${call.name} timed out after ${Duration.format(Duration.decode(timeout))} and was stopped.`
       })
   })
-  return Effect.matchCauseEffect(bounded, {
-    onSuccess: (output) => {
-      const { content, details } = Tool.outputContent(output)
-      return Effect.succeed(RunState.result(call, content, false, hooks.now(), details))
-    },
-    onFailure: (cause) => {
-      // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
-      // an interruption-only cause holds no failure, whatever its type says
-      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-      const failure = Cause.failureOption(cause)
-      if (Option.isNone(failure)) {
-        const defect = Cause.dieOption(cause)
-        const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
-        return Effect.succeed(RunState.errorResult(call, `Tool ${call.name} failed unexpectedly: ${text}`, hooks.now()))
-      }
-      const error = failure.value
-      if (Errors.isRecoverable(error)) {
-        const details = error._tag === "ToolExecutionFailed" ? error.details : undefined
-        return Effect.succeed(RunState.errorResult(call, error.message, hooks.now(), details))
-      }
-      onTerminal(error)
-      return Effect.succeed(RunState.errorResult(call, messageOf(error), hooks.now()))
+  return Effect.catchAllCause(bounded, (cause) => {
+    // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
+    // an interruption-only cause holds no failure, whatever its type says
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const failure = Cause.failureOption(cause)
+    if (Option.isNone(failure)) {
+      const defect = Cause.dieOption(cause)
+      const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
+      return Effect.succeed(
+        new Failed(RunState.errorResult(call, `Tool ${call.name} failed unexpectedly: ${text}`, hooks.now()))
+      )
     }
+    const error = failure.value
+    if (Errors.isRecoverable(error)) {
+      const details = error._tag === "ToolExecutionFailed" ? error.details : undefined
+      return Effect.succeed(new Failed(RunState.errorResult(call, error.message, hooks.now(), details)))
+    }
+    if (Option.isNone(batch.terminal)) batch.terminal = Option.some(error)
+    return Effect.succeed(new Failed(RunState.errorResult(call, messageOf(error), hooks.now())))
   })
 }
 
+/** The result a call's `attempt` ends in. */
+const settle = (call: Message.ToolCall, ended: Tool.Output | Failed, now: number): Message.ToolResultMessage => {
+  if (ended instanceof Failed) return ended.result
+  const { content, details } = Tool.outputContent(ended)
+  return RunState.result(call, content, false, now, details)
+}
+
+/** A call that does not run: its start and its error result. */
+function* reject<E, R>(batch: Batch<E, R>, index: number, text: string) {
+  const hooks = batch.hooks
+  const started = hooks.started(index)
+  if (started !== Effect.void) yield* started
+  const finished = hooks.finished(index, RunState.errorResult(batch.calls[index]!, text, hooks.now()))
+  if (finished !== Effect.void) yield* finished
+}
+
+/** In call order: check, ask permission, resolve the write key. */
+function* admit<E, R>(batch: Batch<E, R>) {
+  const { answer, calls, config } = batch
+  const admitted: Array<Admitted<E, R>> = []
+  for (let index = 0; index < calls.length; index++) {
+    const call = calls[index]!
+    if (Option.isSome(batch.terminal)) {
+      yield* reject(batch, index, batch.skipped())
+      continue
+    }
+    const verdict = check(config, answer, call)
+    if (verdict._tag === "Rejected") {
+      yield* reject(batch, index, verdict.text)
+      continue
+    }
+    if (Option.isSome(config.permissions)) {
+      const decision = yield* config.permissions.value.check({
+        toolCallId: call.id,
+        toolName: call.name,
+        input: verdict.input
+      })
+      if (decision._tag === "Deny") {
+        const error = new Errors.ToolPermissionDenied({
+          toolName: call.name,
+          toolCallId: call.id,
+          reason: decision.reason
+        })
+        batch.terminal = Option.some(error)
+        yield* reject(batch, index, error.message)
+        continue
+      }
+    }
+    const key = verdict.tool.key === undefined ? undefined : yield* verdict.tool.key(verdict.input)
+    admitted.push({ index, call, tool: verdict.tool, input: verdict.input, key })
+  }
+  return admitted
+}
+
+/** One call: its start, its execution (in a span when a tracer listens) and its end. */
+function* execute<E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>) {
+  if (Option.isSome(batch.terminal)) return yield* reject(batch, admitted.index, batch.skipped())
+  const hooks = batch.hooks
+  const started = hooks.started(admitted.index)
+  if (started !== Effect.void) yield* started
+  const span = batch.config.span
+  if (span === undefined) {
+    const ended = yield* attempt(batch, admitted)
+    const finished = hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
+    if (finished !== Effect.void) yield* finished
+    return
+  }
+  yield* span(
+    Effect.flatMap(
+      Effect.suspend(() => attempt(batch, admitted)),
+      (ended) => hooks.finished(admitted.index, settle(admitted.call, ended, hooks.now()))
+    ),
+    "Loop.tool",
+    GenAi.toolAttributes(admitted.call)
+  )
+}
+
+/** Calls run one after the other, as an effect (a task of `runConcurrently`). */
+const chain = <E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>): Effect.Effect<void, never, R> =>
+  calls.length === 1
+    ? Effect.gen(() => execute(batch, calls[0]!))
+    : Effect.gen(function*() {
+      for (let index = 0; index < calls.length; index++) yield* execute(batch, calls[index]!)
+    })
+
 /**
- * Runs the calls of `answer`. Returns the first terminal error (Law 6) if one ended the batch: the calls
- * after it are skipped, each with its result.
+ * Runs the calls of `answer`, as the steps of a generator that an `Effect.gen` runs (`yield*` it from
+ * one: a batch then takes no operation of its own beyond its tools', its events and what runs them at
+ * once). Returns the first terminal error (Law 6) if one ended the batch: the calls after it are
+ * skipped, each with its result. `hooks.started` and `hooks.finished` are called as the call starts and
+ * ends, and what they return is run then (`Effect.void` is skipped).
+ */
+export function* steps<E, R>(
+  config: Config<E, R>,
+  answer: Message.AssistantMessage,
+  calls: ReadonlyArray<Message.ToolCall>,
+  hooks: Hooks
+) {
+  const batch = new Batch(config, answer, calls, hooks)
+  // the common batch, with no permission service, no write keys and every call valid, is admitted
+  // without an effect
+  const admitted = (Option.isNone(config.permissions) ? admitAtOnce(config, answer, calls) : undefined) ??
+    (yield* admit(batch))
+  // indexed loops: a for-of in a generator costs an iterator kept across its yields
+  const scheduled = schedule(admitted)
+  for (let stepIndex = 0; stepIndex < scheduled.length; stepIndex++) {
+    const step = scheduled[stepIndex]!
+    if (step.length > 1) {
+      yield* runConcurrently(step.map((calls) => chain(batch, calls)), config.concurrency)
+      continue
+    }
+    // a chain run here, each call `execute`'s steps inline in the common case (no span, no terminal
+    // error yet): a generator delegating to another costs each of its effects a step more
+    const sequential = step[0]!
+    for (let index = 0; index < sequential.length; index++) {
+      const call = sequential[index]!
+      if (config.span !== undefined || Option.isSome(batch.terminal)) {
+        yield* execute(batch, call)
+        continue
+      }
+      const started = hooks.started(call.index)
+      if (started !== Effect.void) yield* started
+      const ended = yield* attempt(batch, call)
+      const finished = hooks.finished(call.index, settle(call.call, ended, hooks.now()))
+      if (finished !== Effect.void) yield* finished
+    }
+  }
+  return batch.terminal
+}
+
+/**
+ * Runs the calls of `answer` (`steps` as an effect). Returns the first terminal error (Law 6) if one
+ * ended the batch: the calls after it are skipped, each with its result.
  */
 export const run = <E, R>(
   config: Config<E, R>,
@@ -177,79 +334,7 @@ export const run = <E, R>(
   calls: ReadonlyArray<Message.ToolCall>,
   hooks: Hooks
 ): Effect.Effect<Option.Option<E | Errors.ToolPermissionDenied>, never, R> =>
-  Effect.suspend(() => {
-    let terminal: Option.Option<E | Errors.ToolPermissionDenied> = Option.none()
-    const reject = (index: number, text: string) =>
-      Effect.zipRight(
-        hooks.started(index),
-        hooks.finished(index, RunState.errorResult(calls[index]!, text, hooks.now()))
-      )
-    const skipped = (index: number) =>
-      reject(index, `Skipped: the run ended (${messageOf(Option.getOrThrow(terminal))})`)
-
-    // in call order: check, ask permission, resolve the write key
-    const admit = Effect.gen(function*() {
-      const admitted: Array<Admitted<E, R>> = []
-      for (let index = 0; index < calls.length; index++) {
-        const call = calls[index]!
-        if (Option.isSome(terminal)) {
-          yield* skipped(index)
-          continue
-        }
-        const verdict = check(config, answer, call)
-        if (verdict._tag === "Rejected") {
-          yield* reject(index, verdict.text)
-          continue
-        }
-        if (Option.isSome(config.permissions)) {
-          const decision = yield* config.permissions.value.check({
-            toolCallId: call.id,
-            toolName: call.name,
-            input: verdict.input
-          })
-          if (decision._tag === "Deny") {
-            const error = new Errors.ToolPermissionDenied({
-              toolName: call.name,
-              toolCallId: call.id,
-              reason: decision.reason
-            })
-            terminal = Option.some(error)
-            yield* reject(index, error.message)
-            continue
-          }
-        }
-        const key = verdict.tool.key === undefined ? undefined : yield* verdict.tool.key(verdict.input)
-        admitted.push({ index, call, tool: verdict.tool, input: verdict.input, key })
-      }
-      return admitted
-    })
-
-    const execute = (admitted: Admitted<E, R>): Effect.Effect<void, never, R> =>
-      Effect.suspend(() => {
-        if (Option.isSome(terminal)) return skipped(admitted.index)
-        const ran = Effect.flatMap(
-          outcome(config, hooks, admitted, (error) => {
-            if (Option.isNone(terminal)) terminal = Option.some(error)
-          }),
-          (result) => hooks.finished(admitted.index, result)
-        )
-        return Effect.zipRight(
-          hooks.started(admitted.index),
-          config.span(ran, "Loop.tool", GenAi.toolAttributes(admitted.call))
-        )
-      })
-    const chain = (calls: ReadonlyArray<Admitted<E, R>>) =>
-      calls.length === 1 ? execute(calls[0]!) : sequence(calls.map(execute))
-    const step = (chains: ReadonlyArray<ReadonlyArray<Admitted<E, R>>>) =>
-      chains.length === 1 ? chain(chains[0]!) : runConcurrently(chains.map(chain), config.concurrency)
-
-    const runAdmitted = (admitted: ReadonlyArray<Admitted<E, R>>) =>
-      admitted.length === 0 ? Effect.void : sequence(schedule(admitted).map(step))
-    // the common batch, with no permission service, no write keys and every call valid, is admitted
-    // without an effect (a generator and its operations less per turn)
-    const ready = Option.isNone(config.permissions) ? admitAtOnce(config, answer, calls) : undefined
-    return Effect.map(ready === undefined ? Effect.flatMap(admit, runAdmitted) : runAdmitted(ready), () => terminal)
-  })
+  Effect.gen(() => steps(config, answer, calls, hooks))
 
 /**
  * The calls of a batch admitted without an effect, when every one is valid and its tool has no write
@@ -286,13 +371,6 @@ export const messageOf = (error: unknown): string =>
  */
 export const defectMessage = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
-
-/**
- * Runs effects one after the other. (Cheaper than `Effect.forEach` for the few effects of a batch, which
- * looks up batching and scope options first: about five fiber operations a call.)
- */
-const sequence = <R>(effects: ReadonlyArray<Effect.Effect<void, never, R>>): Effect.Effect<void, never, R> =>
-  effects.reduce((all, effect) => Effect.zipRight(all, effect))
 
 /**
  * Runs tasks that never fail, at most `limit` at once: up to `limit` workers, each taking the next task
