@@ -10,7 +10,7 @@
  * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -29,7 +29,7 @@ import { notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
 import { mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
-import { claimInbox, pruneLive, retryStore, uncancelled } from "./store.js"
+import { retryStore, uncancelled } from "./store.js"
 import type { Run as DurableRun } from "./turns.js"
 
 /** What a tool call step returns: the call's output as the loop takes it. */
@@ -215,12 +215,12 @@ const commit = (
   return Effect.gen(function*() {
     const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
     const folded: Folded = { _tag: "Folded", ...ended, ...(boundary === undefined ? {} : { boundary }) }
-    for (const message of [folded.answer, ...folded.results]) yield* run.store.append(message)
+    yield* run.store.append(folded.answer, ...folded.results)
     yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
       VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
       ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
     // the answer stored: the live events of earlier steps are no longer needed
-    yield* pruneLive(sql, run.sessionId)
+    yield* run.pruneLive
     return folded
   }).pipe(
     sql.withTransaction,
@@ -247,10 +247,15 @@ const takeBoundary = (run: DurableRun, name: string) =>
     const aborts = yield* run.sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts
       WHERE run_id = ${run.runId}`
     if (aborts.length > 0) return { aborted: true, input: [] }
-    const rows = yield* claimInbox(run.sessionId, `${run.runId}#${name}`)
-    const input = yield* Effect.orDie(Effect.forEach(rows, (row) => decodeInput(row.message)))
+    // (in the turn's transaction: no earlier try of the step took inputs, or it would have returned
+    // its saved turn, so the rows this takes are all the step's)
+    const rows = yield* run.sql<{ readonly id: number | string; readonly message: string }>`UPDATE effect_agent_inbox
+      SET run_id = ${`${run.runId}#${name}`} WHERE session_id = ${run.sessionId} AND run_id IS NULL
+      RETURNING id, message`
+    const ordered = rows.slice().sort((a, b) => Number(a.id) - Number(b.id))
+    const input = yield* Effect.orDie(Effect.forEach(ordered, (row) => decodeInput(row.message)))
     return { aborted: false, input }
-  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql))
+  })
 
 /**
  * What a model step finds as it opens, in one statement: the turn it saved before a crash cut it off

@@ -231,6 +231,26 @@ export const insertLive = (
     Feed.notify(sql, target.sessionId, "live")
   )
 
+/**
+ * The least time between two deletes of a run's old live events after its answers (`pruneLiveEvery`):
+ * a run of quick turns deletes once a second, not once a turn.
+ */
+const livePruneGap = 1000
+
+/**
+ * `pruneLive` for the answers of a run: it deletes when it did not in the last `livePruneGap` millis,
+ * and does nothing otherwise (the rows it would delete go with the next delete, a second later at most).
+ */
+export const pruneLiveEvery = (sql: SqlClient.SqlClient, sessionId: string): Effect.Effect<void> => {
+  let last = -Infinity
+  return Effect.suspend(() => {
+    const now = Date.now()
+    if (now - last < livePruneGap) return Effect.void
+    last = now
+    return pruneLive(sql, sessionId)
+  })
+}
+
 /** Deletes the session's live events that are older than the retention (best-effort). */
 export const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>
   sql`DELETE FROM effect_agent_live WHERE session_id = ${sessionId}

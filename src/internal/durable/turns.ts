@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as HashSet from "effect/HashSet"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import type * as CompactionEntry from "../compactionEntry.js"
 import * as Errors from "../../Errors.js"
 import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
@@ -29,7 +30,7 @@ import { notify } from "./feed.js"
 import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
-import { claimToolStart, isAborted, pruneLive, retryStore } from "./store.js"
+import { claimToolStart, isAborted, pruneLiveEvery, retryStore } from "./store.js"
 
 /** A run as its steps see it: where it is, its history so far and its abort. */
 export interface Run {
@@ -43,6 +44,8 @@ export interface Run {
   readonly aborted: Effect.Effect<boolean>
   /** Ends once an `Abort` came (checked every `abortPollInterval`). */
   readonly abortSignal: Effect.Effect<void>
+  /** Deletes the session's old live events after an answer was stored (at most once a second). */
+  readonly pruneLive: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
   /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
@@ -95,6 +98,7 @@ export const begin = (
       history: ("history" in loaded ? loaded.history : loaded).slice(),
       aborted,
       abortSignal,
+      pruneLive: pruneLiveEvery(sql, sessionId),
       modelCalls: 0,
       folded: undefined
     }
@@ -144,6 +148,8 @@ const session = (run: Run): Session.Service => {
     Effect.descriptor,
     (descriptor) => instance.suspended || HashSet.size(descriptor.interruptors) > 0
   )
+  // the session's latest compaction, once read
+  let compaction: { readonly latest: CompactionEntry.Compaction | undefined } | undefined
   return {
     messages: Effect.sync(() => run.history.slice()),
     append: (...messages) =>
@@ -155,12 +161,18 @@ const session = (run: Run): Session.Service => {
         const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
         // an answer stored: the live events of earlier steps are no longer needed
         return messages.some((message) => message.role === "assistant")
-          ? Effect.zipLeft(stored, pruneLive(run.sql, run.sessionId))
+          ? Effect.zipLeft(stored, run.pruneLive)
           : stored
       }),
     sync: Effect.void,
-    latestCompaction: retryStore(run.store.latestCompaction),
-    appendCompaction: (compaction) => retryStore(run.store.appendCompaction(compaction))
+    // read once a run: the run's own compactions are the only ones made while it goes
+    latestCompaction: Effect.suspend(() =>
+      compaction !== undefined
+        ? Effect.succeed(compaction.latest)
+        : Effect.tap(retryStore(run.store.latestCompaction), (latest) => (compaction = { latest }))
+    ),
+    appendCompaction: (appended) =>
+      Effect.tap(retryStore(run.store.appendCompaction(appended)), () => (compaction = { latest: appended }))
   }
 }
 
