@@ -10,7 +10,7 @@
  * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -27,9 +27,9 @@ import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
 import { notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
-import { mayRerun, type Options } from "./models.js"
+import { mayRerun, type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { retryStore, uncancelled } from "./store.js"
+import { endRun, pruneLive, retryStore, uncancelled } from "./store.js"
 import type { Run as DurableRun } from "./turns.js"
 
 /** What a tool call step returns: the call's output as the loop takes it. */
@@ -46,14 +46,17 @@ export const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs }
 
 /**
  * A turn run in its model step: the answer, its calls' results (as appended to the log), the error of
- * the call that ended the run if one did (as the tool failed with it), and the boundary after the turn
- * (none when a call ended the run: the loop fails the turn then).
+ * the call that ended the run if one did (as the tool failed with it), the boundary after the turn
+ * (none when a call ended the run: the loop fails the turn then), and how the run ended when the turn
+ * was its last (an answer without calls, no `Abort` and no input at its boundary: the step recorded the
+ * run's end with the turn).
  */
 export const Folded = Schema.TaggedStruct("Folded", {
   answer: Message.AssistantMessage,
   results: Schema.Array(Message.ToolResultMessage),
   terminal: Schema.optional(Schema.Struct({ id: Schema.String, error: Schema.Unknown })),
-  boundary: Schema.optional(Boundary)
+  boundary: Schema.optional(Boundary),
+  ended: Schema.optional(Outcome)
 })
 
 export type Folded = typeof Folded.Type
@@ -190,7 +193,7 @@ const fold = (
       update: () => Effect.void,
       finished: (index, result) => Effect.sync(() => (results[index] = result))
     }) as Effect.Effect<Option.Option<unknown>>
-    const ended = {
+    const turn = {
       answer,
       results: results.filter((result) => result !== undefined),
       ...(Option.isSome(terminal)
@@ -198,29 +201,49 @@ const fold = (
         : {})
     }
     // a call that ended the run: the loop fails the turn, and the inbox is left for the next run
-    return yield* commit(run, name, ended, Option.isNone(terminal))
+    return yield* commit(run, name, turn, Option.isNone(terminal), calls.length === 0)
   })
 
 /**
  * Commits a folded turn in one transaction: the boundary (the abort checked, and if none came the inbox
- * taken), the answer and results appended to the log, and the step's result saved under its name.
+ * taken), the answer and results appended to the log, and the step's result saved under its name. The
+ * last turn of a run (`last`: an answer without calls; no `Abort` and no input at its boundary) ends the
+ * run too, as `finish` would: its outcome recorded, the saved results of the run's other steps dropped
+ * (the workflow drops this step's once the engine stored its result).
  */
 const commit = (
   run: DurableRun,
   name: string,
-  ended: Omit<Folded, "_tag" | "boundary">,
-  withBoundary: boolean
+  turn: Omit<Folded, "_tag" | "boundary" | "ended">,
+  withBoundary: boolean,
+  last: boolean
 ): Effect.Effect<Folded> => {
   const sql = run.sql
   return Effect.gen(function*() {
     const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
-    const folded: Folded = { _tag: "Folded", ...ended, ...(boundary === undefined ? {} : { boundary }) }
+    const ended: Outcome | undefined = last && boundary !== undefined && !boundary.aborted &&
+        boundary.input.length === 0
+      ? { _tag: "Completed", turns: run.turns }
+      : undefined
+    const folded: Folded = {
+      _tag: "Folded",
+      ...turn,
+      ...(boundary === undefined ? {} : { boundary }),
+      ...(ended === undefined ? {} : { ended })
+    }
     yield* run.store.append(folded.answer, ...folded.results)
     yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
       VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
       ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
-    // the answer stored: the live events of earlier steps are no longer needed
-    yield* run.pruneLive
+    if (ended === undefined) {
+      // the answer stored: the live events of earlier steps are no longer needed
+      yield* run.pruneLive
+      return folded
+    }
+    // (after the appends: the run's end is recorded at the log's size with its last answer)
+    yield* Effect.provideService(endRun(run.sessionId, run.runId, ended), SqlClient.SqlClient, sql)
+    yield* sql`DELETE FROM effect_agent_answers WHERE run_id = ${run.runId} AND step <> ${name}`
+    yield* pruneLive(sql, run.sessionId)
     return folded
   }).pipe(
     sql.withTransaction,

@@ -15,7 +15,6 @@ import * as Effect from "effect/Effect"
 import * as HashSet from "effect/HashSet"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import type * as CompactionEntry from "../compactionEntry.js"
 import * as Errors from "../../Errors.js"
 import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
@@ -24,6 +23,7 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Tool from "../../Tool.js"
+import type * as CompactionEntry from "../compactionEntry.js"
 import * as Approvals from "./approvals.js"
 import * as Boundary from "./boundary.js"
 import { notify } from "./feed.js"
@@ -48,6 +48,8 @@ export interface Run {
   readonly pruneLive: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
+  /** The turns taken so far, the one going on included. */
+  turns: number
   /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
   folded: Boundary.Folded | undefined
 }
@@ -100,6 +102,7 @@ export const begin = (
       abortSignal,
       pruneLive: pruneLiveEvery(sql, sessionId),
       modelCalls: 0,
+      turns: 0,
       folded: undefined
     }
     return { run, input: "history" in loaded ? loaded.input : undefined }
