@@ -25,7 +25,7 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
-import { notify } from "./feed.js"
+import { ended, notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
 import { mayRerun, type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
@@ -221,7 +221,7 @@ const commit = (
   const sql = run.sql
   return Effect.gen(function*() {
     const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
-    const ended: Outcome | undefined = last && boundary !== undefined && !boundary.aborted &&
+    const outcome: Outcome | undefined = last && boundary !== undefined && !boundary.aborted &&
         boundary.input.length === 0
       ? { _tag: "Completed", turns: run.turns }
       : undefined
@@ -229,19 +229,19 @@ const commit = (
       _tag: "Folded",
       ...turn,
       ...(boundary === undefined ? {} : { boundary }),
-      ...(ended === undefined ? {} : { ended })
+      ...(outcome === undefined ? {} : { ended: outcome })
     }
     yield* run.store.append(folded.answer, ...folded.results)
     yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
       VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
       ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
-    if (ended === undefined) {
+    if (outcome === undefined) {
       // the answer stored: the live events of earlier steps are no longer needed
       yield* run.pruneLive
       return folded
     }
     // (after the appends: the run's end is recorded at the log's size with its last answer)
-    yield* Effect.provideService(endRun(run.sessionId, run.runId, ended), SqlClient.SqlClient, sql)
+    yield* Effect.provideService(endRun(run.sessionId, run.runId, outcome), SqlClient.SqlClient, sql)
     yield* sql`DELETE FROM effect_agent_answers WHERE run_id = ${run.runId} AND step <> ${name}`
     yield* pruneLive(sql, run.sessionId)
     return folded
@@ -250,8 +250,9 @@ const commit = (
     uncancelled,
     retryStore,
     Effect.orDie,
-    // the followers of the session in this process read it at once
-    Effect.zipLeft(notify(sql, run.sessionId, "all"))
+    // the followers of the session in this process read it at once, and the waiters for the run's end
+    Effect.zipLeft(notify(sql, run.sessionId, "all")),
+    Effect.tap((folded) => folded.ended === undefined ? Effect.void : ended(sql, run.runId))
   )
 }
 

@@ -136,14 +136,19 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
       Effect.zipLeft(
         sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
         ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
-        Feed.notify(sql, sessionId, "all")
+        Effect.zipRight(Feed.notify(sql, sessionId, "all"), Feed.ended(sql, runId))
       )
   ).pipe(Effect.zipLeft(dropAnswers(runId)), retryStore, Effect.ignore)
 
-/** The outcome of a run, once it has one (polled every 100 millis). */
+/**
+ * The outcome of a run, once it has one: polled every 100 millis, and at once when a runner of this
+ * process records it (`Feed.ended`).
+ */
 export const waitForRun = (runId: string) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const end = yield* Feed.endOf(sql, runId)
+    let woken = false
     while (true) {
       const rows = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
         WHERE run_id = ${runId}`
@@ -151,9 +156,12 @@ export const waitForRun = (runId: string) =>
       if (outcome !== undefined && outcome !== null) {
         return yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(outcome)
       }
-      yield* Effect.sleep("100 millis")
+      const poll = Effect.sleep("100 millis")
+      // (once woken, only the polls: the end is committed by then)
+      if (woken) yield* poll
+      else woken = yield* Effect.raceFirst(Effect.as(end, true), Effect.as(poll, false))
     }
-  })
+  }))
 
 // -----------------------------------------------------------------------------
 // Input and control

@@ -19,6 +19,7 @@ import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
 import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
+import { ended } from "./feed.js"
 import { type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
 import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore, uncancelled } from "./store.js"
@@ -145,4 +146,9 @@ const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
     yield* endRun(run.sessionId, run.runId, outcome)
     yield* dropAnswers(run.runId)
     yield* pruneLive(run.sql, run.sessionId)
-  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)
+  }).pipe(
+    Effect.provideService(SqlClient.SqlClient, run.sql),
+    retryStore,
+    Effect.orDie,
+    Effect.zipLeft(ended(run.sql, run.runId))
+  )
