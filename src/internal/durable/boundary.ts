@@ -11,6 +11,7 @@
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Activity from "@effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -266,17 +267,43 @@ const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMess
   )
 
 /** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
+/** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */
+interface BoundaryRow {
+  readonly aborted: boolean
+  readonly id: number | string | null
+  readonly message: string | null
+}
+
 const takeBoundary = (run: DurableRun, name: string) =>
   Effect.gen(function*() {
-    const aborts = yield* run.sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts
-      WHERE run_id = ${run.runId}`
-    if (aborts.length > 0) return { aborted: true, input: [] }
+    const sql = run.sql
+    const claim = `${run.runId}#${name}`
     // (in the turn's transaction: no earlier try of the step took inputs, or it would have returned
     // its saved turn, so the rows this takes are all the step's)
-    const rows = yield* run.sql<{ readonly id: number | string; readonly message: string }>`UPDATE effect_agent_inbox
-      SET run_id = ${`${run.runId}#${name}`} WHERE session_id = ${run.sessionId} AND run_id IS NULL
-      RETURNING id, message`
-    const ordered = rows.slice().sort((a, b) => Number(a.id) - Number(b.id))
+    // one round trip on PostgreSQL: the abort checked and, if none came, the inbox taken (a row with no
+    // input when none came)
+    const oneTrip: Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> = sql<BoundaryRow>`
+      WITH aborts AS (SELECT EXISTS (SELECT 1 FROM effect_agent_aborts WHERE run_id = ${run.runId}) AS aborted),
+      taken AS (UPDATE effect_agent_inbox SET run_id = ${claim}
+        WHERE session_id = ${run.sessionId} AND run_id IS NULL AND NOT (SELECT aborted FROM aborts)
+        RETURNING id, message)
+      SELECT aborts.aborted, taken.id, taken.message FROM aborts LEFT JOIN taken ON TRUE`
+    const twoStatements: Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> = Effect.flatMap(
+      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${run.runId}`,
+      (aborts): Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> =>
+        aborts.length > 0
+          ? Effect.succeed([{ aborted: true, id: null, message: null }])
+          : Effect.map(
+            sql<{ readonly id: number | string; readonly message: string }>`UPDATE effect_agent_inbox
+              SET run_id = ${claim} WHERE session_id = ${run.sessionId} AND run_id IS NULL
+              RETURNING id, message`,
+            (taken) => taken.map((row) => ({ aborted: false, ...row }))
+          )
+    )
+    const rows = yield* sql.onDialectOrElse({ pg: () => oneTrip, orElse: () => twoStatements })
+    if (rows.some((row) => row.aborted)) return { aborted: true, input: [] }
+    const taken = rows.flatMap((row) => row.id === null || row.message === null ? [] : [row])
+    const ordered = taken.sort((a, b) => Number(a.id) - Number(b.id))
     const input = yield* Effect.orDie(Effect.forEach(ordered, (row) => decodeInput(row.message)))
     return { aborted: false, input }
   })
