@@ -101,6 +101,26 @@ export const watchSqlite = async (): Promise<void> => {
   }
 }
 
+/**
+ * Counts every statement sent to PostgreSQL (`pg`'s `Client.query`), the cluster's own included, by
+ * operation and table, into the profile being recorded (their time is not measured: it is a round trip).
+ *
+ * @since 0.1.0
+ * @category Profiling
+ */
+export const watchPg = async (): Promise<void> => {
+  // @ts-expect-error pg's types are not installed; only its client prototype is used here
+  const { default: Pg } = await import("pg")
+  const proto = Pg.Client.prototype as Record<string, unknown>
+  const original = proto.query as (this: unknown, ...args: Array<unknown>) => unknown
+  proto.query = function(this: unknown, ...args: Array<unknown>) {
+    const config = args[0] as string | { readonly text?: string } | undefined
+    const text = typeof config === "string" ? config : config?.text
+    if (text !== undefined) current?.add(`pg ${classifyStatement(text)}`, 0n)
+    return original.apply(this, args)
+  }
+}
+
 /** An activity by its kind (the part of its name before `/`); other spans are not counted. */
 const classifySpan = (name: string): string | undefined =>
   /^(model|tool|inbox|turn|aborted|approval-timeout)\/|^(load|finish)$/.test(name)

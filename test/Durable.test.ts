@@ -10,6 +10,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
@@ -41,6 +42,34 @@ const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
   ["SQLite", Layer.scoped(TestStore, Effect.map(tempDir("effect-agent-durable-"), (dir) => sqlite(dir)))],
   ["PostgreSQL", Layer.scoped(TestStore, postgres)]
 ]
+
+/** Runs `f` with a `SqlClient` of `store` of its own. */
+const sqlOf = <A>(store: Store, f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  Effect.flatMap(SqlClient.SqlClient, f).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/**
+ * Makes every write of a cluster reply fail while `when()` holds (`onCut` is called at each), as if the
+ * process had died before it: better-sqlite3's statements run in this process. Returns the undo.
+ */
+const cutRepliesWhen = (when: () => boolean, onCut: () => void) =>
+  Effect.promise(async () => {
+    // @ts-expect-error better-sqlite3 ships no types; only its statement prototype is used here
+    const { default: Database } = await import("better-sqlite3")
+    const db = new Database(":memory:")
+    const proto = Object.getPrototypeOf(db.prepare("SELECT 1")) as Record<string, unknown>
+    db.close()
+    const run = proto.run as (this: { readonly source: string }, ...args: Array<unknown>) => unknown
+    proto.run = function(this: { readonly source: string }, ...args: Array<unknown>) {
+      if (when() && this.source.includes(`INSERT INTO "cluster_replies"`)) {
+        onCut()
+        throw new Error("cut off before the reply was stored")
+      }
+      return run.apply(this, args)
+    }
+    return () => {
+      proto.run = run
+    }
+  })
 
 let databases = 0
 
@@ -165,10 +194,12 @@ for (const [storeName, storeLayer] of stores) {
             const names = yield* activities
             assert.deepStrictEqual(names.filter((name) => /^(tool|turn)\//.test(name)), [])
             assert.deepStrictEqual(names.filter((name) => name.startsWith("model/")), ["model/0", "model/1", "model/2"])
-            // the saved steps are gone with the run
+            // the run ended in its last model step (no step after it), and the saved steps are gone with the
+            // run: the last step's once the engine stored its result
+            assert.deepStrictEqual(names.filter((name) => !/^model\//.test(name)), ["load"])
             const sql = yield* SqlClient.SqlClient
-            const saved = yield* sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
-            assert.strictEqual(saved.length, 0)
+            const saved = sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
+            yield* Effect.repeat(saved, { until: (rows) => rows.length === 0, schedule: Schedule.spaced("20 millis") })
           }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
         }).pipe(Effect.scoped),
       60_000
@@ -218,6 +249,75 @@ for (const [storeName, storeLayer] of stores) {
         }).pipe(Effect.scoped),
       60_000
     )
+
+    // (SQLite: the runner's statements run in this process, where the test can cut them off)
+    if (storeName === "SQLite") {
+      it.effect(
+        "a runner stopped after the last turn's step recorded the run's end, before the engine stored the " +
+          "step's result: the resumed run replays the step, asks nothing again and appends nothing twice",
+        () =>
+          Effect.gen(function*() {
+            const store = yield* freshStore
+            const asked = [0, 0, 0]
+            // once the last answer is asked for, no reply of the cluster is stored: as if the process died
+            // after the step's transaction and before the engine stored the step's result
+            let cutting = false
+            const cut = yield* Deferred.make<void>()
+            const model = Model.make({
+              complete: (request) => {
+                const answers = request.messages.filter((message) => message.role === "assistant").length
+                asked[answers]!++
+                if (answers === 2) cutting = true
+                return Effect.succeed(
+                  answers < 2
+                    ? Message.assistant([Message.toolCall(`c${answers}`, "echo", { text: `t${answers}` })])
+                    : Message.assistant("done")
+                )
+              }
+            })
+            const restore = yield* cutRepliesWhen(() => cutting, () => Deferred.unsafeDone(cut, Exit.void))
+            const runId = yield* Effect.gen(function*() {
+              const client = (yield* Durable.client)("last")
+              const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+              yield* Deferred.await(cut)
+              return runId
+            }).pipe(Effect.provide(runner(store, model)), Effect.scoped)
+            restore()
+            const runs = sqlOf(store, (sql) =>
+              sql<{ readonly outcome: string | null }>`SELECT outcome FROM effect_agent_runs`)
+            // the step's transaction had recorded the end
+            assert.deepStrictEqual(
+              (yield* runs).map((row) =>
+                JSON.parse(row.outcome!)
+              ),
+              [{ _tag: "Completed", turns: 3 }]
+            )
+            yield* Effect.gen(function*() {
+              const client = (yield* Durable.client)("last")
+              assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 3 })
+              // the resumed workflow replayed the last step and ended: its saved result is gone with it
+              const sql = yield* SqlClient.SqlClient
+              const saved = sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
+              yield* Effect.repeat(saved, {
+                until: (rows) => rows.length === 0,
+                schedule: Schedule.spaced("20 millis")
+              })
+              const history = yield* client.History()
+              yield* Message.validateHistory(history)
+              assert.deepStrictEqual(history.map((message) => message.role), [
+                "user",
+                "assistant",
+                "toolResult",
+                "assistant",
+                "toolResult",
+                "assistant"
+              ])
+              assert.deepStrictEqual(asked, [1, 1, 1])
+            }).pipe(Effect.provide(runner(store, model)), Effect.scoped)
+          }).pipe(Effect.scoped),
+        60_000
+      )
+    }
 
     // PostgreSQL refuses to drop a database in use; a SQLite file can be deleted from under the runner
     if (storeName === "SQLite") {

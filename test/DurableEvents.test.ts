@@ -21,6 +21,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Durable from "../src/Durable.js"
@@ -370,6 +371,33 @@ describe("Durable Events: the change feed of a runner's process", () => {
           assert.strictEqual(Feed.followed(sql), 1)
           yield* Fiber.interrupt(follower)
           assert.strictEqual(Feed.followed(sql), 0, "a session nobody follows is not held")
+        }).pipe(Effect.provide(inProcessRunner(store, model)))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a Wait waits on its run's end in the runner's process while it waits, and holds nothing once it returned",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-feed-")
+        const store = sqlite(dir)
+        const finish = yield* Deferred.make<void>()
+        const model = Model.make({
+          respond: () => Effect.as(Deferred.await(finish), Message.assistant([Message.text("done")]))
+        })
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const client = (yield* Durable.client)("waited")
+          const { runId } = yield* client.Prompt({ inputId: "waited-1", text: "go" })
+          const waiting = yield* Effect.fork(client.Wait({ runId }))
+          yield* Effect.repeat(Effect.sync(() => Feed.waitedRuns(sql)), {
+            until: (runs) => runs === 1,
+            schedule: Schedule.spaced("10 millis")
+          })
+          yield* Deferred.succeed(finish, undefined)
+          assert.deepStrictEqual(yield* Fiber.join(waiting), { _tag: "Completed", turns: 1 })
+          assert.strictEqual(Feed.waitedRuns(sql), 0, "a run nobody waits for is not held")
         }).pipe(Effect.provide(inProcessRunner(store, model)))
       }).pipe(Effect.scoped),
     120_000

@@ -75,15 +75,21 @@ export const schemaVersion = 3
 // Constructors
 // -----------------------------------------------------------------------------
 
+/** The stores this process migrated to `schemaVersion`, by client. */
+const migrated = new WeakSet<SqlClient.SqlClient>()
+
 /**
  * Creates the tables, or migrates them from an older layout (each step once, in a transaction).
- * `upTo` stops at an older version (for tests of the migration itself).
+ * `upTo` stops at an older version (for tests of the migration itself). A store that this process
+ * already brought to the current version through the same `SqlClient` is not checked again.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = schemaVersion) {
   const sql = yield* SqlClient.SqlClient
+  // a store this process brought to the current version stays there: each session it opens skips this
+  if (upTo >= schemaVersion && migrated.has(sql)) return
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_schema (version INTEGER NOT NULL)`
   const step = Effect.fnUntraced(function*(version: number, apply: Effect.Effect<void, SqlError.SqlError>) {
     const current = yield* currentVersion(sql)
@@ -97,6 +103,7 @@ export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = 
     if (version > upTo) break
     yield* sql.withTransaction(Effect.zipRight(lockSchema(sql), step(version, migration(sql))))
   }
+  if (upTo >= schemaVersion) migrated.add(sql)
 }, (effect) => Effect.mapError(effect, (error) => storeFailed("migrating the session tables", error)))
 
 /**
@@ -276,15 +283,18 @@ const openSession = (sql: SqlClient.SqlClient, sessionId: string): Effect.Effect
 
 /** Appends keyed messages: after the last row, or, once forked, on the branch at `at`. */
 const inserter = (sql: SqlClient.SqlClient, sessionId: string, at: Cursor) => {
+  // one statement for all the entries: their rows get ids in their order, all or none of them
   const linear = (entries: ReadonlyArray<Keyed>) =>
-    Effect.forEach(
-      entries,
-      ({ dedupId, message }) =>
-        sql`INSERT INTO effect_agent_messages (session_id, dedup_id, role, message)
-        VALUES (${sessionId}, ${dedupId}, ${message.role}, ${JSON.stringify(encodeMessage(message))})
-        ON CONFLICT (session_id, dedup_id) DO NOTHING`,
-      { discard: true }
-    ).pipe(entries.length > 1 ? sql.withTransaction : (effect) => effect)
+    entries.length === 0 ? Effect.void : Effect.asVoid(
+      sql`INSERT INTO effect_agent_messages ${
+        sql.insert(entries.map(({ dedupId, message }) => ({
+          session_id: sessionId,
+          dedup_id: dedupId,
+          role: message.role,
+          message: JSON.stringify(encodeMessage(message))
+        })))
+      } ON CONFLICT (session_id, dedup_id) DO NOTHING`
+    )
   // after a fork: each row names its parent, the keys are the branch's (the same message on two
   // branches is two rows), and the session's leaf follows the appends
   const onBranch = (entries: ReadonlyArray<Keyed>, on: Branch) =>

@@ -11,6 +11,7 @@
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Activity from "@effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -25,11 +26,11 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
-import { notify } from "./feed.js"
+import { ended, notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
-import { mayRerun, type Options } from "./models.js"
+import { mayRerun, type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { claimInbox, pruneLive, retryStore, uncancelled } from "./store.js"
+import { endRun, pruneLive, retryStore, uncancelled } from "./store.js"
 import type { Run as DurableRun } from "./turns.js"
 
 /** What a tool call step returns: the call's output as the loop takes it. */
@@ -46,14 +47,17 @@ export const Boundary = Schema.Struct({ aborted: Schema.Boolean, input: Inputs }
 
 /**
  * A turn run in its model step: the answer, its calls' results (as appended to the log), the error of
- * the call that ended the run if one did (as the tool failed with it), and the boundary after the turn
- * (none when a call ended the run: the loop fails the turn then).
+ * the call that ended the run if one did (as the tool failed with it), the boundary after the turn
+ * (none when a call ended the run: the loop fails the turn then), and how the run ended when the turn
+ * was its last (an answer without calls, no `Abort` and no input at its boundary: the step recorded the
+ * run's end with the turn).
  */
 export const Folded = Schema.TaggedStruct("Folded", {
   answer: Message.AssistantMessage,
   results: Schema.Array(Message.ToolResultMessage),
   terminal: Schema.optional(Schema.Struct({ id: Schema.String, error: Schema.Unknown })),
-  boundary: Schema.optional(Boundary)
+  boundary: Schema.optional(Boundary),
+  ended: Schema.optional(Outcome)
 })
 
 export type Folded = typeof Folded.Type
@@ -190,7 +194,7 @@ const fold = (
       update: () => Effect.void,
       finished: (index, result) => Effect.sync(() => (results[index] = result))
     }) as Effect.Effect<Option.Option<unknown>>
-    const ended = {
+    const turn = {
       answer,
       results: results.filter((result) => result !== undefined),
       ...(Option.isSome(terminal)
@@ -198,28 +202,48 @@ const fold = (
         : {})
     }
     // a call that ended the run: the loop fails the turn, and the inbox is left for the next run
-    return yield* commit(run, name, ended, Option.isNone(terminal))
+    return yield* commit(run, name, turn, Option.isNone(terminal), calls.length === 0)
   })
 
 /**
  * Commits a folded turn in one transaction: the boundary (the abort checked, and if none came the inbox
- * taken), the answer and results appended to the log, and the step's result saved under its name.
+ * taken), the answer and results appended to the log, and the step's result saved under its name. The
+ * last turn of a run (`last`: an answer without calls; no `Abort` and no input at its boundary) ends the
+ * run too, as `finish` would: its outcome recorded, the saved results of the run's other steps dropped
+ * (the workflow drops this step's once the engine stored its result).
  */
 const commit = (
   run: DurableRun,
   name: string,
-  ended: Omit<Folded, "_tag" | "boundary">,
-  withBoundary: boolean
+  turn: Omit<Folded, "_tag" | "boundary" | "ended">,
+  withBoundary: boolean,
+  last: boolean
 ): Effect.Effect<Folded> => {
   const sql = run.sql
   return Effect.gen(function*() {
     const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
-    const folded: Folded = { _tag: "Folded", ...ended, ...(boundary === undefined ? {} : { boundary }) }
-    for (const message of [folded.answer, ...folded.results]) yield* run.store.append(message)
+    const outcome: Outcome | undefined = last && boundary !== undefined && !boundary.aborted &&
+        boundary.input.length === 0
+      ? { _tag: "Completed", turns: run.turns }
+      : undefined
+    const folded: Folded = {
+      _tag: "Folded",
+      ...turn,
+      ...(boundary === undefined ? {} : { boundary }),
+      ...(outcome === undefined ? {} : { ended: outcome })
+    }
+    yield* run.store.append(folded.answer, ...folded.results)
     yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
       VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
       ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
-    // the answer stored: the live events of earlier steps are no longer needed
+    if (outcome === undefined) {
+      // the answer stored: the live events of earlier steps are no longer needed
+      yield* run.pruneLive
+      return folded
+    }
+    // (after the appends: the run's end is recorded at the log's size with its last answer)
+    yield* Effect.provideService(endRun(run.sessionId, run.runId, outcome), SqlClient.SqlClient, sql)
+    yield* sql`DELETE FROM effect_agent_answers WHERE run_id = ${run.runId} AND step <> ${name}`
     yield* pruneLive(sql, run.sessionId)
     return folded
   }).pipe(
@@ -227,8 +251,9 @@ const commit = (
     uncancelled,
     retryStore,
     Effect.orDie,
-    // the followers of the session in this process read it at once
-    Effect.zipLeft(notify(sql, run.sessionId, "all"))
+    // the followers of the session in this process read it at once, and the waiters for the run's end
+    Effect.zipLeft(notify(sql, run.sessionId, "all")),
+    Effect.tap((folded) => folded.ended === undefined ? Effect.void : ended(sql, run.runId))
   )
 }
 
@@ -242,15 +267,46 @@ const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMess
   )
 
 /** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
+/** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */
+interface BoundaryRow {
+  readonly aborted: boolean
+  readonly id: number | string | null
+  readonly message: string | null
+}
+
 const takeBoundary = (run: DurableRun, name: string) =>
   Effect.gen(function*() {
-    const aborts = yield* run.sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts
-      WHERE run_id = ${run.runId}`
-    if (aborts.length > 0) return { aborted: true, input: [] }
-    const rows = yield* claimInbox(run.sessionId, `${run.runId}#${name}`)
-    const input = yield* Effect.orDie(Effect.forEach(rows, (row) => decodeInput(row.message)))
+    const sql = run.sql
+    const claim = `${run.runId}#${name}`
+    // (in the turn's transaction: no earlier try of the step took inputs, or it would have returned
+    // its saved turn, so the rows this takes are all the step's)
+    // one round trip on PostgreSQL: the abort checked and, if none came, the inbox taken (a row with no
+    // input when none came)
+    const oneTrip: Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> = sql<BoundaryRow>`
+      WITH aborts AS (SELECT EXISTS (SELECT 1 FROM effect_agent_aborts WHERE run_id = ${run.runId}) AS aborted),
+      taken AS (UPDATE effect_agent_inbox SET run_id = ${claim}
+        WHERE session_id = ${run.sessionId} AND run_id IS NULL AND NOT (SELECT aborted FROM aborts)
+        RETURNING id, message)
+      SELECT aborts.aborted, taken.id, taken.message FROM aborts LEFT JOIN taken ON TRUE`
+    const twoStatements: Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> = Effect.flatMap(
+      sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_aborts WHERE run_id = ${run.runId}`,
+      (aborts): Effect.Effect<ReadonlyArray<BoundaryRow>, SqlError> =>
+        aborts.length > 0
+          ? Effect.succeed([{ aborted: true, id: null, message: null }])
+          : Effect.map(
+            sql<{ readonly id: number | string; readonly message: string }>`UPDATE effect_agent_inbox
+              SET run_id = ${claim} WHERE session_id = ${run.sessionId} AND run_id IS NULL
+              RETURNING id, message`,
+            (taken) => taken.map((row) => ({ aborted: false, ...row }))
+          )
+    )
+    const rows = yield* sql.onDialectOrElse({ pg: () => oneTrip, orElse: () => twoStatements })
+    if (rows.some((row) => row.aborted)) return { aborted: true, input: [] }
+    const taken = rows.flatMap((row) => row.id === null || row.message === null ? [] : [row])
+    const ordered = taken.sort((a, b) => Number(a.id) - Number(b.id))
+    const input = yield* Effect.orDie(Effect.forEach(ordered, (row) => decodeInput(row.message)))
     return { aborted: false, input }
-  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql))
+  })
 
 /**
  * What a model step finds as it opens, in one statement: the turn it saved before a crash cut it off

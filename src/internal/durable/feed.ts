@@ -155,5 +155,47 @@ export const subscribe = (
     })
   )
 
+/** The waiters in this process for the end of each run, by store. */
+const runWaiters = new WeakMap<SqlClient.SqlClient, Map<string, Set<Deferred.Deferred<void>>>>()
+
+/**
+ * Wakes the waiters in this process for the end of `runId` on `sql` (nothing when there are none): call
+ * it once the end is committed.
+ */
+export const ended = (sql: SqlClient.SqlClient, runId: string): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const waiters = runWaiters.get(sql)?.get(runId)
+    if (waiters === undefined) return
+    for (const waiter of waiters) Deferred.unsafeDone(waiter, Exit.void)
+  })
+
+/** For the scope, what ends once `ended` is called for `runId` on `sql` in this process. */
+export const endOf = (
+  sql: SqlClient.SqlClient,
+  runId: string
+): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        let runs = runWaiters.get(sql)
+        if (runs === undefined) runWaiters.set(sql, runs = new Map())
+        let waiters = runs.get(runId)
+        if (waiters === undefined) runs.set(runId, waiters = new Set())
+        const waiter = Deferred.unsafeMake<void>(FiberId.none)
+        waiters.add(waiter)
+        return { runs, waiters, waiter }
+      }),
+      ({ runs, waiter, waiters }) =>
+        Effect.sync(() => {
+          waiters.delete(waiter)
+          if (waiters.size === 0 && runs.get(runId) === waiters) runs.delete(runId)
+        })
+    ),
+    ({ waiter }) => Deferred.await(waiter)
+  )
+
 /** How many sessions of `sql` someone follows in this process (for the tests: none once every follower ended). */
 export const followed = (sql: SqlClient.SqlClient): number => followers.get(sql)?.size ?? 0
+
+/** How many runs of `sql` someone waits for in this process (for the tests: none once every wait ended). */
+export const waitedRuns = (sql: SqlClient.SqlClient): number => runWaiters.get(sql)?.size ?? 0

@@ -18,16 +18,20 @@ import * as Feed from "./feed.js"
 import type { LiveEvent } from "./models.js"
 import { insertLive } from "./store.js"
 
-/** The least time between the starts of two writes of one step's live events (at most 50 a second). */
+/**
+ * How long an event waits in a step's buffer before it is written with those that came meanwhile: at
+ * most one write per this time (50 a second), and a step that ends sooner writes its events once, when
+ * it ends, not once when it starts and again when it ends.
+ */
 const liveWriteGap = Duration.millis(20)
 
 /**
  * A writer of the live events of one step: `push` hands the event to this process's followers
  * (`Feed.publish`) and buffers it (merging consecutive deltas of one block), a
- * fiber of the scope writes the buffer as soon as it holds something, one write at a time and at most
- * one per `liveWriteGap` (what comes meanwhile goes in the next write: the busier the store, the larger
- * the batches), and `flush` writes what is left. Writes are in order and their failures ignored: the
- * step never waits for them beyond a write, nor fails.
+ * fiber of the scope writes the buffer `liveWriteGap` after an event came to it empty, one write at a
+ * time (what comes meanwhile goes in the same write: the busier the store, the larger the batches), and
+ * `flush` writes what is left. Writes are in order and their failures ignored: the step never waits for
+ * them beyond a write, nor fails.
  */
 const liveWriter = (
   sql: SqlClient.SqlClient,
@@ -46,7 +50,7 @@ const liveWriter = (
     })).pipe(Effect.catchAllCause(() => Effect.void))
     const ready = yield* Queue.dropping<void>(1)
     yield* Effect.forkScoped(
-      Effect.forever(Effect.zipRight(Queue.take(ready), Effect.zipRight(flush, Effect.sleep(liveWriteGap))))
+      Effect.forever(Effect.zipRight(Queue.take(ready), Effect.zipRight(Effect.sleep(liveWriteGap), flush)))
     )
     const push = (event: LiveEvent) =>
       Effect.sync(() => {

@@ -136,14 +136,19 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
       Effect.zipLeft(
         sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
         ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
-        Feed.notify(sql, sessionId, "all")
+        Effect.zipRight(Feed.notify(sql, sessionId, "all"), Feed.ended(sql, runId))
       )
   ).pipe(Effect.zipLeft(dropAnswers(runId)), retryStore, Effect.ignore)
 
-/** The outcome of a run, once it has one (polled every 100 millis). */
+/**
+ * The outcome of a run, once it has one: polled every 100 millis, and at once when a runner of this
+ * process records it (`Feed.ended`).
+ */
 export const waitForRun = (runId: string) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const end = yield* Feed.endOf(sql, runId)
+    let woken = false
     while (true) {
       const rows = yield* sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
         WHERE run_id = ${runId}`
@@ -151,9 +156,12 @@ export const waitForRun = (runId: string) =>
       if (outcome !== undefined && outcome !== null) {
         return yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(outcome)
       }
-      yield* Effect.sleep("100 millis")
+      const poll = Effect.sleep("100 millis")
+      // (once woken, only the polls: the end is committed by then)
+      if (woken) yield* poll
+      else woken = yield* Effect.raceFirst(Effect.as(end, true), Effect.as(poll, false))
     }
-  })
+  }))
 
 // -----------------------------------------------------------------------------
 // Input and control
@@ -230,6 +238,26 @@ export const insertLive = (
       ${writer})`),
     Feed.notify(sql, target.sessionId, "live")
   )
+
+/**
+ * The least time between two deletes of a run's old live events after its answers (`pruneLiveEvery`):
+ * a run of quick turns deletes once a second, not once a turn.
+ */
+const livePruneGap = 1000
+
+/**
+ * `pruneLive` for the answers of a run: it deletes when it did not in the last `livePruneGap` millis,
+ * and does nothing otherwise (the rows it would delete go with the next delete, a second later at most).
+ */
+export const pruneLiveEvery = (sql: SqlClient.SqlClient, sessionId: string): Effect.Effect<void> => {
+  let last = -Infinity
+  return Effect.suspend(() => {
+    const now = Date.now()
+    if (now - last < livePruneGap) return Effect.void
+    last = now
+    return pruneLive(sql, sessionId)
+  })
+}
 
 /** Deletes the session's live events that are older than the retention (best-effort). */
 export const pruneLive = (sql: SqlClient.SqlClient, sessionId: string) =>

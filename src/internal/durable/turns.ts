@@ -23,13 +23,14 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import * as Tool from "../../Tool.js"
+import type * as CompactionEntry from "../compactionEntry.js"
 import * as Approvals from "./approvals.js"
 import * as Boundary from "./boundary.js"
 import { notify } from "./feed.js"
 import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
 import { step } from "./step.js"
-import { claimToolStart, isAborted, pruneLive, retryStore } from "./store.js"
+import { claimToolStart, isAborted, pruneLiveEvery, retryStore } from "./store.js"
 
 /** A run as its steps see it: where it is, its history so far and its abort. */
 export interface Run {
@@ -43,8 +44,12 @@ export interface Run {
   readonly aborted: Effect.Effect<boolean>
   /** Ends once an `Abort` came (checked every `abortPollInterval`). */
   readonly abortSignal: Effect.Effect<void>
+  /** Deletes the session's old live events after an answer was stored (at most once a second). */
+  readonly pruneLive: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
+  /** The turns taken so far, the one going on included. */
+  turns: number
   /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
   folded: Boundary.Folded | undefined
 }
@@ -95,7 +100,9 @@ export const begin = (
       history: ("history" in loaded ? loaded.history : loaded).slice(),
       aborted,
       abortSignal,
+      pruneLive: pruneLiveEvery(sql, sessionId),
       modelCalls: 0,
+      turns: 0,
       folded: undefined
     }
     return { run, input: "history" in loaded ? loaded.input : undefined }
@@ -144,6 +151,8 @@ const session = (run: Run): Session.Service => {
     Effect.descriptor,
     (descriptor) => instance.suspended || HashSet.size(descriptor.interruptors) > 0
   )
+  // the session's latest compaction, once read
+  let compaction: { readonly latest: CompactionEntry.Compaction | undefined } | undefined
   return {
     messages: Effect.sync(() => run.history.slice()),
     append: (...messages) =>
@@ -155,12 +164,18 @@ const session = (run: Run): Session.Service => {
         const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
         // an answer stored: the live events of earlier steps are no longer needed
         return messages.some((message) => message.role === "assistant")
-          ? Effect.zipLeft(stored, pruneLive(run.sql, run.sessionId))
+          ? Effect.zipLeft(stored, run.pruneLive)
           : stored
       }),
     sync: Effect.void,
-    latestCompaction: retryStore(run.store.latestCompaction),
-    appendCompaction: (compaction) => retryStore(run.store.appendCompaction(compaction))
+    // read once a run: the run's own compactions are the only ones made while it goes
+    latestCompaction: Effect.suspend(() =>
+      compaction !== undefined
+        ? Effect.succeed(compaction.latest)
+        : Effect.tap(retryStore(run.store.latestCompaction), (latest) => (compaction = { latest }))
+    ),
+    appendCompaction: (appended) =>
+      Effect.tap(retryStore(run.store.appendCompaction(appended)), () => (compaction = { latest: appended }))
   }
 }
 

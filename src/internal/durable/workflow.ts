@@ -3,7 +3,8 @@
  * for nothing more and no input waits; then record how the run ended. Each of those is a step whose
  * result the engine persists, so a run resumed after a crash replays what it did and goes on from there.
  * Some share a step: the first drain is the `load` step's, the boundary after a turn whose calls ran in
- * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came.
+ * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came
+ * (in the model step of a last turn folded there: its boundary is the last drain).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Activity from "@effect/workflow/Activity"
@@ -18,9 +19,10 @@ import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
 import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
+import { ended } from "./feed.js"
 import { type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore } from "./store.js"
+import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore, uncancelled } from "./store.js"
 import { begin, makeTurn, type Run } from "./turns.js"
 
 export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
@@ -37,6 +39,7 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
       if (turns >= maxTurns) {
         return yield* finish(run, { _tag: "Failed", turns, reason: `the run reached its limit of ${maxTurns} turns` })
       }
+      run.turns = turns + 1
       const exit = yield* Effect.exit(turn(input))
       turns++
       // a suspension (waiting for an approval) or a shutdown interrupts the turn: the workflow resumes later
@@ -45,6 +48,10 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
         return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
       }
+      // the last turn, folded into its model step, ended the run there: the step's saved result is no
+      // longer needed once the engine stored it
+      const ended = run.folded?.ended
+      if (ended !== undefined) return yield* Effect.as(forgetAnswers(run), ended)
       // a turn folded into its model step took its boundary there
       const boundary = run.folded?.boundary ?? (yield* afterTurn(run, turns))
       if (boundary.aborted) return yield* finish(run, { _tag: "Aborted", turns })
@@ -124,10 +131,24 @@ const finish = (run: Run, outcome: Outcome) =>
     execute: Effect.as(end(run, outcome), outcome)
   }))
 
+/** Drops what the run's steps saved (best-effort: a run that ended is not read again). */
+const forgetAnswers = (run: Run): Effect.Effect<void> =>
+  dropAnswers(run.runId).pipe(
+    Effect.provideService(SqlClient.SqlClient, run.sql),
+    uncancelled,
+    retryStore,
+    Effect.ignore
+  )
+
 /** Ends the run: records its outcome, and drops what its steps kept until then. */
 const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
   Effect.gen(function*() {
     yield* endRun(run.sessionId, run.runId, outcome)
     yield* dropAnswers(run.runId)
     yield* pruneLive(run.sql, run.sessionId)
-  }).pipe(Effect.provideService(SqlClient.SqlClient, run.sql), retryStore, Effect.orDie)
+  }).pipe(
+    Effect.provideService(SqlClient.SqlClient, run.sql),
+    retryStore,
+    Effect.orDie,
+    Effect.zipLeft(ended(run.sql, run.runId))
+  )
