@@ -64,6 +64,11 @@ export interface Runtime {
   /** A runtime whose runs take seconds at these sizes: repeated `slowRepeat` times to keep the suite short. */
   readonly slow?: boolean | undefined
   readonly run: (spec: Spec) => Promise<ReadonlyArray<unknown>>
+  /**
+   * What a run needs before it starts (its session or context, holding the spec's history), made
+   * untimed; the run it returns is what is timed. Without it, `run` is timed whole.
+   */
+  readonly prepare?: ((spec: Spec) => () => Promise<ReadonlyArray<unknown>>) | undefined
 }
 
 /**
@@ -238,9 +243,7 @@ export const slowRepeat = 3
  * @category Constructors
  */
 export const timeEach = async (
-  fs: ReadonlyArray<
-    { readonly name: string; readonly slow?: boolean | undefined; readonly run: () => Promise<unknown> }
-  >,
+  fs: ReadonlyArray<Timed>,
   options: {
     readonly warmup: number
     readonly repeat: number
@@ -264,8 +267,24 @@ export const timeEach = async (
   return samples
 }
 
+/**
+ * A function `timeEach` times: `run`, or when given, the run `prepare` returns (made untimed before each
+ * sample).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Timed {
+  readonly name: string
+  readonly slow?: boolean | undefined
+  readonly run: () => Promise<unknown>
+  readonly prepare?: (() => () => Promise<unknown>) | undefined
+}
+
+const prepared = (f: Timed): () => Promise<unknown> => f.prepare === undefined ? f.run : f.prepare()
+
 const rounds = async (
-  fs: ReadonlyArray<{ readonly name: string; readonly run: () => Promise<unknown> }>,
+  fs: ReadonlyArray<Timed>,
   warmup: number,
   repeat: number,
   samples: Record<string, Array<number>>,
@@ -276,16 +295,17 @@ const rounds = async (
   // through (a scavenge of 25–50 MB took 5–250 ms, the sample 5–10× its CPU). Not a full collection,
   // which discards the optimized code (see `settle`).
   const gc = (globalThis as { gc?: (options: { readonly type: "minor" }) => void }).gc
-  for (let i = 0; i < warmup; i++) for (const f of fs) await f.run()
+  for (let i = 0; i < warmup; i++) for (const f of fs) await prepared(f)()
   for (let i = 0; i < repeat; i++) {
     // each round starts one function further on, so no function always runs right after the same one
     for (let at = 0; at < fs.length; at++) {
       const f = fs[(at + i) % fs.length]!
-      if (settle === true) await f.run()
+      if (settle === true) await prepared(f)()
+      const run = prepared(f)
       gc?.({ type: "minor" })
       // CPU time, not wall time: on a loaded machine a run's wall time counts the other processes' turns
       const start = process.cpuUsage()
-      await f.run()
+      await run()
       const used = process.cpuUsage(start)
       samples[f.name]!.push((used.user + used.system) / 1000)
     }

@@ -157,7 +157,8 @@ const provide = (spec: Harness.Spec) => {
 }
 
 /**
- * One run of `Loop.stream` (drained) or `Loop.run` as an effect, over a fresh session and model.
+ * One run of `Loop.stream` (drained) or `Loop.run` as an effect, over a fresh session and model (made
+ * here, when the effect is, not when it runs).
  *
  * @since 0.1.0
  * @category Constructors
@@ -213,7 +214,11 @@ export const opsPerRun = (kind: "stream" | "run", spec: Harness.Spec): { ops: nu
  */
 export const stream = (concurrency?: number): Harness.Runtime => ({
   name: concurrency === undefined ? "ours.stream" : `ours.stream(concurrency ${concurrency})`,
-  run: (spec) => Effect.runPromise(effectOf("stream", spec, concurrency))
+  run: (spec) => Effect.runPromise(effectOf("stream", spec, concurrency)),
+  prepare: (spec) => {
+    const effect = effectOf("stream", spec, concurrency)
+    return () => Effect.runPromise(effect)
+  }
 })
 
 /**
@@ -224,5 +229,9 @@ export const stream = (concurrency?: number): Harness.Runtime => ({
  */
 export const run = (concurrency?: number): Harness.Runtime => ({
   name: concurrency === undefined ? "ours.run" : `ours.run(concurrency ${concurrency})`,
-  run: (spec) => Effect.runPromise(effectOf("run", spec, concurrency))
+  run: (spec) => Effect.runPromise(effectOf("run", spec, concurrency)),
+  prepare: (spec) => {
+    const effect = effectOf("run", spec, concurrency)
+    return () => Effect.runPromise(effect)
+  }
 })

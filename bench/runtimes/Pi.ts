@@ -162,6 +162,11 @@ const setup = (spec: Harness.Spec) => {
 
 const noop = () => {}
 
+const runLoopOf = (spec: Harness.Spec) => {
+  const { config, context, prompt, stream } = setup(spec)
+  return () => runAgentLoop([prompt], context, config, noop, undefined, stream)
+}
+
 /**
  * `runAgentLoop` with a no-op event sink.
  *
@@ -170,9 +175,18 @@ const noop = () => {}
  */
 export const runLoop: Harness.Runtime = {
   name: "pi.runAgentLoop",
-  run: (spec) => {
-    const { config, context, prompt, stream } = setup(spec)
-    return runAgentLoop([prompt], context, config, noop, undefined, stream)
+  run: (spec) => runLoopOf(spec)(),
+  prepare: runLoopOf
+}
+
+const loopOf = (spec: Harness.Spec) => {
+  const { config, context, prompt, stream } = setup(spec)
+  return async () => {
+    const events = agentLoop([prompt], context, config, undefined, stream)
+    for await (const _ of events) {
+      // a no-op subscriber
+    }
+    return events.result()
   }
 }
 
@@ -184,12 +198,6 @@ export const runLoop: Harness.Runtime = {
  */
 export const loop: Harness.Runtime = {
   name: "pi.agentLoop",
-  run: async (spec) => {
-    const { config, context, prompt, stream } = setup(spec)
-    const events = agentLoop([prompt], context, config, undefined, stream)
-    for await (const _ of events) {
-      // a no-op subscriber
-    }
-    return events.result()
-  }
+  run: (spec) => loopOf(spec)(),
+  prepare: loopOf
 }

@@ -65,7 +65,12 @@ export const perUnit = async (
 > => {
   const samples = await Harness.timeEach([
     { name: "floor", run: () => floor.run(spec) },
-    ...runtimes.map((runtime) => ({ name: runtime.name, slow: runtime.slow, run: () => runtime.run(spec) }))
+    ...runtimes.map((runtime) => ({
+      name: runtime.name,
+      slow: runtime.slow,
+      run: () => runtime.run(spec),
+      prepare: runtime.prepare === undefined ? undefined : () => runtime.prepare!(spec)
+    }))
   ], options)
   const floorStats = Harness.stats(samples["floor"]!)
   const figures: Record<string, Harness.Stats> = {}
