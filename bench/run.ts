@@ -92,7 +92,8 @@ const main = async (): Promise<void> => {
       lengths: quick ? [10, 100] : [10, 1000, 4000],
       turns: quick ? 5 : 50,
       deltas: 5,
-      ...timing
+      // a sample is one run of 50 turns (a millisecond or two): more of them, after a longer warm-up
+      ...(quick ? timing : { warmup: 10, repeat: 3 * Harness.repeat })
     }))
   await step(
     "e",

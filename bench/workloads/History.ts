@@ -12,8 +12,9 @@ import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Session from "../../src/services/Session.js"
 import * as Harness from "../Harness.js"
+import { floor } from "../runtimes/Floor.js"
 import * as Ours from "../runtimes/Ours.js"
-import { perUnit, type Result } from "./Overhead.js"
+import type { Result } from "./Overhead.js"
 
 /**
  * Measures µs per turn at each history length and the ratio of the longest to the shortest.
@@ -31,18 +32,42 @@ export const turnCost = async (
     readonly repeat: number
   }
 ): Promise<Result> => {
+  // every length in the same rounds, so each is sampled as warmed up as the others (timed one length
+  // after the other, the first length's samples came while the code was still being optimized)
+  const specOf = (length: number): Harness.Spec => ({
+    turns: size.turns,
+    calls: 1,
+    deltas: size.deltas,
+    tool: "echo",
+    history: length,
+    projection: true
+  })
+  const key = (name: string, length: number) => `${name} at ${length}`
+  const samples = await Harness.timeEach(
+    size.lengths.flatMap((length) => {
+      const spec = specOf(length)
+      return [
+        { name: key("floor", length), run: () => floor.run(spec) },
+        ...runtimes.map((runtime) => ({
+          name: key(runtime.name, length),
+          slow: runtime.slow,
+          run: () => runtime.run(spec),
+          prepare: runtime.prepare === undefined ? undefined : () => runtime.prepare!(spec)
+        }))
+      ]
+    }),
+    size
+  )
   const byLength: Record<string, Record<string, Harness.Stats>> = {}
   for (const length of size.lengths) {
-    const spec: Harness.Spec = {
-      turns: size.turns,
-      calls: 1,
-      deltas: size.deltas,
-      tool: "echo",
-      history: length,
-      projection: true
-    }
-    const { figures } = await perUnit(spec, runtimes, size.turns + 1, size)
-    byLength[length] = figures
+    const floorMedian = Harness.stats(samples[key("floor", length)]!).median
+    byLength[length] = Object.fromEntries(runtimes.map((runtime) => [
+      runtime.name,
+      Harness.mapStats(
+        Harness.stats(samples[key(runtime.name, length)]!),
+        (ms) => ((ms - floorMedian) * 1000) / (size.turns + 1)
+      )
+    ]))
   }
   const first = size.lengths[0]!
   const last = size.lengths[size.lengths.length - 1]!
