@@ -266,7 +266,6 @@ const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMess
     Effect.orDie
   )
 
-/** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
 /** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */
 interface BoundaryRow {
   readonly aborted: boolean
@@ -274,6 +273,7 @@ interface BoundaryRow {
   readonly message: string | null
 }
 
+/** Whether an `Abort` came, and if not the inputs that came in, taken for the step `name`. */
 const takeBoundary = (run: DurableRun, name: string) =>
   Effect.gen(function*() {
     const sql = run.sql
