@@ -102,35 +102,50 @@ export interface Subscription {
   readonly wait: (timer: Effect.Effect<void>) => Effect.Effect<boolean>
 }
 
+/**
+ * Adds a member made by `make` to the set of `key` on `sql` in `registry` for the scope, and takes it
+ * out when the scope closes (the key with it once its set is empty).
+ */
+const enrol = <A>(
+  registry: WeakMap<SqlClient.SqlClient, Map<string, Set<A>>>,
+  sql: SqlClient.SqlClient,
+  key: string,
+  make: () => A
+): Effect.Effect<A, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        let keys = registry.get(sql)
+        if (keys === undefined) registry.set(sql, keys = new Map())
+        let members = keys.get(key)
+        if (members === undefined) keys.set(key, members = new Set())
+        const member = make()
+        members.add(member)
+        return { keys, members, member }
+      }),
+      ({ keys, member, members }) =>
+        Effect.sync(() => {
+          members.delete(member)
+          if (members.size === 0 && keys.get(key) === members) keys.delete(key)
+        })
+    ),
+    ({ member }) => member
+  )
+
 /** Follows `sessionId` on `sql` for the scope. */
 export const subscribe = (
   sql: SqlClient.SqlClient,
   sessionId: string
 ): Effect.Effect<Subscription, never, Scope.Scope> =>
   Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => {
-        let sessions = followers.get(sql)
-        if (sessions === undefined) followers.set(sql, sessions = new Map())
-        let subscribers = sessions.get(sessionId)
-        if (subscribers === undefined) sessions.set(sessionId, subscribers = new Set())
-        const subscriber: Subscriber = {
-          changed: undefined,
-          wake: Deferred.unsafeMake(FiberId.none),
-          pending: [],
-          overflowed: false,
-          dropped: new Map()
-        }
-        subscribers.add(subscriber)
-        return { subscriber, subscribers, sessions }
-      }),
-      ({ sessions, subscriber, subscribers }) =>
-        Effect.sync(() => {
-          subscribers.delete(subscriber)
-          if (subscribers.size === 0 && sessions.get(sessionId) === subscribers) sessions.delete(sessionId)
-        })
-    ),
-    ({ subscriber }): Subscription => ({
+    enrol(followers, sql, sessionId, (): Subscriber => ({
+      changed: undefined,
+      wake: Deferred.unsafeMake(FiberId.none),
+      pending: [],
+      overflowed: false,
+      dropped: new Map()
+    })),
+    (subscriber): Subscription => ({
       take: () => {
         const changed = subscriber.changed
         subscriber.changed = undefined
@@ -174,25 +189,7 @@ export const endOf = (
   sql: SqlClient.SqlClient,
   runId: string
 ): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => {
-        let runs = runWaiters.get(sql)
-        if (runs === undefined) runWaiters.set(sql, runs = new Map())
-        let waiters = runs.get(runId)
-        if (waiters === undefined) runs.set(runId, waiters = new Set())
-        const waiter = Deferred.unsafeMake<void>(FiberId.none)
-        waiters.add(waiter)
-        return { runs, waiters, waiter }
-      }),
-      ({ runs, waiter, waiters }) =>
-        Effect.sync(() => {
-          waiters.delete(waiter)
-          if (waiters.size === 0 && runs.get(runId) === waiters) runs.delete(runId)
-        })
-    ),
-    ({ waiter }) => Deferred.await(waiter)
-  )
+  Effect.map(enrol(runWaiters, sql, runId, () => Deferred.unsafeMake<void>(FiberId.none)), Deferred.await)
 
 /** How many sessions of `sql` someone follows in this process (for the tests: none once every follower ended). */
 export const followed = (sql: SqlClient.SqlClient): number => followers.get(sql)?.size ?? 0
