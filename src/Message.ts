@@ -8,6 +8,7 @@
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Errors from "./Errors.js"
+import * as Pairing from "./internal/pairing.js"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -428,51 +429,8 @@ export const validateHistory = (
   messages: ReadonlyArray<Message>,
   ids?: Set<string> | undefined
 ): Either.Either<ReadonlyArray<Message>, Errors.HistoryInvalid> => {
-  // the current assistant message's call ids in `open[0, size)`, each cleared once its result is met
-  // (one array for the whole check, reused: a Map per assistant message costs a few hundred bytes)
-  const open: Array<string | undefined> = []
-  let size = 0
-  let waiting = 0
-  let openAt = 0
-  // where the next result in call order is
-  let next = 0
-  const seen = ids ?? new Set<string>()
-  const violation = (index: number, reason: string) => Either.left(new Errors.HistoryInvalid({ index, reason }))
-  const unanswered = (index: number, after: string) =>
-    violation(index, `tool call ${open.find((id) => id !== undefined)} (message ${openAt}) has no result${after}`)
-  for (let index = 0; index < messages.length; index++) {
-    const message = messages[index]!
-    if (message.role === "assistant") {
-      if (waiting > 0) return unanswered(index, " before the next assistant message")
-      // every slot is cleared here (no call waits), so the slots past `size` never match
-      size = 0
-      next = 0
-      openAt = index
-      for (const block of message.content) {
-        if (block.type !== "toolCall") continue
-        if (seen.has(block.id)) return violation(index, `tool call id ${block.id} is used twice`)
-        seen.add(block.id)
-        open[size++] = block.id
-        waiting++
-      }
-    } else if (message.role === "toolResult") {
-      const id = message.toolCallId
-      const at = open[next] === id ? next : open.indexOf(id)
-      if (at < 0) {
-        return violation(
-          index,
-          seen.has(id)
-            ? `tool call ${id} has more than one result, or its result is out of place`
-            : `tool result ${id} has no tool call`
-        )
-      }
-      open[at] = undefined
-      waiting--
-      if (at === next) next++
-    }
-  }
-  if (waiting > 0) return unanswered(messages.length, "")
-  return Either.right(messages)
+  const violation = Pairing.checkFrom(messages, 0, ids ?? new Set())
+  return violation === undefined ? Either.right(messages) : Either.left(violation)
 }
 
 /**

@@ -29,7 +29,8 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/compactionEntry",
       "internal/sqliteShared",
       "internal/processGroup",
-      "internal/limits"
+      "internal/limits",
+      "internal/pairing"
     ]
   },
   {

@@ -11,6 +11,7 @@ import * as Readline from "node:readline"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Checked from "../src/services/internal/checked.js"
 import * as Tree from "../src/services/internal/tree.js"
 import * as Session from "../src/services/Session.js"
 import * as Reaper from "./utils/reaper.js"
@@ -31,6 +32,13 @@ const round = (n: number): ReadonlyArray<Message.Message> => [
   { ...Message.toolResult({ toolCallId: `c${n}`, toolName: "work", content: `worked ${n}` }), timestamp: n * 10 + 2 },
   { ...Message.assistant(`done ${n}`), timestamp: n * 10 + 3 }
 ]
+
+/** A run of `input` (no tools) over `session` and `model`. */
+const runOn = (session: Session.Service, model: Model.Service) => (input: string) =>
+  Loop.run({ input, tools: [] }).pipe(
+    Effect.provideService(Session.Session, session),
+    Effect.provideService(Model.Model, model)
+  )
 
 /** The prompt entries of the current branch. */
 const prompts = (entries: ReadonlyArray<Session.BranchEntry>) =>
@@ -160,15 +168,49 @@ describe("Session tree: in memory", () => {
       assert.deepStrictEqual(entries.map((entry) => entry.id), ["0", "1", "2", "3"])
     }))
 
+  it.effect("runs over a session do not read its history again: the store checked it once, when it was made", () =>
+    Effect.gen(function*() {
+      // messages that count how often their role is read (each check reads it once)
+      let reads = 0
+      const counted = (message: Message.Message): Message.Message => {
+        const role = message.role
+        return Object.defineProperty({ ...message }, "role", {
+          enumerable: true,
+          get: () => (reads++, role)
+        }) as Message.Message
+      }
+      const history = Array.from({ length: 50 }, (_, n) => round(n)).flat().map(counted)
+      const session = Session.makeMemory(history)
+      const checked = reads
+      assert.isAtLeast(checked, history.length)
+      const model = Model.scripted([Message.assistant("one"), Message.assistant("two")])
+      const run = runOn(session, model)
+      yield* run("first")
+      yield* run("second")
+      assert.strictEqual(reads, checked)
+      assert.strictEqual((yield* session.messages).length, history.length + 4)
+    }))
+
+  it.effect("a message appended between runs that breaks the pairing law fails the next run, as a full check would", () =>
+    Effect.gen(function*() {
+      const session = Session.makeMemory(round(1))
+      const model = Model.scripted([Message.assistant("fine"), Message.assistant("never asked")])
+      const run = runOn(session, model)
+      yield* run("go")
+      yield* session.append(Message.toolResult({ toolCallId: "c1", toolName: "work", content: "again" }))
+      const error = yield* Effect.flip(run("go"))
+      const full = Message.validateHistory(yield* session.messages)
+      assert.isTrue(Either.isLeft(full))
+      assert.deepStrictEqual(error, Either.isLeft(full) ? full.left : undefined)
+      assert.include(error.message, "more than one result")
+      assert.strictEqual(model.requests.length, 1)
+    }))
+
   it.effect("a run on a forked session sends the model only the branch", () =>
     Effect.gen(function*() {
       const session = Session.makeMemory()
       const model = Model.scripted([Message.assistant("first answer"), Message.assistant("second answer")])
-      const run = (input: string) =>
-        Loop.run({ input, tools: [] }).pipe(
-          Effect.provideService(Session.Session, session),
-          Effect.provideService(Model.Model, model)
-        )
+      const run = runOn(session, model)
       yield* run("first question")
       yield* Effect.provideService(Session.fork(null), Session.Session, session)
       yield* run("another question")
@@ -236,6 +278,11 @@ const followModel = (session: Session.Service, ops: ReadonlyArray<Op>) =>
         }
       }
       assert.deepStrictEqual(yield* session.messages, current)
+      // the check the store keeps (from where it last stopped) is a full check's: same ids, none of
+      // another branch
+      const ids = new Set<string>()
+      assert.isTrue(Either.isRight(Message.validateHistory(current, ids)))
+      assert.deepStrictEqual(Checked.treeOf(session)?.check(), Either.right(ids))
       const branches = yield* session.branches!
       const mine = branches.filter((branch) => branch.current)
       assert.strictEqual(mine.length, 1)

@@ -15,6 +15,7 @@ import type * as Event from "../Event.js"
 import * as Message from "../Message.js"
 import * as Model from "../Model.js"
 import * as Inbox from "../services/Inbox.js"
+import * as Checked from "../services/internal/checked.js"
 import * as Permissions from "../services/Permissions.js"
 import * as Session from "../services/Session.js"
 import * as Tool from "../Tool.js"
@@ -86,8 +87,12 @@ export class Run<E, R> {
     readonly tracing: false | { readonly content: boolean },
     /** The run's own tools (its `tools` option). */
     private readonly statics: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
-    /** The tool call ids in history (seeded by the check of the history the run started from). */
-    private readonly usedIds: Set<string>
+    /**
+     * The tool call ids in history: those this run added, and those of the history it started from
+     * (in `usedIds` when the run checked it, else in `checkedIds`, the session's own set).
+     */
+    private readonly usedIds: Set<string>,
+    private readonly checkedIds: ReadonlySet<string> | undefined
   ) {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
@@ -354,7 +359,7 @@ export class Run<E, R> {
   }
 
   private idTaken(id: string): boolean {
-    return this.usedIds.has(id) || this.answerIds.includes(id)
+    return this.usedIds.has(id) || this.checkedIds?.has(id) === true || this.answerIds.includes(id)
   }
 
   /** A delta with its tool call's id made unique. */
@@ -481,9 +486,18 @@ export const make = <E, R>(
     const inbox = yield* Effect.serviceOption(Inbox.Inbox)
     const clock = yield* Effect.clock
     const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
-    const history = (yield* session.messages).slice()
+    // a store that keeps its branch checked checks only what it got since; any other is checked here
+    const tree = Checked.treeOf(session)
     const usedIds = new Set<string>()
-    yield* Message.validateHistory(history, usedIds)
+    let history: Array<Message.Message>
+    let checkedIds: ReadonlySet<string> | undefined
+    if (tree === undefined) {
+      history = (yield* session.messages).slice()
+      yield* Message.validateHistory(history, usedIds)
+    } else {
+      checkedIds = yield* tree.check()
+      history = tree.messages.slice()
+    }
     const compaction = yield* session.latestCompaction
     const span: ToolBatch.Config<E, R>["span"] = tracing
       ? (effect, name, attributes) => traced(effect, name, attributes)
@@ -508,7 +522,8 @@ export const make = <E, R>(
       () => clock.unsafeCurrentTimeMillis(),
       tracing,
       tools,
-      usedIds
+      usedIds,
+      checkedIds
     )
   })
 

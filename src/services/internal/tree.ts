@@ -3,7 +3,10 @@
  * entry before it on its branch), and the current branch is the path from the latest entry (the leaf)
  * back to the root. Shared by the in-memory and the JSON Lines stores of `Session`; pure, no effects.
  */
+import * as Either from "effect/Either"
+import type * as Errors from "../../Errors.js"
 import type * as CompactionEntry from "../../internal/compactionEntry.js"
+import * as Pairing from "../../internal/pairing.js"
 import * as Message from "../../Message.js"
 
 /** What an entry records. A `fork` entry records nothing but where the next entries go. */
@@ -95,6 +98,10 @@ export class Tree {
   /** The messages of the current branch; `undefined` while it must be replayed. */
   private current: Array<Message.Message> | undefined = []
   private currentCompaction: CompactionEntry.Compaction | undefined
+  /** The branch array `check` last read, how much of it passed, and the tool call ids of that part. */
+  private checkedOf: Array<Message.Message> | undefined
+  private checkedUpTo = 0
+  private checkedIds = new Set<string>()
 
   /** A tree holding `messages` as one branch, in one step (no per-message work but the columns). */
   static fromMessages(messages: ReadonlyArray<Message.Message>): Tree {
@@ -127,6 +134,30 @@ export class Tree {
   get compaction(): CompactionEntry.Compaction | undefined {
     if (this.current === undefined) void this.messages
     return this.currentCompaction
+  }
+  /**
+   * The current branch checked against the pairing law from where the last check stopped (a branch
+   * that only grew is not read again; a fork, or a repair that replaced the history, starts over): the
+   * tool call ids of the branch, or its first violation. The set is the tree's own, read-only to the
+   * caller; later checks add to it.
+   */
+  check(): Either.Either<ReadonlySet<string>, Errors.HistoryInvalid> {
+    const messages = this.messages
+    if (messages !== this.checkedOf) {
+      this.checkedOf = messages
+      this.checkedUpTo = 0
+      this.checkedIds = new Set()
+    }
+    if (this.checkedUpTo < messages.length) {
+      const violation = Pairing.checkFrom(messages, this.checkedUpTo, this.checkedIds)
+      if (violation !== undefined) {
+        // the ids of the failed part are in the set: the next check starts over
+        this.checkedOf = undefined
+        return Either.left(violation)
+      }
+      this.checkedUpTo = messages.length
+    }
+    return Either.right(this.checkedIds)
   }
   /** The current branch replayed with each message's entry and line (built when asked). */
   get branch(): Replayed {

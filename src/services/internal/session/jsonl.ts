@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Errors from "../../../Errors.js"
 import type * as Session from "../../Session.js"
+import { keepChecked } from "../checked.js"
 import * as Tree from "../tree.js"
 import { checkFork } from "./branches.js"
 import { SessionForkInvalid, storeFailed } from "./errors.js"
@@ -112,7 +113,7 @@ export const store = (
         }),
       branches: Effect.sync(() => tree.branches())
     }
-    return service
+    return keepChecked(service, tree)
   })
 
 /**

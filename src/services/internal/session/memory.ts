@@ -5,15 +5,20 @@
 import * as Effect from "effect/Effect"
 import type * as Message from "../../../Message.js"
 import type * as Session from "../../Session.js"
+import { keepChecked } from "../checked.js"
 import * as Tree from "../tree.js"
 import { checkFork } from "./branches.js"
 
-/** An in-memory session starting from `initial` (one branch). */
+/**
+ * An in-memory session starting from `initial` (one branch), checked here once (a violation is kept for
+ * the run that starts from it to report), so runs over it check only what was appended since.
+ */
 export const make = (initial: ReadonlyArray<Message.Message>): Session.Service => {
   const tree = Tree.Tree.fromMessages(initial)
+  tree.check()
   const add = (payload: Tree.Payload, parentId: string | null = tree.leaf) =>
     tree.add({ id: tree.freshId(), parentId, payload, line: 0, index: tree.size })
-  return {
+  return keepChecked({
     messages: Effect.sync(() => tree.messages.slice()),
     append: (...messages) =>
       Effect.sync(() => {
@@ -29,5 +34,5 @@ export const make = (initial: ReadonlyArray<Message.Message>): Session.Service =
         (fork) => Effect.sync(() => fork && add({ type: "fork", timestamp: Date.now() }, entryId))
       ),
     branches: Effect.sync(() => tree.branches())
-  }
+  }, tree)
 }

@@ -64,9 +64,10 @@ export const repair = (
     }
     out += repairBranch(lines, repairs)
     const opened: Opened = { header, created, repairs, truncateTo, out, lines }
-    // checked before anything is written, so an unrepairable file is left as it was
+    // checked before anything is written, so an unrepairable file is left as it was (and in the tree,
+    // so the first run over the session does not check it again)
     return Effect.as(
-      Effect.mapError(Message.validateHistory(tree.messages), (error) => {
+      Effect.mapError(tree.check(), (error) => {
         // the line of the first message the recorded history breaks the law at (else the last line)
         const original = Message.validateHistory(contents.messages)
         const index = Either.isLeft(original) ? original.left.index : contents.messages.length - 1
