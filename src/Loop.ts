@@ -534,10 +534,11 @@ const loop = <E, R>(
       : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
     const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
     if (started !== undefined) yield* started
-    const { endedBy, output: answer } = yield* Effect.onExit(
+    const { endedBy, output: answer } = yield* ParentRun.within(
       // the run's sub-agents report to it (their events, their statistics); an abort, even one before
       // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
-      abortOn(signal, Effect.locally(body(run, options, output), ParentRun.current, { sink, stats: run.stats })),
+      abortOn(signal, body(run, options, output)),
+      { sink, stats: run.stats },
       (exit) => finalize(run, exit)
     )
     return {

@@ -51,14 +51,14 @@ describe("bench harness", () => {
     assert.strictEqual(b.fibers, 1)
   })
 
-  it("a one-request run takes at most 156 fiber operations with Loop.run, 752 with Loop.stream drained", () => {
+  it("a one-request run takes at most 142 fiber operations with Loop.run, 738 with Loop.stream drained", () => {
     // what a run costs once, its start and end: for a stream, the hand-off to the consumer (its fiber and
     // mailbox) and the consumer's own Stream.runDrain, which alone takes 530 operations and a fiber
     const one: Harness.Spec = { turns: 0, calls: 1, deltas: 5, tool: "echo" }
     const run = Ours.opsPerRun("run", one)
     const stream = Ours.opsPerRun("stream", one)
-    assert.isAtMost(run.ops, 156, `Loop.run: ${run.ops} operations`)
-    assert.isAtMost(stream.ops, 752, `Loop.stream: ${stream.ops} operations`)
+    assert.isAtMost(run.ops, 142, `Loop.run: ${run.ops} operations`)
+    assert.isAtMost(stream.ops, 738, `Loop.stream: ${stream.ops} operations`)
     // the run's own fiber and the one Stream.runDrain runs the consumer in
     assert.deepStrictEqual([run.fibers, stream.fibers], [0, 2])
   })

@@ -6,12 +6,16 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
+import * as EventSink from "../src/internal/eventSink.js"
+import * as ParentRun from "../src/internal/parentRun.js"
+import { RunStats } from "../src/internal/runStats.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -320,6 +324,40 @@ describe("Loop.run", () => {
         ...history.map((m) => m.role),
         ...result.messages.map((m) => m.role)
       ])
+    }))
+
+  it.effect("a run sets the parent run its tools' sub-agents report to, and leaves the fiber's as it found it", () =>
+    Effect.gen(function*() {
+      const outer: ParentRun.ParentRun = { sink: EventSink.none, stats: new RunStats(0) }
+      const seen: Array<ParentRun.ParentRun | undefined> = []
+      const look = Tool.make({
+        name: "look",
+        description: "Notes the parent run its fiber sees",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.as(Effect.andThen(FiberRef.get(ParentRun.current), (parent) => seen.push(parent)), "ok")
+      })
+      const answered = scriptedRun([Message.assistant([call("l1", "look", {})]), Message.assistant("done")])
+      const failed = scriptedRun([Message.assistant([call("l1", "look", {})])])
+      const within = <A, E>(run: Effect.Effect<A, E>) =>
+        Effect.locally(
+          Effect.zipRight(Effect.exit(run), FiberRef.get(ParentRun.current)),
+          ParentRun.current,
+          outer
+        )
+      assert.strictEqual(
+        yield* within(Loop.run({ input: "hi", tools: [look] }).pipe(Effect.provide(answered.layer))),
+        outer
+      )
+      // the second request is past the script: the run fails, and still puts the parent back
+      assert.strictEqual(
+        yield* within(Loop.run({ input: "hi", tools: [look] }).pipe(Effect.provide(failed.layer))),
+        outer
+      )
+      assert.strictEqual(seen.length, 2)
+      for (const parent of seen) {
+        assert.isDefined(parent)
+        assert.notStrictEqual(parent, outer)
+      }
     }))
 
   it.effect("a scripted model past its script fails typed", () =>

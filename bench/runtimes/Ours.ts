@@ -63,20 +63,24 @@ export const fakeModel = (spec: Harness.Spec): Model.Service => {
     respond: (_request, onEvent) =>
       Effect.suspend(() => {
         const t = turn++
-        const events = turnEvents(spec, t)
-        const push = Effect.as(
-          Effect.forEach(events, (event) => event._tag === "Finish" ? Effect.void : onEvent(event), {
-            discard: true
-          }),
-          (events[events.length - 1] as Extract<Model.Event, { _tag: "Finish" }>).message
-        )
-        if (gate === undefined || gate.turn !== t) return push
+        const push = () => {
+          const events = turnEvents(spec, t)
+          return Effect.as(
+            Effect.forEach(events, (event) => event._tag === "Finish" ? Effect.void : onEvent(event), {
+              discard: true
+            }),
+            (events[events.length - 1] as Extract<Model.Event, { _tag: "Finish" }>).message
+          )
+        }
+        if (gate === undefined || gate.turn !== t) return push()
+        // the turn's events are made once the gate opens, as pi's stream function does: a run held at
+        // the gate does not keep them
         return Effect.zipRight(
           Effect.promise(() => {
             gate.waiting++
             return gate.promise
           }),
-          push
+          Effect.suspend(push)
         )
       })
   })
