@@ -19,6 +19,7 @@ import * as Adapter from "./workloads/Adapter.js"
 import * as Concurrent from "./workloads/Concurrent.js"
 import * as DurableIdle from "./workloads/DurableIdle.js"
 import * as History from "./workloads/History.js"
+import * as IdleFloor from "./workloads/IdleFloor.js"
 import * as Memory from "./workloads/Memory.js"
 import * as Overhead from "./workloads/Overhead.js"
 import * as Parallel from "./workloads/Parallel.js"
@@ -26,7 +27,7 @@ import * as Serve from "./workloads/Serve.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
-const selected = args.filter((a) => /^[a-k]$/.test(a))
+const selected = args.filter((a) => /^[a-l]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
 // `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
@@ -112,6 +113,7 @@ const main = async (): Promise<void> => {
   await step("i", () => History.resume({ lengths: quick ? [400, 2000] : [4000, 20_000], repeat: quick ? 2 : 5 }))
   await step("j", () => Adapter.adapterCost({ turns: quick ? [10, 50] : [10, 1000], deltas: 5, ...timing }))
   await step("k", () => Serve.serve(serveSizes))
+  await step("l", () => IdleFloor.idleFloor({ fibers: quick ? 200 : 5000 }))
   await step("h", () => DurableIdle.idleSessions({ sessions: quick ? 50 : 1000, idleWaitMs: 35_000 }))
   if (selected.length === 0 && !quick && runtimeNames === undefined) {
     await Report.write("BENCHMARKS.md", results, started)

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -152,11 +153,12 @@ const historyOf = (count: number | undefined): ReadonlyArray<Message.Message> =>
 
 const provide = (spec: Harness.Spec) => {
   const session = Session.makeMemory(historyOf(spec.history))
-  const model = fakeModel(spec)
+  // the run's services in one context, as the server provides them (one provideService each keeps an
+  // acquire-release of its own on the fiber's stack for the whole run)
+  const context = Context.make(Model.Model, fakeModel(spec)).pipe(Context.add(Session.Session, session))
   return {
     session,
-    provide: <A, E>(effect: Effect.Effect<A, E, Model.Model | Session.Session>) =>
-      effect.pipe(Effect.provideService(Model.Model, model), Effect.provideService(Session.Session, session))
+    provide: <A, E>(effect: Effect.Effect<A, E, Model.Model | Session.Session>) => Effect.provide(effect, context)
   }
 }
 
