@@ -6,6 +6,8 @@
  * @since 0.1.0
  */
 import { performance } from "node:perf_hooks"
+import * as V8 from "node:v8"
+import * as Vm from "node:vm"
 
 /**
  * One scripted run: `turns` turns with `deltas` text deltas and `calls` tool calls each, then a final
@@ -201,18 +203,27 @@ export const time = async (
 }
 
 /**
- * Forces a full garbage collection (the process must run with `--expose-gc`), twice so weak
- * references and finalizers settle.
+ * Forces a full garbage collection, twice so weak references and finalizers settle. `npm run bench`
+ * runs node with `--expose-gc`; in a process started without it (the test suite) the flag is set here and
+ * the collector's function taken from a fresh context.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const gc = async (): Promise<void> => {
-  const collect = (globalThis as { gc?: () => void }).gc
-  if (collect === undefined) throw new Error("run with node --expose-gc (npm run bench does)")
+  const collect = (globalThis as { gc?: () => void }).gc ?? exposedGc()
   collect()
   await new Promise((resolve) => setImmediate(resolve))
   collect()
+}
+
+let exposed: (() => void) | undefined
+const exposedGc = (): () => void => {
+  if (exposed === undefined) {
+    V8.setFlagsFromString("--expose-gc")
+    exposed = Vm.runInNewContext("gc") as () => void
+  }
+  return exposed
 }
 
 /**

@@ -8,6 +8,7 @@ import * as OursAiSdk from "../bench/runtimes/OursAiSdk.js"
 import * as Pi from "../bench/runtimes/Pi.js"
 import * as Abort from "../bench/workloads/Abort.js"
 import * as Adapter from "../bench/workloads/Adapter.js"
+import * as IdleFloor from "../bench/workloads/IdleFloor.js"
 import * as Overhead from "../bench/workloads/Overhead.js"
 import * as Serve from "../bench/workloads/Serve.js"
 
@@ -62,6 +63,20 @@ describe("bench harness", () => {
     // the run's own fiber and the one Stream.runDrain runs the consumer in
     assert.deepStrictEqual([run.fibers, stream.fibers], [0, 2])
   })
+
+  it.live("the idle-floor workload: a drained stream keeps more than the wait it drains, a streamed run more than a run", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() => IdleFloor.idleFloor({ fibers: 200 }))
+      const kb = (result.runtimes as Record<string, Record<string, number>>).effect!
+      assert.strictEqual(Object.keys(kb).length, 6)
+      for (const value of Object.values(kb)) assert.isAbove(value, 0)
+      // each is thousands of bytes a fiber apart: a forced collection is exact to far less
+      assert.isAbove(kb["Stream.runDrain(Stream.fromChannel(Channel.fromEffect(wait)))"]!, kb["a bare Deferred.await"]!)
+      assert.isAbove(
+        kb["Loop.stream drained, held at its sixth request"]!,
+        kb["Loop.run, held at its sixth request"]!
+      )
+    }))
 
   it.live("the overhead workload reports each runtime and our ratio to each peer", () =>
     Effect.gen(function*() {

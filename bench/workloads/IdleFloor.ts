@@ -51,8 +51,15 @@ const heapPer = async (
 ) => {
   await Harness.gc()
   const before = process.memoryUsage().heapUsed
+  let settled = false
   const all = Promise.all(Array.from({ length: fibers }, (_, index) => hold(index)))
-  while (waiting() < fibers) await turn()
+  // (handles a failure too: it is thrown below, or by the `await all` after the measurement)
+  all.then(() => (settled = true), () => (settled = true))
+  while (waiting() < fibers) {
+    // a fiber that ended (or failed) before its wait would leave this waiting for ever
+    if (settled) throw new Error(`only ${waiting()} of ${fibers} fibers reached their wait`)
+    await turn()
+  }
   // a fiber counted just before its wait reaches it in the scheduler's next round
   await turn()
   await Harness.gc()
