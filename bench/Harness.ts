@@ -294,6 +294,20 @@ export interface Timed {
 
 const prepared = (f: Timed): () => Promise<unknown> => f.prepare === undefined ? f.run : f.prepare()
 
+/**
+ * A runtime's runs of `spec` as `timeEach` times them (its `prepare` untimed when it has one), under
+ * `name` (the runtime's own by default).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const timed = (runtime: Runtime, spec: Spec, name: string = runtime.name): Timed => ({
+  name,
+  slow: runtime.slow,
+  run: () => runtime.run(spec),
+  prepare: runtime.prepare === undefined ? undefined : () => runtime.prepare!(spec)
+})
+
 const rounds = async (
   fs: ReadonlyArray<Timed>,
   warmup: number,

@@ -282,8 +282,11 @@ const maxIssueLength = 500
 const cap = (text: string, max: number) =>
   text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
 
-/** Whether a value nests arrays and objects deeper than `max` (iteratively: no stack to overflow). */
-// without an array or a tuple made per value: a call's arguments are checked at every call
+/**
+ * Whether a value nests arrays and objects deeper than `max`. Recursive, but never more than `max` calls
+ * deep (`maxInputDepth`, 100), so a hostile input cannot overflow the stack; no array or tuple is made
+ * per value, since a call's arguments are checked at every call.
+ */
 const depthExceeds = (value: unknown, max: number): boolean => {
   if (typeof value !== "object" || value === null) return false
   if (max <= 0) return true

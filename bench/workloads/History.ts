@@ -48,12 +48,7 @@ export const turnCost = async (
       const spec = specOf(length)
       return [
         { name: key("floor", length), run: () => floor.run(spec) },
-        ...runtimes.map((runtime) => ({
-          name: key(runtime.name, length),
-          slow: runtime.slow,
-          run: () => runtime.run(spec),
-          prepare: runtime.prepare === undefined ? undefined : () => runtime.prepare!(spec)
-        }))
+        ...runtimes.map((runtime) => Harness.timed(runtime, spec, key(runtime.name, length)))
       ]
     }),
     size

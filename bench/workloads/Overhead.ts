@@ -65,12 +65,7 @@ export const perUnit = async (
 > => {
   const samples = await Harness.timeEach([
     { name: "floor", run: () => floor.run(spec) },
-    ...runtimes.map((runtime) => ({
-      name: runtime.name,
-      slow: runtime.slow,
-      run: () => runtime.run(spec),
-      prepare: runtime.prepare === undefined ? undefined : () => runtime.prepare!(spec)
-    }))
+    ...runtimes.map((runtime) => Harness.timed(runtime, spec))
   ], options)
   const floorStats = Harness.stats(samples["floor"]!)
   const figures: Record<string, Harness.Stats> = {}
