@@ -13,6 +13,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import * as NodeFs from "node:fs"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
@@ -201,6 +202,79 @@ for (const [storeName, storeLayer] of stores) {
             const saved = sql`SELECT step FROM effect_agent_answers WHERE run_id = ${runId}`
             yield* Effect.repeat(saved, { until: (rows) => rows.length === 0, schedule: Schedule.spaced("20 millis") })
           }).pipe(Effect.provide(runner(store, model, options)), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a quick turn's last live events are stored with its answer: each once, in order; on PostgreSQL in its statements",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          // two echo calls, then the answer; each response streams one delta
+          const model = Model.make({
+            respond: (request, onEvent) => {
+              const first = !request.messages.some((message) => message.role === "assistant")
+              return Effect.as(
+                onEvent({ _tag: "TextDelta", index: 0, delta: first ? "calling" : "done" }),
+                first
+                  ? Message.assistant([
+                    Message.text("calling"),
+                    Message.toolCall("q1", "echo", { text: "a" }),
+                    Message.toolCall("q2", "echo", { text: "b" })
+                  ])
+                  : Message.assistant("done")
+              )
+            }
+          })
+          // the text of every statement the runner sends
+          const statements: Array<string> = []
+          const base = yield* Effect.tracer
+          const tracer = Tracer.make({
+            span: (name, parent, context, links, startTime, kind, options) => {
+              const span = base.span(name, parent, context, links, startTime, kind, options)
+              if (name === "sql.execute") {
+                const attribute = span.attribute.bind(span)
+                span.attribute = (key, value) => {
+                  if (key === "db.query.text") statements.push(String(value))
+                  attribute(key, value)
+                }
+              }
+              return span
+            },
+            context: (f, fiber) => base.context(f, fiber)
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("held")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ readonly events: string }>`SELECT events FROM effect_agent_live
+              WHERE session_id = 'held' ORDER BY id`
+            const events = rows.flatMap((row) => JSON.parse(row.events) as Array<{ readonly _tag: string }>)
+            const of = (event: { readonly _tag: string }) =>
+              "toolCallId" in event ? `${event._tag} ${event.toolCallId}` : `${event._tag} ${(event as any).position}`
+            const described = events.map(of)
+            // the first answer's start and delta, written before its calls ran; each call's start and end
+            // (the two calls in either order); the last answer's
+            assert.deepStrictEqual(described.slice(0, 2), ["ResponseStart 1", "ResponseDelta 1"])
+            assert.deepStrictEqual(described.slice(2, 6).sort(), [
+              "ToolEnd q1",
+              "ToolEnd q2",
+              "ToolStart q1",
+              "ToolStart q2"
+            ])
+            assert.deepStrictEqual(described.slice(6), ["ResponseStart 4", "ResponseDelta 4"])
+            if (storeName === "PostgreSQL") {
+              // none in a statement of its own: with the saved answer, then with each turn's commit
+              const live = statements.filter((text) => text.includes("INSERT INTO effect_agent_live"))
+              assert.deepStrictEqual(live.map((text) => text.trimStart().startsWith("WITH live AS")), [
+                true,
+                true,
+                true
+              ])
+            }
+          }).pipe(Effect.provide(runner(store, model)), Effect.withTracer(tracer))
         }).pipe(Effect.scoped),
       60_000
     )

@@ -27,7 +27,7 @@ import * as Stream from "effect/Stream"
 import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
-import { insertLive } from "../src/internal/durable/store.js"
+import { insertLive, liveRow } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
@@ -418,7 +418,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const call = { sessionId: "handed", position: null, callId: "late" }
           const started = { _tag: "ToolStart" as const, toolCallId: "late", toolName: "echo", input: {} }
           Feed.publish(sql, "handed", { writer: late, first: true, position: null, callId: "late", event: started })
-          yield* Effect.orDie(insertLive(sql, call, [started], late))
+          yield* Effect.orDie(insertLive(sql, [liveRow(call, [started], late)]))
           const { queue } = yield* followHourly("handed")
           const tags = (events: ReadonlyArray<Durable.SessionEvent>) => events.map((event) => event._tag)
           assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "ToolStart")), [
@@ -443,13 +443,13 @@ describe("Durable Events: the change feed of a runner's process", () => {
           // the late call's next event: not from the feed (the follower missed its start there), from the store
           const update = { _tag: "ToolUpdate" as const, toolCallId: "late", toolName: "echo", update: "half" }
           Feed.publish(sql, "handed", { writer: late, first: false, position: null, callId: "late", event: update })
-          yield* Effect.orDie(insertLive(sql, call, [update], late))
+          yield* Effect.orDie(insertLive(sql, [liveRow(call, [update], late)]))
           assert.deepStrictEqual(yield* takeUntil(queue, (event) => event._tag === "ToolUpdate"), [update])
           // the response's batch written and its answer stored: the answer comes, its events not again
-          yield* Effect.orDie(insertLive(sql, { sessionId: "handed", position: 1, callId: null }, [
+          yield* Effect.orDie(insertLive(sql, [liveRow({ sessionId: "handed", position: 1, callId: null }, [
             { _tag: "ResponseStart", position: 1 },
             delta
-          ], response))
+          ], response)]))
           yield* Effect.orDie(session.append(Message.assistant("fed")))
           yield* Feed.notify(sql, "handed", "all")
           assert.deepStrictEqual(tags(yield* takeUntil(queue, (event) => event._tag === "Message")), ["Message"])
@@ -486,13 +486,15 @@ describe("Durable Events: the change feed of a runner's process", () => {
           })
           publish(writer, false, delta("after"))
           yield* Effect.orDie(
-            insertLive(sql, { sessionId: "piled", position: 1, callId: null }, [delta("stored")], writer)
+            insertLive(sql, [liveRow({ sessionId: "piled", position: 1, callId: null }, [delta("stored")], writer)])
           )
           // the next step of the session: from the feed, or from the store if the feed dropped its start too
           const next = Feed.newWriter()
           const started = { _tag: "ToolStart" as const, toolCallId: "next", toolName: "echo", input: {} }
           Feed.publish(sql, "piled", { writer: next, first: true, position: null, callId: "next", event: started })
-          yield* Effect.orDie(insertLive(sql, { sessionId: "piled", position: null, callId: "next" }, [started], next))
+          yield* Effect.orDie(
+            insertLive(sql, [liveRow({ sessionId: "piled", position: null, callId: "next" }, [started], next)])
+          )
           const got = yield* takeUntil(queue, (event) => event._tag === "ToolStart")
           assert.deepStrictEqual(got.map((event) => event._tag), ["ToolStart"])
         }).pipe(Effect.provide(inProcessRunner(store, Model.scripted([]))))

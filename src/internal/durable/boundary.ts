@@ -30,7 +30,7 @@ import { ended, notify } from "./feed.js"
 import { liveResponse, liveToolCall } from "./live.js"
 import { mayRerun, type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
-import { endRun, pruneLive, retryStore, uncancelled } from "./store.js"
+import { endRun, insertLive, type LiveRow, pruneLive, retryStore, uncancelled, withLive } from "./store.js"
 import type { Run as DurableRun } from "./turns.js"
 
 /** What a tool call step returns: the call's output as the loop takes it. */
@@ -100,16 +100,24 @@ export const respond = (
     if (opening.aborted) yield* Deferred.succeed(abort, undefined)
     else yield* Effect.forkScoped(Effect.intoDeferred(Effect.zipRight(Effect.sleep(interval), run.abortSignal), abort))
     const abortSignal = Deferred.await(abort)
+    // the last live events of the response, written with the answer: saved before its calls, or else
+    // with the turn, or else (the calls take steps of their own) now
+    const held: Array<LiveRow> = []
     // the answer a step cut off by a crash saved before its calls ran is not asked for again
     const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
       Effect.raceFirst(
         model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
         Effect.as(abortSignal, abortedAnswer())
-      )))
+      ), held))
     const admitted = turn ? admit(run, options, tools, answer) : undefined
-    if (admitted === undefined) return answer
-    if (saved === undefined && Message.toolCalls(answer).length > 0) yield* saveAnswer(run, name, answer)
-    return yield* fold(run, name, answer, admitted, abortSignal)
+    if (admitted === undefined) {
+      yield* Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void)
+      return answer
+    }
+    if (saved === undefined && Message.toolCalls(answer).length > 0) {
+      yield* saveAnswer(run, name, answer, held.splice(0))
+    }
+    return yield* fold(run, name, answer, admitted, abortSignal, held)
   }))
   return step(Activity.make({ name, success: Response, error: Errors.ModelError, execute })).pipe(
     Effect.map((response) => {
@@ -155,14 +163,16 @@ const admit = (
 
 /**
  * Runs the answer's calls as the loop would (its tool batch: order, concurrency, write keys, results),
- * then commits the turn: the boundary, the answer and results appended, the step's result saved.
+ * then commits the turn: the boundary, the answer and results appended, the step's result saved, and
+ * the last live events of the response (`held`) and of the calls.
  */
 const fold = (
   run: DurableRun,
   name: string,
   answer: Message.AssistantMessage,
   tools: ReadonlyArray<Tool.Any>,
-  abortSignal: Effect.Effect<void>
+  abortSignal: Effect.Effect<void>,
+  held: Array<LiveRow>
 ) =>
   Effect.gen(function*() {
     const calls = Message.toolCalls(answer)
@@ -177,7 +187,8 @@ const fold = (
           run.sql,
           run.sessionId,
           { ...context, input },
-          (update) => executeTool(tool, input, context, update, abortSignal)
+          (update) => executeTool(tool, input, context, update, abortSignal),
+          held
         ).pipe(Effect.tapError((error) => Effect.sync(() => failures.set(error, context.toolCallId))))
     }))
     const config: ToolBatch.Config<unknown, unknown> = {
@@ -202,7 +213,7 @@ const fold = (
         : {})
     }
     // a call that ended the run: the loop fails the turn, and the inbox is left for the next run
-    return yield* commit(run, name, turn, Option.isNone(terminal), calls.length === 0)
+    return yield* commit(run, name, turn, Option.isNone(terminal), calls.length === 0, held)
   })
 
 /**
@@ -210,14 +221,16 @@ const fold = (
  * taken), the answer and results appended to the log, and the step's result saved under its name. The
  * last turn of a run (`last`: an answer without calls; no `Abort` and no input at its boundary) ends the
  * run too, as `finish` would: its outcome recorded, the saved results of the run's other steps dropped
- * (the workflow drops this step's once the engine stored its result).
+ * (the workflow drops this step's once the engine stored its result). The turn's last live events
+ * (`held`) go in the same transaction (on PostgreSQL in the statement that saves the step's result).
  */
 const commit = (
   run: DurableRun,
   name: string,
   turn: Omit<Folded, "_tag" | "boundary" | "ended">,
   withBoundary: boolean,
-  last: boolean
+  last: boolean,
+  held: ReadonlyArray<LiveRow>
 ): Effect.Effect<Folded> => {
   const sql = run.sql
   return Effect.gen(function*() {
@@ -233,9 +246,13 @@ const commit = (
       ...(outcome === undefined ? {} : { ended: outcome })
     }
     yield* run.store.append(folded.answer, ...folded.results)
-    yield* sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
-      VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
-      ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
+    yield* withLive(
+      sql,
+      held,
+      sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
+        VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
+        ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
+    )
     if (outcome === undefined) {
       // the answer stored: the live events of earlier steps are no longer needed
       yield* run.pruneLive
@@ -257,13 +274,21 @@ const commit = (
   )
 }
 
-/** Saves the answer of a step before its calls run: a step cut off by a crash runs them again with it. */
-const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage) =>
-  run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
-    VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`.pipe(
+/**
+ * Saves the answer of a step before its calls run (a step cut off by a crash runs them again with it),
+ * with the response's last live events (`held`).
+ */
+const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage, held: ReadonlyArray<LiveRow>) =>
+  withLive(
+    run.sql,
+    held,
+    run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
+      VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`
+  ).pipe(
     uncancelled,
     retryStore,
-    Effect.orDie
+    Effect.orDie,
+    Effect.zipRight(held.length === 0 ? Effect.void : notify(run.sql, run.sessionId, "live"))
   )
 
 /** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */

@@ -16,7 +16,7 @@ import type * as Tool from "../../Tool.js"
 import { describe } from "./errors.js"
 import * as Feed from "./feed.js"
 import type { LiveEvent } from "./models.js"
-import { insertLive } from "./store.js"
+import { insertLive, type LiveRow, liveRow } from "./store.js"
 
 /**
  * How long an event waits in a step's buffer before it is written with those that came meanwhile: at
@@ -30,8 +30,9 @@ const liveWriteGap = Duration.millis(20)
  * (`Feed.publish`) and buffers it (merging consecutive deltas of one block), a
  * fiber of the scope writes the buffer `liveWriteGap` after an event came to it empty, one write at a
  * time (what comes meanwhile goes in the same write: the busier the store, the larger the batches), and
- * `flush` writes what is left. Writes are in order and their failures ignored: the step never waits for
- * them beyond a write, nor fails.
+ * `flush` writes what is left, or `hold` hands it to the caller as a row to write with its next statement
+ * (see `liveResponse`). Writes are in order and their failures ignored: the step never waits for them
+ * beyond a write, nor fails.
  */
 const liveWriter = (
   sql: SqlClient.SqlClient,
@@ -42,12 +43,22 @@ const liveWriter = (
     let first = true
     let buffer: Array<LiveEvent> = []
     const lock = yield* Effect.makeSemaphore(1)
-    const flush = lock.withPermits(1)(Effect.suspend(() => {
-      if (buffer.length === 0) return Effect.void
+    // (a batch whose events do not encode as JSON is dropped: live events are best-effort)
+    const take = (): ReadonlyArray<LiveRow> => {
+      if (buffer.length === 0) return []
       const batch = buffer
       buffer = []
-      return insertLive(sql, target, batch, writer)
-    })).pipe(Effect.catchAllCause(() => Effect.void))
+      try {
+        return [liveRow(target, batch, writer)]
+      } catch {
+        return []
+      }
+    }
+    const flush = lock.withPermits(1)(Effect.suspend(() => insertLive(sql, take()))).pipe(
+      Effect.catchAllCause(() => Effect.void)
+    )
+    // (after a write in progress: the rows stay in order)
+    const hold = (held: Array<LiveRow>) => lock.withPermits(1)(Effect.sync(() => held.push(...take())))
     const ready = yield* Queue.dropping<void>(1)
     yield* Effect.forkScoped(
       Effect.forever(Effect.zipRight(Queue.take(ready), Effect.zipRight(Effect.sleep(liveWriteGap), flush)))
@@ -66,7 +77,7 @@ const liveWriter = (
         mergeInto(buffer, event)
         ready.unsafeOffer(undefined)
       })
-    return { push, flush }
+    return { push, flush, hold }
   })
 
 /** Appends `event`, merged into the last one when both are deltas of the same block. */
@@ -84,27 +95,47 @@ const mergeInto = (buffer: Array<LiveEvent>, event: LiveEvent) => {
   buffer.push(event)
 }
 
-/** A model response as a step: its deltas (`emit`) are written as the live events of `position`. */
+/**
+ * The end of a step's writer: with `held`, what is left of an effect that did not end by interruption is
+ * added to it, for the caller to write with the statement that stores what the events lead to (one
+ * statement fewer; see `withLive`); otherwise, or on interruption, it is written now.
+ */
+const finish = (
+  live: { readonly flush: Effect.Effect<void>; readonly hold: (held: Array<LiveRow>) => Effect.Effect<void> },
+  held: Array<LiveRow> | undefined
+) =>
+<A, E>(exit: Exit.Exit<A, E>): Effect.Effect<void> =>
+  held === undefined || Exit.isInterrupted(exit) ? live.flush : live.hold(held)
+
+/**
+ * A model response as a step: its deltas (`emit`) are written as the live events of `position`; with
+ * `held`, the last of them are left there (see `finish`).
+ */
 export const liveResponse = <E, R>(
   sql: SqlClient.SqlClient,
   sessionId: string,
   position: number,
-  respond: (emit: (event: Model.Delta) => Effect.Effect<void>) => Effect.Effect<Message.AssistantMessage, E, R>
+  respond: (emit: (event: Model.Delta) => Effect.Effect<void>) => Effect.Effect<Message.AssistantMessage, E, R>,
+  held?: Array<LiveRow>
 ): Effect.Effect<Message.AssistantMessage, E, R> =>
   Effect.scoped(Effect.gen(function*() {
     const live = yield* liveWriter(sql, { sessionId, position, callId: null })
     yield* live.push({ _tag: "ResponseStart", position })
     return yield* respond((event) => live.push({ _tag: "ResponseDelta", position, event })).pipe(
-      Effect.ensuring(live.flush)
+      Effect.onExit(finish(live, held))
     )
   }))
 
-/** A tool call as a step: its start, progress (`update`) and end are written as live events. */
+/**
+ * A tool call as a step: its start, progress (`update`) and end are written as live events; with `held`,
+ * the last of them are left there (see `finish`).
+ */
 export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E, R>(
   sql: SqlClient.SqlClient,
   sessionId: string,
   call: { readonly toolCallId: string; readonly toolName: string; readonly input: unknown },
-  execute: (update: (progress: unknown) => Effect.Effect<void>) => Effect.Effect<A, E, R>
+  execute: (update: (progress: unknown) => Effect.Effect<void>) => Effect.Effect<A, E, R>,
+  held?: Array<LiveRow>
 ): Effect.Effect<A, E, R> =>
   Effect.scoped(Effect.gen(function*() {
     const { input, toolCallId, toolName } = call
@@ -124,6 +155,6 @@ export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E,
           content: [Message.text(describe(failure.value))]
         })
       }),
-      Effect.ensuring(live.flush)
+      Effect.onExit(finish(live, held))
     )
   }))

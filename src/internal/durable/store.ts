@@ -4,6 +4,8 @@
  * after a crash writes nothing twice.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -226,18 +228,57 @@ export const alwaysAllowed = (sessionId: string) =>
 /** How long live events are kept after their message. */
 const liveRetention = Duration.seconds(10)
 
-export const insertLive = (
-  sql: SqlClient.SqlClient,
+/**
+ * A batch of a step's live events as the row it is written as (`events` encoded). A step's last batch
+ * may be held back and written with the statement that stores what the events lead to (`withLive`).
+ */
+export interface LiveRow {
+  readonly session_id: string
+  readonly message_position: number | null
+  readonly call_id: string | null
+  readonly events: string
+  readonly at: number
+  readonly writer: string
+}
+
+/** The row of a batch of live events (throws when an event does not encode as JSON). */
+export const liveRow = (
   target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null },
   events: ReadonlyArray<unknown>,
   writer: string
-) =>
-  Effect.zipLeft(
-    uncancelled(sql`INSERT INTO effect_agent_live (session_id, message_position, call_id, events, at, writer)
-      VALUES (${target.sessionId}, ${target.position}, ${target.callId}, ${JSON.stringify(events)}, ${Date.now()},
-      ${writer})`),
-    Feed.notify(sql, target.sessionId, "live")
+): LiveRow => ({
+  session_id: target.sessionId,
+  message_position: target.position,
+  call_id: target.callId,
+  events: JSON.stringify(events),
+  at: Date.now(),
+  writer
+})
+
+/** Writes rows of live events (all of one session) and wakes the session's followers in this process. */
+export const insertLive = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
+  rows.length === 0 ? Effect.void : Effect.zipLeft(
+    uncancelled(sql`INSERT INTO effect_agent_live ${sql.insert(rows as Array<LiveRow & Record<string, unknown>>)}`),
+    Feed.notify(sql, rows[0]!.session_id, "live")
   )
+
+/**
+ * `statement` with `rows` of live events written before it: on PostgreSQL in the same statement (one
+ * round trip), elsewhere as a statement of their own just before it. The followers are not woken: the
+ * caller does, once what the events lead to is committed.
+ */
+export const withLive = <A extends object>(
+  sql: SqlClient.SqlClient,
+  rows: ReadonlyArray<LiveRow>,
+  statement: Statement.Statement<A>
+): Effect.Effect<ReadonlyArray<A>, SqlError> => {
+  if (rows.length === 0) return statement
+  const insert = sql.insert(rows as Array<LiveRow & Record<string, unknown>>)
+  return sql.onDialectOrElse({
+    pg: () => sql<A>`WITH live AS (INSERT INTO effect_agent_live ${insert}) ${statement}`,
+    orElse: () => Effect.zipRight(sql`INSERT INTO effect_agent_live ${insert}`, statement)
+  })
+}
 
 /**
  * The least time between two deletes of a run's old live events after its answers (`pruneLiveEvery`):
