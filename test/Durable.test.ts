@@ -207,7 +207,8 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
-      "a quick turn's last live events are stored with its answer: each once, in order; on PostgreSQL in its statements",
+      "a quick turn's last live events are stored with its answer: each once, in order; on PostgreSQL in its " +
+        "statements; a model step new to every execution reads no saved answer",
       () =>
         Effect.gen(function*() {
           const store = yield* freshStore
@@ -265,6 +266,12 @@ for (const [storeName, storeLayer] of stores) {
               "ToolStart q2"
             ])
             assert.deepStrictEqual(described.slice(6), ["ResponseStart 4", "ResponseDelta 4"])
+            // the first model step of the run looked for what an earlier try saved; the second, new to every
+            // execution of the run, did not
+            assert.strictEqual(
+              statements.filter((text) => text.includes("SELECT response FROM effect_agent_answers")).length,
+              1
+            )
             if (storeName === "PostgreSQL") {
               // none in a statement of its own: with the saved answer, then with each turn's commit
               const live = statements.filter((text) => text.includes("INSERT INTO effect_agent_live"))

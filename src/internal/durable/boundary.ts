@@ -90,7 +90,12 @@ export const respond = (
   const position = run.history.length
   const interval = Duration.decode(options.abortPollInterval ?? "200 millis")
   const execute = Effect.scoped(Effect.gen(function*() {
-    const opening = yield* opened(run.sql, run.runId, name)
+    // a step new to every execution (see `ranModelSteps`) has nothing saved, and is not read for it; an
+    // `Abort` is then seen at the watch's first poll or the turn's boundary (the boundary before the
+    // step checked it a moment ago)
+    const fresh = run.ranModelSteps.size > 0 && !run.ranModelSteps.has(name)
+    run.ranModelSteps.add(name)
+    const opening = fresh ? notOpened : yield* opened(run.sql, run.runId, name)
     const saved = opening.saved === null ? undefined : yield* Effect.orDie(decodeSaved(opening.saved))
     // a step that committed its turn before a crash cut it off: what it saved is the turn
     if (saved !== undefined && "_tag" in saved) return saved
@@ -107,7 +112,7 @@ export const respond = (
     const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
       Effect.raceFirst(
         model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
-        Effect.as(abortSignal, abortedAnswer())
+        Effect.zipRight(abortSignal, Effect.sync(abortedAnswer))
       ), held))
     const admitted = turn ? admit(run, options, tools, answer) : undefined
     if (admitted === undefined) {
@@ -333,6 +338,9 @@ const takeBoundary = (run: DurableRun, name: string) =>
     return { aborted: false, input }
   })
 
+/** What a step new to every execution finds as it opens, without reading it (see `ranModelSteps`). */
+const notOpened = { saved: null, aborted: false } as const
+
 /**
  * What a model step finds as it opens, in one statement: the turn it saved before a crash cut it off
  * (`null`: none), and whether an `Abort` came for the run.
@@ -428,7 +436,10 @@ export const executeTool = (
   return Effect.map(
     Effect.raceFirst(
       execution,
-      Effect.zipRight(abortSignal, Effect.fail(new Errors.ToolExecutionFailed({ description: "Operation aborted" })))
+      Effect.zipRight(
+        abortSignal,
+        Effect.failSync(() => new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
+      )
     ),
     Tool.outputContent
   )

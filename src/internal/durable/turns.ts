@@ -48,6 +48,14 @@ export interface Run {
   readonly pruneLive: Effect.Effect<void>
   /** The model responses asked for so far in this execution: they name the steps. */
   modelCalls: number
+  /**
+   * The model steps whose body ran in this execution (not replayed from their stored results). A step
+   * the engine runs after the first of them is new to every execution: an earlier one that crashed got
+   * no further than the step it was in, which this execution ran first (the engine stores a step's
+   * result before it hands it to the workflow, so no execution starts a step before the previous one's
+   * result is stored).
+   */
+  readonly ranModelSteps: Set<string>
   /** The turns taken so far, the one going on included. */
   turns: number
   /** The turn's calls and boundary when its model step ran them (`Boundary.respond`). */
@@ -102,6 +110,7 @@ export const begin = (
       abortSignal,
       pruneLive: pruneLiveEvery(sql, sessionId),
       modelCalls: 0,
+      ranModelSteps: new Set(),
       turns: 0,
       folded: undefined
     }
