@@ -16,6 +16,7 @@ import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import * as NodeFs from "node:fs"
 import * as Durable from "../src/Durable.js"
+import * as Errors from "../src/Errors.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Tool from "../src/Tool.js"
@@ -282,6 +283,36 @@ for (const [storeName, storeLayer] of stores) {
               ])
             }
           }).pipe(Effect.provide(runner(store, model)), Effect.withTracer(tracer))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a response that fails after its first delta: the run fails typed, and the delta is stored as a live event",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.make({
+            respond: (_, onEvent) =>
+              Effect.zipRight(
+                onEvent({ _tag: "TextDelta", index: 0, delta: "half an answer" }),
+                Effect.fail(
+                  new Errors.ModelAuthenticationFailed({ provider: "test", description: "the key was revoked" })
+                )
+              )
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("failed")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            const outcome = yield* client.Wait({ runId })
+            assert.strictEqual(outcome._tag, "Failed")
+            assert.include(outcome._tag === "Failed" ? outcome.reason : "", "the key was revoked")
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ readonly events: string }>`SELECT events FROM effect_agent_live
+              WHERE session_id = 'failed' ORDER BY id`
+            const events = rows.flatMap((row) => JSON.parse(row.events) as Array<Durable.SessionEvent>)
+            assert.deepStrictEqual(events.map((event) => event._tag), ["ResponseStart", "ResponseDelta"])
+          }).pipe(Effect.provide(runner(store, model)))
         }).pipe(Effect.scoped),
       60_000
     )

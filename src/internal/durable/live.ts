@@ -96,20 +96,21 @@ const mergeInto = (buffer: Array<LiveEvent>, event: LiveEvent) => {
 }
 
 /**
- * The end of a step's writer: with `held`, what is left of an effect that did not end by interruption is
+ * The end of a step's writer: with `held`, what is left when `keep` says so of how the step ended is
  * added to it, for the caller to write with the statement that stores what the events lead to (one
- * statement fewer; see `withLive`); otherwise, or on interruption, it is written now.
+ * statement fewer; see `withLive`); otherwise it is written now.
  */
 const finish = (
   live: { readonly flush: Effect.Effect<void>; readonly hold: (held: Array<LiveRow>) => Effect.Effect<void> },
-  held: Array<LiveRow> | undefined
+  held: Array<LiveRow> | undefined,
+  keep: (exit: Exit.Exit<unknown, unknown>) => boolean
 ) =>
-<A, E>(exit: Exit.Exit<A, E>): Effect.Effect<void> =>
-  held === undefined || Exit.isInterrupted(exit) ? live.flush : live.hold(held)
+<A, E>(exit: Exit.Exit<A, E>): Effect.Effect<void> => held !== undefined && keep(exit) ? live.hold(held) : live.flush
 
 /**
  * A model response as a step: its deltas (`emit`) are written as the live events of `position`; with
- * `held`, the last of them are left there (see `finish`).
+ * `held`, the last of them are left there when the response succeeds (see `finish`: its answer is stored
+ * next), and written now when it fails.
  */
 export const liveResponse = <E, R>(
   sql: SqlClient.SqlClient,
@@ -122,13 +123,14 @@ export const liveResponse = <E, R>(
     const live = yield* liveWriter(sql, { sessionId, position, callId: null })
     yield* live.push({ _tag: "ResponseStart", position })
     return yield* respond((event) => live.push({ _tag: "ResponseDelta", position, event })).pipe(
-      Effect.onExit(finish(live, held))
+      Effect.onExit(finish(live, held, Exit.isSuccess))
     )
   }))
 
 /**
  * A tool call as a step: its start, progress (`update`) and end are written as live events; with `held`,
- * the last of them are left there (see `finish`).
+ * the last of them are left there when the call ends with a result, its output or its error (see
+ * `finish`: the turn that records it is committed next), and written now when it is interrupted.
  */
 export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E, R>(
   sql: SqlClient.SqlClient,
@@ -155,6 +157,6 @@ export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E,
           content: [Message.text(describe(failure.value))]
         })
       }),
-      Effect.onExit(finish(live, held))
+      Effect.onExit(finish(live, held, (exit) => !Exit.isInterrupted(exit)))
     )
   }))
