@@ -256,7 +256,8 @@ const commit = (
       held,
       sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
         VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
-        ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
+        ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`,
+      true
     )
     if (outcome === undefined) {
       // the answer stored: the live events of earlier steps are no longer needed
@@ -288,7 +289,8 @@ const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMess
     run.sql,
     held,
     run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
-      VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`
+      VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`,
+    false
   ).pipe(
     uncancelled,
     retryStore,
