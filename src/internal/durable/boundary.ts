@@ -256,8 +256,7 @@ const commit = (
       held,
       sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
         VALUES (${run.runId}, ${name}, ${encodeFolded(folded)}, ${Date.now()})
-        ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`,
-      true
+        ON CONFLICT (run_id, step) DO UPDATE SET response = excluded.response, at = excluded.at`
     )
     if (outcome === undefined) {
       // the answer stored: the live events of earlier steps are no longer needed
@@ -282,21 +281,22 @@ const commit = (
 
 /**
  * Saves the answer of a step before its calls run (a step cut off by a crash runs them again with it),
- * with the response's last live events (`held`).
+ * with the response's last live events (`held`): on PostgreSQL in the same statement; elsewhere (SQLite,
+ * in the process) as a statement of their own first, outside the save's retries, which would write them
+ * twice.
  */
-const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage, held: ReadonlyArray<LiveRow>) =>
-  withLive(
+const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMessage, held: ReadonlyArray<LiveRow>) => {
+  const together = run.sql.onDialectOrElse({ pg: () => held, orElse: () => [] })
+  const save = withLive(
     run.sql,
-    held,
+    together,
     run.sql`INSERT INTO effect_agent_answers (run_id, step, response, at)
-      VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`,
-    false
-  ).pipe(
-    uncancelled,
-    retryStore,
-    Effect.orDie,
-    Effect.zipRight(held.length === 0 ? Effect.void : notify(run.sql, run.sessionId, "live"))
-  )
+      VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`
+  ).pipe(uncancelled, retryStore, Effect.orDie)
+  return together.length === 0
+    ? Effect.zipRight(Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void), save)
+    : Effect.zipRight(save, notify(run.sql, run.sessionId, "live"))
+}
 
 /** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */
 interface BoundaryRow {

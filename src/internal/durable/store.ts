@@ -263,25 +263,20 @@ export const insertLive = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow
   )
 
 /**
- * `statement` with `rows` of live events written before it, both or neither: on PostgreSQL in the same
- * statement (one round trip), elsewhere as a statement of their own just before it, in a transaction
- * unless `inTransaction` says the caller's is open (a retried statement writes no event twice). The
- * followers are not woken: the caller does, once what the events lead to is committed.
+ * `statement` with `rows` of live events written before it: on PostgreSQL in the same statement (one
+ * round trip), elsewhere as a statement of their own just before it. The followers are not woken: the
+ * caller does, once what the events lead to is committed.
  */
 export const withLive = <A extends object>(
   sql: SqlClient.SqlClient,
   rows: ReadonlyArray<LiveRow>,
-  statement: Statement.Statement<A>,
-  inTransaction: boolean
+  statement: Statement.Statement<A>
 ): Effect.Effect<ReadonlyArray<A>, SqlError> => {
   if (rows.length === 0) return statement
   const insert = sql.insert(rows as Array<LiveRow & Record<string, unknown>>)
   return sql.onDialectOrElse({
     pg: () => sql<A>`WITH live AS (INSERT INTO effect_agent_live ${insert}) ${statement}`,
-    orElse: () => {
-      const both = Effect.zipRight(sql`INSERT INTO effect_agent_live ${insert}`, statement)
-      return inTransaction ? both : sql.withTransaction(both)
-    }
+    orElse: () => Effect.zipRight(sql`INSERT INTO effect_agent_live ${insert}`, statement)
   })
 }
 
