@@ -4,7 +4,9 @@
  * tool call's start and end before its result, and the deltas add up to the stored text. On SQLite a
  * runner process runs the session and this process reads `Durable.events` from the same file; on
  * PostgreSQL this process is a second runner of the cluster, and the sessions are picked so that the
- * `Events` RPC is served by one process while the other runs the model response.
+ * `Events` RPC is served by one process while the other runs the model response. A step's last events
+ * are held for the statement that stores what they lead to: checked with the test clock (the write gap
+ * ends only when the test moves it), and on PostgreSQL as one statement.
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as EntityId from "@effect/cluster/EntityId"
@@ -17,6 +19,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -24,10 +27,13 @@ import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as TestClock from "effect/TestClock"
+import * as Tracer from "effect/Tracer"
 import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
-import { insertLive, liveRow } from "../src/internal/durable/store.js"
+import { liveResponse, liveToolCall } from "../src/internal/durable/live.js"
+import { insertLive, type LiveRow, liveRow, migrate, withLive } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
@@ -566,4 +572,154 @@ describe("Durable Events: a reader that resumes gets the end of a run that ended
     120_000
   )
   it.live("PostgreSQL", () => Effect.flatMap(postgres, twoRuns).pipe(Effect.scoped), 180_000)
+})
+
+describe("Durable Events: a step's last live events are held for what they lead to", () => {
+  /** Runs `f` with a migrated SQLite store in a temp dir (the test clock stays: the write gap never ends unless it is moved). */
+  const withStore = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("effect-agent-held-")
+      return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.zipRight(migrate, f(sql))).pipe(
+        Effect.provide(Layer.orDie(sqlite(dir).layer)),
+        Effect.orDie
+      )
+    }).pipe(Effect.scoped)
+
+  /** The tags of the live events of session `held` in the store, in order. */
+  const stored = (sql: SqlClient.SqlClient) =>
+    Effect.map(
+      sql<{ readonly events: string }>`SELECT events FROM effect_agent_live WHERE session_id = 'held' ORDER BY id`,
+      (rows) => rows.flatMap((row) => (JSON.parse(row.events) as Array<{ readonly _tag: string }>).map((e) => e._tag))
+    )
+
+  const text = (delta: string): Model.Delta => ({ _tag: "TextDelta", index: 0, delta })
+
+  it.effect("a response that ends within the write gap writes nothing itself: its events go with the statement given them", () =>
+    withStore((sql) =>
+      Effect.gen(function*() {
+        const held: Array<LiveRow> = []
+        const answer = yield* liveResponse(
+          sql,
+          "held",
+          1,
+          (emit) => Effect.as(Effect.zipRight(emit(text("a")), emit(text("b"))), Message.assistant("ab")),
+          held
+        )
+        assert.strictEqual(Message.textOf(answer), "ab")
+        assert.deepStrictEqual(yield* stored(sql), [])
+        // one batch, the two deltas merged
+        assert.strictEqual(held.length, 1)
+        yield* withLive(sql, held, sql`SELECT 1 AS one`)
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta"])
+      })
+    ))
+
+  it.effect("a response slower than the write gap: what came before the gap is written then, the rest held", () =>
+    withStore((sql) =>
+      Effect.gen(function*() {
+        const held: Array<LiveRow> = []
+        const go = yield* Deferred.make<void>()
+        const response = yield* Effect.fork(liveResponse(
+          sql,
+          "held",
+          1,
+          (emit) =>
+            Effect.zipRight(
+              emit(text("a")),
+              Effect.zipRight(Deferred.await(go), Effect.as(emit(text("b")), Message.assistant("ab")))
+            ),
+          held
+        ))
+        // the writer waits out the gap once the first event came
+        while ((yield* TestClock.sleeps()).length === 0) yield* Effect.yieldNow()
+        yield* TestClock.adjust("20 millis")
+        while ((yield* stored(sql)).length === 0) yield* Effect.yieldNow()
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta"])
+        yield* Deferred.succeed(go, undefined)
+        yield* Fiber.join(response)
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta"])
+        yield* withLive(sql, held, sql`SELECT 1 AS one`)
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta", "ResponseDelta"])
+      })
+    ))
+
+  it.live(
+    "on PostgreSQL the held events and the statement they go with are one statement, and both are stored",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* postgres
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* migrate
+          const sent: Array<string> = []
+          const base = yield* Effect.tracer
+          const tracer = Tracer.make({
+            span: (name, parent, context, links, startTime, kind, options) => {
+              const span = base.span(name, parent, context, links, startTime, kind, options)
+              const attribute = span.attribute.bind(span)
+              span.attribute = (key, value) => {
+                if (key === "db.query.text") sent.push(String(value))
+                attribute(key, value)
+              }
+              return span
+            },
+            context: (f, fiber) => base.context(f, fiber)
+          })
+          const rows = [
+            liveRow({ sessionId: "held", position: 1, callId: null }, [{ _tag: "ResponseStart", position: 1 }], "w1"),
+            liveRow({ sessionId: "held", position: null, callId: "c1" }, [{ _tag: "ToolEnd" }], "w2")
+          ]
+          yield* withLive(
+            sql,
+            rows,
+            sql`INSERT INTO effect_agent_answers (run_id, step, response, at) VALUES ('r', 'model/0', '{}', 0)`
+          ).pipe(Effect.withTracer(tracer))
+          assert.strictEqual(sent.length, 1)
+          assert.match(sent[0]!, /^WITH live AS \(INSERT INTO effect_agent_live/)
+          assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ToolEnd"])
+          const answers = yield* sql<
+            { readonly step: string }
+          >`SELECT step FROM effect_agent_answers WHERE run_id = 'r'`
+          assert.deepStrictEqual(answers.map((row) => row.step), ["model/0"])
+        }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+      }).pipe(Effect.scoped),
+    180_000
+  )
+
+  it.effect("a response that fails, and a call that is interrupted, write theirs at once; a call that fails holds them", () =>
+    withStore((sql) =>
+      Effect.gen(function*() {
+        const held: Array<LiveRow> = []
+        const failed = yield* Effect.exit(
+          liveResponse(sql, "held", 1, (emit) => Effect.zipRight(emit(text("a")), Effect.fail("cut off")), held)
+        )
+        assert.isTrue(Exit.isFailure(failed))
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta"])
+        assert.strictEqual(held.length, 0)
+
+        const call = (toolCallId: string) => ({ toolCallId, toolName: "echo", input: {} })
+        const started = yield* Deferred.make<void>()
+        const interrupted = yield* Effect.fork(
+          liveToolCall(sql, "held", call("stopped"), () =>
+            Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), held)
+        )
+        yield* Deferred.await(started)
+        yield* Fiber.interrupt(interrupted)
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta", "ToolStart"])
+        assert.strictEqual(held.length, 0)
+
+        const error = yield* Effect.exit(liveToolCall(sql, "held", call("failing"), () =>
+          Effect.fail("broken"), held))
+        assert.isTrue(Exit.isFailure(error))
+        assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta", "ToolStart"])
+        assert.deepStrictEqual(
+          held.flatMap((row) =>
+            (JSON.parse(row.events) as Array<{ readonly _tag: string }>).map((e) =>
+              e._tag
+            )
+          ),
+          ["ToolStart", "ToolEnd"]
+        )
+      })
+    ))
 })
