@@ -209,7 +209,14 @@ describe("Ctrl-C through npm run agent", () => {
             const result = messages[2] as Message.ToolResultMessage
             assert.strictEqual(result.toolCallId, "call_bash")
             assert.isTrue(result.isError)
-            assert.strictEqual(Message.textOf(result), "Operation aborted")
+            // the call is aborted; or, when the SIGINT came while bash was being started (the tool shows
+            // `→ bash` as it starts it), before the child led a process group of its own, the signal
+            // reached the child too, and the command's own failure was the call's result first
+            const text = Message.textOf(result)
+            assert.isTrue(
+              text === "Operation aborted" || (text.startsWith("Command failed: ") && text.includes("SIGINT")),
+              text
+            )
           }))
       }),
     120_000
