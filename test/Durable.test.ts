@@ -13,14 +13,13 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Tracer from "effect/Tracer"
 import * as NodeFs from "node:fs"
 import * as Durable from "../src/Durable.js"
 import * as Errors from "../src/Errors.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Tool from "../src/Tool.js"
-import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 const echo = Tool.make({
   name: "echo",
@@ -230,22 +229,7 @@ for (const [storeName, storeLayer] of stores) {
             }
           })
           // the text of every statement the runner sends
-          const statements: Array<string> = []
-          const base = yield* Effect.tracer
-          const tracer = Tracer.make({
-            span: (name, parent, context, links, startTime, kind, options) => {
-              const span = base.span(name, parent, context, links, startTime, kind, options)
-              if (name === "sql.execute") {
-                const attribute = span.attribute.bind(span)
-                span.attribute = (key, value) => {
-                  if (key === "db.query.text") statements.push(String(value))
-                  attribute(key, value)
-                }
-              }
-              return span
-            },
-            context: (f, fiber) => base.context(f, fiber)
-          })
+          const { statements, tracer } = yield* recordStatements
           yield* Effect.gen(function*() {
             const client = (yield* Durable.client)("held")
             const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })

@@ -27,7 +27,6 @@ import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Tracer from "effect/Tracer"
 import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
@@ -39,7 +38,7 @@ import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Tool from "../src/Tool.js"
 import { type FakeProvider, fakeProvider, prepareRunner, startRunner, type Step } from "./utils/durableHarness.js"
 import { fastFailover } from "./utils/failover.js"
-import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 const answer = Array.from({ length: 24 }, (_, index) => `word${index}`).join(" ")
 
@@ -621,20 +620,7 @@ describe("Durable Events: a step's last live events are held for what they lead 
         yield* Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           yield* migrate
-          const sent: Array<string> = []
-          const base = yield* Effect.tracer
-          const tracer = Tracer.make({
-            span: (name, parent, context, links, startTime, kind, options) => {
-              const span = base.span(name, parent, context, links, startTime, kind, options)
-              const attribute = span.attribute.bind(span)
-              span.attribute = (key, value) => {
-                if (key === "db.query.text") sent.push(String(value))
-                attribute(key, value)
-              }
-              return span
-            },
-            context: (f, fiber) => base.context(f, fiber)
-          })
+          const { statements: sent, tracer } = yield* recordStatements
           const rows = [
             liveRow({ sessionId: "held", position: 1, callId: null }, [{ _tag: "ResponseStart", position: 1 }], "w1"),
             liveRow({ sessionId: "held", position: null, callId: "c1" }, [{ _tag: "ToolEnd" }], "w2")

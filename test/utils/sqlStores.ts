@@ -10,6 +10,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Tracer from "effect/Tracer"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -137,4 +138,27 @@ export const postgres = Effect.gen(function*() {
     }
   }
   return Object.assign(store("effect_agent"), { dir, pid: postmasterPid })
+})
+
+/**
+ * A tracer over the current one that records the text of every statement a `SqlClient` sends (its
+ * `sql.execute` spans), in order: run an effect with `Effect.withTracer(tracer)` and read `statements`.
+ */
+export const recordStatements = Effect.map(Effect.tracer, (base) => {
+  const statements: Array<string> = []
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = base.span(name, parent, context, links, startTime, kind, options)
+      if (name === "sql.execute") {
+        const attribute = span.attribute.bind(span)
+        span.attribute = (key, value) => {
+          if (key === "db.query.text") statements.push(String(value))
+          attribute(key, value)
+        }
+      }
+      return span
+    },
+    context: (f, fiber) => base.context(f, fiber)
+  })
+  return { statements, tracer }
 })
