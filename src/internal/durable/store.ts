@@ -255,10 +255,14 @@ export const liveRow = (
   writer
 })
 
+/** The statement that inserts rows of live events. */
+const insertLiveRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
+  sql`INSERT INTO effect_agent_live ${sql.insert(rows as Array<LiveRow & Record<string, unknown>>)}`
+
 /** Writes rows of live events (all of one session) and wakes the session's followers in this process. */
 export const insertLive = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
   rows.length === 0 ? Effect.void : Effect.zipLeft(
-    uncancelled(sql`INSERT INTO effect_agent_live ${sql.insert(rows as Array<LiveRow & Record<string, unknown>>)}`),
+    uncancelled(insertLiveRows(sql, rows)),
     Feed.notify(sql, rows[0]!.session_id, "live")
   )
 
@@ -273,10 +277,10 @@ export const withLive = <A extends object>(
   statement: Statement.Statement<A>
 ): Effect.Effect<ReadonlyArray<A>, SqlError> => {
   if (rows.length === 0) return statement
-  const insert = sql.insert(rows as Array<LiveRow & Record<string, unknown>>)
+  const insert = insertLiveRows(sql, rows)
   return sql.onDialectOrElse({
-    pg: () => sql<A>`WITH live AS (INSERT INTO effect_agent_live ${insert}) ${statement}`,
-    orElse: () => Effect.zipRight(sql`INSERT INTO effect_agent_live ${insert}`, statement)
+    pg: () => sql<A>`WITH live AS (${insert}) ${statement}`,
+    orElse: () => Effect.zipRight(insert, statement)
   })
 }
 
