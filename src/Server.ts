@@ -4,8 +4,10 @@
  * deduplicated by a client id), a session's events as Server-Sent Events (`id:` is the log position,
  * `Last-Event-ID` resumes), an AG-UI endpoint, and the AI SDK's UI message stream for `useChat`. The
  * OpenAPI document is at `/openapi.json` and a reference page at `/docs`. Every request carries the
- * server's bearer token (compared in constant time), bodies are limited (1 MiB by default), and CORS is
- * off unless asked for.
+ * server's bearer token (compared in constant time; the web chat's page and the reference page need
+ * none, they hold no secret); without a token only loopback `Host` names are served. A request from a
+ * page of another origin is refused either way. Bodies are limited (1 MiB by default, chunked ones too),
+ * and CORS is off unless asked for.
  *
  * @since 0.1.0
  */
@@ -22,7 +24,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Durable from "./Durable.js"
+import * as HttpGuard from "./internal/httpGuard.js"
 import * as Api from "./internal/server/api.js"
+import * as Docs from "./internal/server/docs.js"
 import * as Handlers from "./internal/server/handlers.js"
 import * as WebChat from "./internal/server/webChat.js"
 
@@ -58,6 +62,16 @@ export const Id: typeof Api.Id = Api.Id
  * @category Errors
  */
 export const Unauthorized: typeof Api.Unauthorized = Api.Unauthorized
+
+/**
+ * A request the server does not serve, whatever its token (403): its `Host` is not a loopback name nor
+ * one of `allowedHosts` while the server has no token (a web page that rebinds its name to this
+ * machine), or its `Origin` is neither the server's own nor one of `cors` (a page of another site).
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const Forbidden: typeof Api.Forbidden = Api.Forbidden
 
 /**
  * An unknown session (404).
@@ -129,7 +143,7 @@ export interface HandlerOptions extends Handlers.HandlerOptions {}
  * @category Models
  */
 export interface Options extends HandlerOptions {
-  /** Default `127.0.0.1`. */
+  /** Default `127.0.0.1`; another address than loopback needs a `token` (`TokenRequired`). */
   readonly host?: string | undefined
   /** Default 0: any free port (read it from `HttpServer.HttpServer`'s address). */
   readonly port?: number | undefined
@@ -138,7 +152,8 @@ export interface Options extends HandlerOptions {
 }
 
 /**
- * The API with its handlers, the token check, the body limit and (when asked) CORS, as the `HttpApi.Api`
+ * The API with its handlers, its guard (the token, the `Host` and the `Origin`), the body limit and (when
+ * asked) CORS, as the `HttpApi.Api`
  * layer of `@effect/platform`: mount it in an application of your own with `HttpApiBuilder.serve()` or
  * `HttpApiBuilder.toWebHandler`. Needs a `SqlClient` (the durable store) and the cluster's `Sharding`.
  *
@@ -152,30 +167,26 @@ export const layerApi = (
 
 /**
  * The OpenAPI document at `/openapi.json` and the reference page (Scalar, bundled: it works offline) at
- * `/docs`, on the router of `HttpApiBuilder.serve()`.
+ * `/docs`, on the router of `HttpApiBuilder.serve()`. The page holds no secret and loads without the
+ * token; it takes the token from its address's fragment (`/docs#token=…`, as the web chat does), reads
+ * the document with it and gives it to Scalar for the requests it makes. It asks no other host.
  *
  * @since 0.1.0
  * @category Layers
  */
 export const layerDocs: Layer.Layer<never, never, HttpApi.Api> = Layer.mergeAll(
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
-  // the page's bundle (3.4 MB) is loaded when the server starts, not when this module is imported
-  Layer.unwrapEffect(
-    Effect.map(
-      Effect.promise(() => import("@effect/platform/HttpApiScalar")),
-      (Scalar) => Scalar.layer({ path: "/docs" })
-    )
-  )
+  Docs.layer
 )
 
 /**
- * Whether a host name is a loopback address.
+ * Whether a host name (no port; IPv6 with or without brackets) is a loopback address: `localhost` (and
+ * names under it), `127.x.y.z` or `::1`.
  *
  * @since 0.1.0
  * @category Combinators
  */
-export const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+export const isLoopback: (host: string) => boolean = HttpGuard.isLoopback
 
 /**
  * A new random token (32 bytes, base64url).
@@ -183,12 +194,15 @@ export const isLoopback = (host: string): boolean =>
  * @since 0.1.0
  * @category Combinators
  */
-export const makeToken: () => string = Handlers.makeToken
+export const makeToken: () => string = HttpGuard.makeToken
 
 /**
  * The server alone on `NodeHttpServer`: the API, `/openapi.json`, `/docs`, and the web chat at `/` (its
- * page loads without the token, and asks the API with it). Without a token it listens
- * on loopback only (`TokenRequired` otherwise). Provides the `HttpServer` (its address has the port).
+ * page loads without the token, and asks the API with it), every request behind one guard (the routes
+ * of `routes` too). Without a token it listens on loopback only (`TokenRequired` otherwise) and serves
+ * only requests whose `Host` is a loopback name (or one of `allowedHosts`); with or without, a request
+ * whose `Origin` is not the server's own nor one of `cors` is refused (403). Provides the `HttpServer`
+ * (its address has the port).
  *
  * @since 0.1.0
  * @category Layers
@@ -202,7 +216,7 @@ export const layer = (
 > => {
   const host = options.host ?? "127.0.0.1"
   if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
-  return HttpApiBuilder.serve(WebChat.middleware()).pipe(
+  return HttpApiBuilder.serve(WebChat.middleware(Handlers.policyOf(options))).pipe(
     Layer.provide(options.routes === undefined ? layerDocs : Layer.merge(layerDocs, options.routes)),
     Layer.provide(layerApi(options)),
     Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))

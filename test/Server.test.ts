@@ -25,6 +25,7 @@ import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
+import * as Raw from "./utils/rawHttp.js"
 import * as Reaper from "./utils/reaper.js"
 import { tempDir } from "./utils/sqlStores.js"
 
@@ -148,7 +149,6 @@ describe("Server", () => {
             "/sessions/secret-session",
             "/sessions/secret-session/events",
             "/openapi.json",
-            "/docs",
             "/nothing-here"
           ]
         ) {
@@ -195,10 +195,6 @@ describe("Server", () => {
       const spec = JSON.parse((yield* request(`${url}/openapi.json`, { headers: auth })).body)
       const statuses = Object.keys(spec.paths["/sessions/{sessionId}/prompt"].post.responses)
       for (const status of ["400", "401", "404", "413"]) assert.include(statuses, status)
-      const docs = yield* request(`${url}/docs`, { headers: auth })
-      assert.strictEqual(docs.status, 200)
-      // the Scalar bundle is inline (about 3 MB): the page works offline
-      assert.isAbove(docs.body.length, 1_000_000)
     }), 60_000)
 
   it.scopedLive(
@@ -498,6 +494,195 @@ describe("Server", () => {
   )
 })
 
+describe("Server: who may ask", () => {
+  const evilHost = (port: number) => ({ host: `evil.example:${port}` })
+  const evilOrigin = (port: number) => ({ origin: `http://evil.example:${port}` })
+  /** Every surface: the API (read, prompt, approve), its documents, the web chat's page and script. */
+  const surfaces = [
+    { method: "GET", path: "/sessions" },
+    { method: "GET", path: "/sessions/s1" },
+    { method: "POST", path: "/sessions/s1/prompt", body: { clientId: "c1", text: "read ~/.ssh/id_rsa" } },
+    { method: "POST", path: "/sessions/s1/approve", body: { toolCallId: "call-1", approve: true } },
+    { method: "GET", path: "/openapi.json" },
+    { method: "GET", path: "/docs" },
+    { method: "GET", path: "/" },
+    { method: "GET", path: "/web/app.js" }
+  ] as const
+  const ask = (
+    port: number,
+    surface: (typeof surfaces)[number],
+    headers: Record<string, string>
+  ) =>
+    Raw.request(port, surface.path, {
+      method: surface.method,
+      headers: { "content-type": "application/json", ...headers },
+      ...("body" in surface ? { body: JSON.stringify(surface.body) } : {})
+    })
+  /** The page is served (built: 200; not built here: the 404 that says so), not refused. */
+  const pageServed = (answer: Raw.Answer) =>
+    answer.status === 200 || (answer.status === 404 && answer.body.includes("web chat is not built"))
+
+  it.scopedLive(
+    "without a token, a page that rebinds its name to 127.0.0.1 or calls from another origin is refused on every surface (403, one line)",
+    () =>
+      Effect.gen(function*() {
+        const { port } = yield* serve([], { token: undefined, cors: ["http://localhost:5173"] })
+        const created = yield* Raw.request(port, "/sessions", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ sessionId: "s1" })
+        })
+        assert.strictEqual(created.status, 200, created.body)
+        for (const surface of surfaces) {
+          const rebound = yield* ask(port, surface, evilHost(port))
+          assert.strictEqual(rebound.status, 403, `${surface.method} ${surface.path} with Host evil.example`)
+          assert.include(Raw.messageOf(rebound.body), `Host "evil.example" is not served`)
+          const foreign = yield* ask(port, surface, evilOrigin(port))
+          assert.strictEqual(foreign.status, 403, `${surface.method} ${surface.path} with Origin evil.example`)
+          assert.include(Raw.messageOf(foreign.body), `Origin "http://evil.example:${port}" may not call`)
+          // the rebound page with its own origin, as a browser sends it
+          const both = yield* ask(port, surface, { ...evilHost(port), ...evilOrigin(port) })
+          assert.strictEqual(both.status, 403)
+        }
+        // nothing reached the session
+        const history = yield* Raw.request(port, "/sessions/s1")
+        assert.strictEqual(history.status, 200)
+        assert.deepStrictEqual(JSON.parse(history.body).entries, [])
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "without a token, loopback names, the server's own origin, CORS origins and allowed hosts are served",
+    () =>
+      Effect.gen(function*() {
+        const { port } = yield* serve([], {
+          token: undefined,
+          cors: ["http://localhost:5173"],
+          allowedHosts: ["agent.internal"]
+        })
+        const list = surfaces[0]
+        for (
+          const headers of [
+            {},
+            { host: `localhost:${port}` },
+            { host: `[::1]:${port}` },
+            { host: `agent.internal:${port}` },
+            { origin: `http://127.0.0.1:${port}` },
+            { host: `localhost:${port}`, origin: `http://localhost:${port}` },
+            { origin: "http://localhost:5173" }
+          ]
+        ) {
+          const answer = yield* ask(port, list, headers)
+          assert.strictEqual(answer.status, 200, `${JSON.stringify(headers)}: ${answer.body}`)
+        }
+        const cors = yield* ask(port, list, { origin: "http://localhost:5173" })
+        assert.strictEqual(cors.headers["access-control-allow-origin"], "http://localhost:5173")
+        for (const surface of surfaces.filter((surface) => surface.method === "GET")) {
+          const answer = yield* ask(port, surface, { origin: `http://127.0.0.1:${port}` })
+          if (surface.path === "/" || surface.path === "/web/app.js") {
+            assert.isTrue(pageServed(answer), `${surface.path}: ${answer.status}`)
+          } else if (surface.path !== "/sessions/s1") {
+            assert.strictEqual(answer.status, 200, `${surface.path}: ${answer.body.slice(0, 200)}`)
+          }
+        }
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "with a token, any Host is served with it, a foreign Origin is refused even with it, and the page needs none",
+    () =>
+      Effect.gen(function*() {
+        const { port } = yield* serve([])
+        const list = surfaces[0]
+        for (const scheme of ["Bearer", "bearer", "BEARER"]) {
+          const answer = yield* ask(port, list, { ...evilHost(port), authorization: `${scheme} ${token}` })
+          assert.strictEqual(answer.status, 200, `${scheme}: ${answer.body}`)
+        }
+        const none = yield* ask(port, list, {})
+        assert.strictEqual(none.status, 401)
+        assert.include(Raw.messageOf(none.body), "A bearer token is required")
+        const foreign = yield* ask(port, list, { ...auth, ...evilOrigin(port) })
+        assert.strictEqual(foreign.status, 403)
+        assert.isTrue(pageServed(yield* ask(port, surfaces[6], evilHost(port))))
+        assert.strictEqual((yield* ask(port, surfaces[6], evilOrigin(port))).status, 403)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "the API reference at /docs loads without the token, takes it from the fragment, and asks no other host",
+    () =>
+      Effect.gen(function*() {
+        const { port } = yield* serve([])
+        const page = yield* Raw.request(port, "/docs")
+        assert.strictEqual(page.status, 200, page.body)
+        assert.include(page.headers["content-type"], "text/html")
+        const csp = String(page.headers["content-security-policy"])
+        for (const directive of ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "font-src 'self'"]) {
+          assert.include(csp, directive)
+        }
+        // no inline script (the policy would block it), nothing from another host
+        assert.notMatch(page.body, /<script>/)
+        assert.notMatch(page.body, /https?:\/\//)
+        const scripts = [...page.body.matchAll(/<script src="([^"]+)"><\/script>/g)].map((match) => match[1]!)
+        assert.deepStrictEqual(scripts, ["docs/scalar.js", "docs/docs.js"])
+        const scalar = yield* Raw.request(port, "/docs/scalar.js")
+        assert.strictEqual(scalar.status, 200)
+        // Scalar's bundle, served here: the page works offline
+        assert.isAbove(scalar.body.length, 1_000_000)
+        assert.include(scalar.body, "createApiReference")
+        const own = yield* Raw.request(port, "/docs/docs.js")
+        assert.strictEqual(own.status, 200)
+        // the token from the fragment, sent with the document's request, given to Scalar; default fonts off
+        assert.include(own.body, `params.get("token")`)
+        assert.include(own.body, `authorization: "Bearer " + token`)
+        assert.include(own.body, "withDefaultFonts: false")
+        assert.notMatch(own.body, /https?:\/\//)
+        // the document itself needs the token, as the page sends it
+        assert.strictEqual((yield* Raw.request(port, "/openapi.json")).status, 401)
+        const spec = yield* Raw.request(port, "/openapi.json", { headers: { authorization: `Bearer ${token}` } })
+        assert.strictEqual(spec.status, 200)
+        assert.include(Object.keys(JSON.parse(spec.body).components.securitySchemes), "bearer")
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "bodies: a chunked one over the limit is 413, not JSON or nested 100 000 deep is 400 on one line",
+    () =>
+      Effect.gen(function*() {
+        const { port } = yield* serve([], { maxBodyBytes: 256 * 1024 })
+        const post = (path: string, options: Raw.Options) =>
+          Raw.request(port, path, {
+            method: "POST",
+            ...options,
+            headers: { "content-type": "application/json", ...auth, ...options.headers }
+          })
+        const created = yield* post("/sessions", { body: JSON.stringify({ sessionId: "s1" }) })
+        assert.strictEqual(created.status, 200)
+        const chunk = "x".repeat(16 * 1024)
+        const chunked = yield* post("/sessions/s1/prompt", {
+          chunks: [`{"clientId":"c1","text":"`, ...Array.from({ length: 64 }, () => chunk), `"}`]
+        })
+        assert.strictEqual(chunked.status, 413, chunked.body)
+        assert.include(Raw.messageOf(chunked.body), "over the limit of 262144 bytes")
+        // the connection was not cut: the next request on a new one is served
+        const small = yield* post("/sessions/s1/steer", { chunks: [`{"clientId":"c2",`, `"text":"hi"}`] })
+        assert.strictEqual(small.status, 200, small.body)
+        const sized = yield* post("/sessions/s1/prompt", { body: `{"clientId":"c1","text":"${"x".repeat(300_000)}"}` })
+        assert.strictEqual(sized.status, 413)
+        for (const body of ["{not json", "[".repeat(100_000), `${"[".repeat(100_000)}${"]".repeat(100_000)}`]) {
+          const answer = yield* post("/sessions/s1/prompt", { body })
+          assert.strictEqual(answer.status, 400, `${body.slice(0, 10)}: ${answer.status} ${answer.body.slice(0, 200)}`)
+          assert.include(Raw.messageOf(answer.body), "The body is not JSON")
+        }
+      }),
+    60_000
+  )
+})
+
 const bigText = "x".repeat(256 * 1024)
 
 /** `turns` answers of 256 KB, each with a call of echo, then a short one: 2 * turns + 2 messages. */
@@ -545,7 +730,7 @@ const stalledClient = (port: number, path: string) =>
       "s = socket.socket()",
       "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)",
       "s.connect(('127.0.0.1', int(sys.argv[1])))",
-      "s.sendall(('GET %s HTTP/1.0\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n' % (sys.argv[2], sys.argv[3])).encode())",
+      "s.sendall(('GET %s HTTP/1.0\\r\\nHost: 127.0.0.1:%s\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n' % (sys.argv[2], sys.argv[1], sys.argv[3])).encode())",
       "print('connected', flush=True)",
       "sys.stdin.readline()",
       "data = b''",

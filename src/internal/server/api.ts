@@ -21,6 +21,15 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>("effect-agent
   HttpApiSchema.annotations({ status: 401, description: "No bearer token, or a wrong one" })
 ) {}
 
+export class Forbidden extends Schema.TaggedError<Forbidden>("effect-agent/Server/Forbidden")(
+  "Forbidden",
+  { message: Schema.String },
+  HttpApiSchema.annotations({
+    status: 403,
+    description: "A Host or Origin this server does not serve (a page on another site, or DNS rebinding)"
+  })
+) {}
+
 export class NotFound extends Schema.TaggedError<NotFound>("effect-agent/Server/NotFound")(
   "NotFound",
   { message: Schema.String },
@@ -314,6 +323,7 @@ export class Api extends HttpApi.make("effect-agent")
   .add(Sessions)
   .add(Protocols)
   .addError(Unauthorized)
+  .addError(Forbidden)
   .addError(NotFound)
   .addError(Conflict)
   .addError(BadRequest)

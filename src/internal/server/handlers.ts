@@ -8,9 +8,10 @@ import * as Sharding from "@effect/cluster/Sharding"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiError from "@effect/platform/HttpApiError"
 import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpMethod from "@effect/platform/HttpMethod"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -26,19 +27,34 @@ import * as Http from "node:http"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
+import * as HttpBody from "../httpBody.js"
+import * as HttpGuard from "../httpGuard.js"
 import * as Api from "./api.js"
+import * as Docs from "./docs.js"
 import * as Protocols from "./protocols.js"
 import * as ServerStream from "./stream.js"
 
 /** The options the handlers and the guard take (`Server.HandlerOptions`). */
 export interface HandlerOptions {
-  /** The bearer token every request must carry; none: requests are not checked (loopback only with `layer`). */
+  /**
+   * The bearer token every request must carry (but for the web chat's page and the reference page, which
+   * hold no secret). Without one, only requests whose `Host` is a loopback name (or one of
+   * `allowedHosts`) are served, and `layer` listens on loopback only.
+   */
   readonly token?: string | Redacted.Redacted<string> | undefined
+  /**
+   * More `Host` names served without a token (names only, no port: e.g. `"agent.internal"`, for a
+   * proxy on this machine that passes its own name on). Default none: loopback names only.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
   /** The largest body, in bytes (default 1 MiB); a larger one is 413. */
   readonly maxBodyBytes?: number | undefined
   /** The runner's permission policy, to tell which tool calls wait for an approval. */
   readonly policy?: Durable.Policy | undefined
-  /** Origins allowed by CORS (default: none, CORS off). */
+  /**
+   * Origins allowed by CORS, and the only origins besides the server's own whose pages may ask it
+   * (default: none, CORS off; a request with another `Origin` is refused, 403).
+   */
   readonly cors?: ReadonlyArray<string> | undefined
   /** How many events the server queues for one client at most (default 256). */
   readonly sseBacklog?: number | undefined
@@ -68,17 +84,14 @@ const sseLimits = (options: HandlerOptions): ServerStream.Limits => ({
 })
 
 // -----------------------------------------------------------------------------
-// Tokens
+// Who may ask
 // -----------------------------------------------------------------------------
 
-const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8").digest()
-
 /** Compares in constant time (both sides hashed first, so their lengths do not show either). */
-export const tokenMatches = (expected: string, given: string): boolean =>
-  Crypto.timingSafeEqual(digest(expected), digest(given))
+export const tokenMatches: (expected: string, given: string) => boolean = HttpGuard.tokenMatches
 
 /** A fresh token: 32 random bytes, base64url. */
-export const makeToken = (): string => Crypto.randomBytes(32).toString("base64url")
+export const makeToken: () => string = HttpGuard.makeToken
 
 const tokenOf = (options: HandlerOptions) =>
   options.token === undefined
@@ -87,17 +100,61 @@ const tokenOf = (options: HandlerOptions) =>
     ? Redacted.value(options.token)
     : options.token
 
+/** Who may ask the server: its token, the names it serves without one, and the origins CORS allows. */
+export const policyOf = (options: HandlerOptions): HttpGuard.Policy => ({
+  token: tokenOf(options),
+  allowedHosts: options.allowedHosts,
+  allowedOrigins: options.cors
+})
+
+/**
+ * Why a request may not be served, or `undefined`. With `open` (a page that holds no secret: the web
+ * chat, the reference page), no token is asked for, but the `Host` and `Origin` are checked as for every
+ * request: a server with a token serves its pages on any name, one without on loopback names only.
+ */
+export const refusalOf = (
+  policy: HttpGuard.Policy,
+  request: HttpServerRequest.HttpServerRequest,
+  open = false
+): HttpGuard.Refusal | undefined => {
+  const headers = request.headers
+  const authorization = open && policy.token !== undefined ? `Bearer ${policy.token}` : headers["authorization"]
+  return HttpGuard.refusal(policy, { host: headers["host"], origin: headers["origin"], authorization })
+}
+
+/** A refusal as the API's error (its body `{"_tag", "message"}` on one line). */
+export const refused = (refusal: HttpGuard.Refusal): Api.Unauthorized | Api.Forbidden =>
+  refusal.status === 401
+    ? new Api.Unauthorized({ message: refusal.message })
+    : new Api.Forbidden({ message: refusal.message })
+
+/** A refusal as a response, for what is served outside the API (the web chat's files). */
+export const refusalResponse = (refusal: HttpGuard.Refusal): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.unsafeJson(
+    { _tag: refusal.status === 401 ? "Unauthorized" : "Forbidden", message: refusal.message },
+    { status: refusal.status }
+  )
+
 const unauthorized = new Api.Unauthorized({ message: "A bearer token is required (Authorization: Bearer <token>)" })
 
-/** The `Authorization` middleware: a bearer token matching the server's, when it has one. */
+/** Whether the request is for a page that needs no token (the reference page and its scripts). */
+const isOpen = (request: HttpServerRequest.HttpServerRequest) => Docs.isDocsPath(request.url.split(/[?#]/, 1)[0] ?? "")
+
+/**
+ * The `Authorization` middleware (which `HttpApiBuilder` applies to every route of the router): a bearer
+ * token matching the server's, when it has one, but for the reference page (the scheme's name in any
+ * case, read from the request's header).
+ */
 export const layerAuthorization = (options: HandlerOptions) =>
   Layer.succeed(Api.Authorization, {
     bearer: (given) =>
-      Effect.suspend(() => {
+      Effect.flatMap(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (request) => {
         const token = tokenOf(options)
-        return token === undefined || tokenMatches(token, Redacted.value(given))
-          ? Effect.void
-          : Effect.fail(unauthorized)
+        if (token === undefined || (Option.isSome(request) && isOpen(request.value))) return Effect.void
+        const bearer = Option.isSome(request)
+          ? HttpGuard.bearerOf(request.value.headers["authorization"])
+          : Redacted.value(given)
+        return bearer !== undefined && tokenMatches(token, bearer) ? Effect.void : Effect.fail(unauthorized)
       })
   })
 
@@ -109,25 +166,30 @@ export const oneLine = (error: HttpApiError.HttpApiDecodeError): string => {
   return issues.length === 0 ? error.message.replace(/\s+/g, " ") : issues.join("; ")
 }
 
+/** Whether the body is read as JSON (HttpApi takes a body without a content type as JSON too). */
+const isJson = (request: HttpServerRequest.HttpServerRequest) => {
+  const type = request.headers["content-type"]
+  return type === undefined || type.toLowerCase().includes("json")
+}
+
 /**
- * The guard around the whole application (the API, `/openapi.json` and `/docs`): the token of every
- * request, the body limit, decode errors on one line, and CORS when asked for.
+ * The guard around the whole application (the API, `/openapi.json`, `/docs` and the routes beside
+ * them): who may ask (`HttpGuard.refusal`: the `Host`, the `Origin`, the token; the reference page
+ * needs no token), the body limit (enforced while the body is read, chunked too), a body that is not
+ * JSON or nested too deep (400), decode errors on one line, and CORS when asked for.
  */
 export const layerGuard = (options: HandlerOptions) =>
   HttpApiBuilder.middleware(Api.Api, (app: HttpApp.Default) => {
-    const token = tokenOf(options)
+    const policy = policyOf(options)
     const limit = options.maxBodyBytes ?? defaultMaxBodyBytes
     const tooLarge = new Api.PayloadTooLarge({ message: `The body is over the limit of ${limit} bytes` })
-    const guarded = Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (token !== undefined) {
-        const header = request.headers["authorization"] ?? ""
-        const given = header.startsWith("Bearer ") ? header.slice(7) : ""
-        if (!tokenMatches(token, given)) return yield* unauthorized
-      }
-      if (Number(request.headers["content-length"] ?? 0) > limit) return yield* tooLarge
-      return yield* app.pipe(
-        HttpIncomingMessage.withMaxBodySize(Option.some(limit)),
+    type Guarded = Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      Api.Unauthorized | Api.Forbidden | Api.BadRequest | Api.PayloadTooLarge | Api.ServerError
+    >
+    const handled = (request: HttpServerRequest.HttpServerRequest): Guarded =>
+      app.pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, request),
         Effect.catchAll(
           (error: unknown): Effect.Effect<never, Api.BadRequest | Api.PayloadTooLarge | Api.ServerError> => {
             const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
@@ -135,11 +197,10 @@ export const layerGuard = (options: HandlerOptions) =>
               return Effect.fail(new Api.BadRequest({ message: oneLine(error as HttpApiError.HttpApiDecodeError) }))
             }
             if (tag === "RequestError") {
-              const cause = (error as { cause?: unknown }).cause
               return Effect.fail(
-                String((cause as Error | undefined)?.message).includes("maxBytes")
-                  ? tooLarge
-                  : new Api.BadRequest({ message: `The body is not JSON: ${describe(cause)}` })
+                new Api.BadRequest({
+                  message: `The body is not JSON: ${describe((error as { cause?: unknown }).cause)}`
+                })
               )
             }
             // anything else (a route not found) goes on as it was
@@ -147,14 +208,35 @@ export const layerGuard = (options: HandlerOptions) =>
           }
         )
       )
+    const withBody = (request: HttpServerRequest.HttpServerRequest): Guarded =>
+      Effect.flatMap(HttpBody.read(request, limit), (read): Guarded => {
+        if (read._tag === "TooLarge") return Effect.fail(tooLarge)
+        if (read._tag === "Failed") {
+          return Effect.fail(new Api.BadRequest({ message: `The body could not be read: ${read.message}` }))
+        }
+        if (!isJson(request) || read.bytes.length === 0) return handled(HttpBody.withBody(request, read.bytes))
+        const parsed = HttpBody.parseJson(Buffer.from(read.bytes).toString("utf8"))
+        return parsed._tag === "Problem"
+          ? Effect.fail(new Api.BadRequest({ message: `The body is not JSON: ${parsed.message}` }))
+          : handled(HttpBody.withBody(request, read.bytes, parsed.value))
+      })
+    const guarded = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Guarded => {
+      const refusal = refusalOf(policy, request, isOpen(request))
+      if (refusal !== undefined) return Effect.fail(refused(refusal))
+      return HttpMethod.hasBody(request.method) ? withBody(request) : handled(request)
     })
-    return options.cors === undefined || options.cors.length === 0
-      ? guarded
-      : HttpMiddleware.cors({
-        allowedOrigins: options.cors,
-        allowedHeaders: ["authorization", "content-type", "last-event-id"],
-        exposedHeaders: ["content-type"]
-      })(guarded)
+    if (options.cors === undefined || options.cors.length === 0) return guarded
+    const cors = HttpMiddleware.cors({
+      allowedOrigins: options.cors,
+      allowedHeaders: ["authorization", "content-type", "last-event-id"],
+      exposedHeaders: ["content-type"]
+    })(guarded)
+    // a preflight carries no token: it is answered by CORS once its Host and Origin are served
+    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      if (request.method !== "OPTIONS") return cors
+      const refusal = refusalOf(policy, request, true)
+      return refusal === undefined ? cors : Effect.fail(refused(refusal))
+    })
   })
 
 // -----------------------------------------------------------------------------
