@@ -24,12 +24,14 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import * as Http from "node:http"
 import type * as Agent from "./Agent.js"
 import * as Errors from "./Errors.js"
 import * as A2aServer from "./internal/a2a/server.js"
+import * as HttpGuard from "./internal/httpGuard.js"
 import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
@@ -81,6 +83,23 @@ export class A2aTaskCanceled extends Schema.TaggedError<A2aTaskCanceled>("effect
 ) {
   override get message(): string {
     return `The A2A task ${this.taskId} at ${this.url} was canceled: ${this.reason}`
+  }
+}
+
+/**
+ * `A2a.layer` would listen on an address other than loopback without a token: anyone who reaches the
+ * address could run the agents.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class TokenRequired extends Schema.TaggedError<TokenRequired>("effect-agent/A2a/TokenRequired")(
+  "TokenRequired",
+  { host: Schema.String }
+) {
+  override get message(): string {
+    return `Refusing to serve A2A on ${this.host} without a token: pass \`token\` (clients send it as ` +
+      `Authorization: Bearer <token>), or listen on 127.0.0.1`
   }
 }
 
@@ -178,15 +197,28 @@ export const layerRoutes = <Ag extends Agent.Any>(
  * @category Serving
  */
 export interface LayerOptions extends ServeOptions {
-  /** Default `127.0.0.1`. */
+  /** Default `127.0.0.1`; another address than loopback needs a `token` (`TokenRequired`). */
   readonly host?: string | undefined
   /** Default 0: a free port (read it from `HttpServer.HttpServer`'s address). */
   readonly port?: number | undefined
+  /**
+   * The bearer token every request (the card's too) must carry, as `Authorization: Bearer <token>`
+   * (`A2a.connect(url, { headers })` sends it). Without one, only requests whose `Host` is a loopback
+   * name (or one of `allowedHosts`) are served.
+   */
+  readonly token?: string | Redacted.Redacted<string> | undefined
+  /** More `Host` names served without a token (names only, no port). Default none: loopback names only. */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
 }
 
 /**
  * The agents served over A2A alone, on `NodeHttpServer`; provides the `HttpServer` (its address has the
- * port).
+ * port). Every request passes one guard: with a `token` it must carry it (401 otherwise); without one,
+ * only requests whose `Host` is a loopback name are served and the server listens on loopback only
+ * (`TokenRequired` otherwise); either way a request from a web page of another origin is refused (403).
+ * Without `permissions`, the context's `Permissions` decide the runs' calls, and without those every
+ * call of the agents' tools runs: whoever may ask the server may have them run. Give rules when the
+ * tools write or run commands (a call they leave to a person waits for the client's answer).
  *
  * @example
  * ```ts
@@ -209,13 +241,19 @@ export interface LayerOptions extends ServeOptions {
 export const layer = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
   options: LayerOptions = {}
-): Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, Requirements<Ag>> =>
-  HttpApiBuilder.Router.serve().pipe(
+): Layer.Layer<HttpServer.HttpServer, TokenRequired | HttpServerError.ServeError, Requirements<Ag>> => {
+  const host = options.host ?? "127.0.0.1"
+  const token = options.token === undefined
+    ? undefined
+    : Redacted.isRedacted(options.token)
+    ? Redacted.value(options.token)
+    : options.token
+  if (token === undefined && !HttpGuard.isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
+  return HttpApiBuilder.Router.serve(A2aServer.guard({ token, allowedHosts: options.allowedHosts })).pipe(
     Layer.provide(layerRoutes(agents, options)),
-    Layer.provideMerge(
-      NodeHttpServer.layer(() => Http.createServer(), { host: options.host ?? "127.0.0.1", port: options.port ?? 0 })
-    )
+    Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: options.port ?? 0 }))
   )
+}
 
 // -----------------------------------------------------------------------------
 // Calling a remote agent

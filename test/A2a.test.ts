@@ -22,6 +22,7 @@ import {
 } from "@a2a-js/sdk/server"
 import * as HttpServer from "@effect/platform/HttpServer"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -30,6 +31,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
@@ -45,6 +47,7 @@ import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
+import * as Raw from "./utils/rawHttp.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 // -----------------------------------------------------------------------------
@@ -383,6 +386,94 @@ describe("A2a.layer, called by @a2a-js/sdk's client", () => {
         JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tasks/get", params: { id: "nope" } })
       )
       assert.strictEqual(unknownTask.error?.code, -32001)
+    }).pipe(Effect.scoped))
+})
+
+describe("A2a.layer: who may ask", () => {
+  const portOf = (url: string) => Number(new URL(url).port)
+  // a method that runs no agent: the answer is a JSON-RPC error (no such task), over HTTP 200
+  const get = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tasks/get", params: { id: "no-such-task" } })
+  const card = { path: A2a.cardPath }
+  const endpoint = { path: "/a2a", body: get }
+  const ask = (port: number, surface: { path: string; body?: string }, headers: Record<string, string>) =>
+    Raw.request(port, surface.path, {
+      ...(surface.body === undefined ? {} : { method: "POST", body: surface.body }),
+      headers: { "content-type": "application/json", ...headers }
+    })
+
+  it.live("without a token, a rebound name or a foreign origin is refused (403, one line); loopback is served", () =>
+    Effect.gen(function*() {
+      const port = portOf(yield* serve([greeter()]))
+      for (const surface of [card, endpoint]) {
+        const rebound = yield* ask(port, surface, { host: `evil.example:${port}` })
+        assert.strictEqual(rebound.status, 403, `${surface.path}: ${rebound.body}`)
+        assert.include(Raw.messageOf(rebound.body), `Host "evil.example" is not served`)
+        const foreign = yield* ask(port, surface, { origin: `http://evil.example:${port}` })
+        assert.strictEqual(foreign.status, 403)
+        assert.include(Raw.messageOf(foreign.body), "may not call this server")
+        for (const headers of [{}, { host: `localhost:${port}` }, { origin: `http://127.0.0.1:${port}` }]) {
+          const served = yield* ask(port, surface, headers)
+          assert.strictEqual(served.status, 200, `${surface.path} ${JSON.stringify(headers)}: ${served.body}`)
+        }
+      }
+      const allowed = portOf(yield* serve([greeter()], { allowedHosts: ["agent.internal"] }))
+      assert.strictEqual((yield* ask(allowed, card, { host: `agent.internal:${allowed}` })).status, 200)
+    }).pipe(Effect.scoped))
+
+  it.live("a host other than loopback needs a token; with one, none or a wrong one is 401", () =>
+    Effect.gen(function*() {
+      const open = yield* Effect.exit(serve([greeter()], { host: "0.0.0.0" }))
+      assert.isTrue(Exit.isFailure(open))
+      const error = Exit.isFailure(open) ? Cause.squash(open.cause) : undefined
+      assert.instanceOf(error, A2a.TokenRequired)
+      assert.include((error as Error).message, "without a token")
+      const token = "a2a-token-0123456789"
+      const url = yield* serve([greeter()], { host: "0.0.0.0", token: Redacted.make(token) })
+      const port = portOf(url)
+      for (const surface of [card, endpoint]) {
+        for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: token }]) {
+          const refused = yield* ask(port, surface, headers)
+          assert.strictEqual(refused.status, 401, `${surface.path} ${JSON.stringify(headers)}`)
+          assert.include(Raw.messageOf(refused.body), "A bearer token is required")
+        }
+        for (const scheme of ["Bearer", "bearer", "BEARER"]) {
+          const served = yield* ask(port, surface, {
+            host: `agent.example:${port}`,
+            authorization: `${scheme} ${token}`
+          })
+          assert.strictEqual(served.status, 200, `${surface.path} ${scheme}: ${served.body}`)
+        }
+        const foreign = yield* ask(port, surface, { authorization: `Bearer ${token}`, origin: "http://evil.example" })
+        assert.strictEqual(foreign.status, 403)
+      }
+      const remote = yield* A2a.connect(url, { headers: { authorization: `Bearer ${token}` } })
+      assert.strictEqual((yield* A2a.ask(remote, "hi")).text, "Hello there.")
+    }).pipe(Effect.scoped))
+
+  it.live("bodies: a chunked one over the limit is 413, not a reset; nested 100 000 deep is a parse error", () =>
+    Effect.gen(function*() {
+      const port = portOf(yield* serve([greeter()], { maxBodyBytes: 64 * 1024 }))
+      const chunk = "x".repeat(16 * 1024)
+      const chunked = yield* Raw.request(port, "/a2a", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        chunks: [
+          `{"jsonrpc":"2.0","id":1,"method":"message/send","params":"`,
+          ...Array.from({ length: 64 }, () => chunk)
+        ]
+      })
+      assert.strictEqual(chunked.status, 413, chunked.body)
+      assert.strictEqual(JSON.parse(chunked.body).error.code, -32600)
+      assert.include(JSON.parse(chunked.body).error.message, "over this server's limit of 65536 bytes")
+      for (const body of ["[".repeat(50_000), `${"[".repeat(30_000)}${"]".repeat(30_000)}`]) {
+        const deep = yield* Raw.request(port, "/a2a", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body
+        })
+        assert.strictEqual(deep.status, 200)
+        assert.strictEqual(JSON.parse(deep.body).error.code, -32700)
+      }
     }).pipe(Effect.scoped))
 })
 

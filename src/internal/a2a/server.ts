@@ -29,6 +29,7 @@ import {
   UnauthenticatedUser,
   validateVersion
 } from "@a2a-js/sdk/server"
+import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -39,6 +40,8 @@ import * as Stream from "effect/Stream"
 import type * as Agent from "../../Agent.js"
 import type * as Permissions from "../../services/Permissions.js"
 import type * as Session from "../../services/Session.js"
+import * as HttpBody from "../httpBody.js"
+import * as HttpGuard from "../httpGuard.js"
 import * as Executor from "./executor.js"
 
 /** The options of the A2A server (`A2a.ServeOptions`). */
@@ -166,13 +169,38 @@ export const makeApp = <Ag extends Agent.Any>(
 // Helpers
 // -----------------------------------------------------------------------------
 
-/** A JSON-RPC error answer. */
-const rpcError = (code: number, message: string, id: unknown = null) =>
-  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } })
+/** A JSON-RPC error answer (HTTP 200 unless `status` says otherwise). */
+const rpcError = (code: number, message: string, id: unknown = null, status = 200) =>
+  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } }, { status })
 
 /**
- * Reads a request's body as a JSON-RPC 2.0 request within `maxBodyBytes`, or the error to answer with:
- * over the limit or cut off (-32600), not JSON (-32700), not a request (-32600, naming the methods).
+ * Who may ask the A2A server alone (`A2a.layer`), around all its routes: `HttpGuard.refusal` (the
+ * `Host`, the `Origin`, the token), a refused request answered with its status and one line of JSON.
+ */
+export const guard = (policy: HttpGuard.Policy) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const headers = request.headers
+    const refusal = HttpGuard.refusal(policy, {
+      host: headers["host"],
+      origin: headers["origin"],
+      authorization: headers["authorization"]
+    })
+    return refusal === undefined
+      ? app
+      : Effect.succeed(
+        HttpServerResponse.unsafeJson({
+          _tag: refusal.status === 401 ? "Unauthorized" : "Forbidden",
+          message: refusal.message
+        }, {
+          status: refusal.status
+        })
+      )
+  })
+
+/**
+ * Reads a request's body as a JSON-RPC 2.0 request within `maxBodyBytes` (enforced while it is read,
+ * a chunked body too), or the error to answer with: over the limit (-32600, HTTP 413), cut off
+ * (-32600), not JSON or nested too deep (-32700), not a request (-32600, naming the methods).
  */
 const readRequest = (
   request: HttpServerRequest.HttpServerRequest,
@@ -184,21 +212,23 @@ const readRequest = (
 > =>
   Effect.gen(function*() {
     const reply = (response: HttpServerResponse.HttpServerResponse) => ({ _tag: "Reply" as const, response })
-    if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
-      return reply(rpcError(-32600, `the request is over this server's limit of ${maxBodyBytes} bytes`))
+    const read = yield* HttpBody.read(request, maxBodyBytes)
+    if (read._tag === "TooLarge") {
+      return reply(rpcError(-32600, `the request is over this server's limit of ${maxBodyBytes} bytes`, null, 413))
     }
-    const text = yield* Effect.orElseSucceed(request.text, () => undefined)
-    if (text === undefined || Buffer.byteLength(text) > maxBodyBytes) {
-      return reply(rpcError(-32600, `the request could not be read whole (over ${maxBodyBytes} bytes, or cut off)`))
+    if (read._tag === "Failed") {
+      return reply(rpcError(-32600, `the request could not be read whole: ${read.message}`))
     }
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
+    const parsed = HttpBody.parseJson(Buffer.from(read.bytes).toString("utf8"))
+    if (parsed._tag === "Problem") {
       return reply(
-        rpcError(-32700, "the body is not JSON: send a JSON-RPC 2.0 request, e.g. {\"jsonrpc\":\"2.0\",...}")
+        rpcError(
+          -32700,
+          `the body is not JSON (${parsed.message}): send a JSON-RPC 2.0 request, e.g. {"jsonrpc":"2.0",...}`
+        )
       )
     }
+    const body = parsed.value
     const envelope = body as { readonly jsonrpc?: unknown; readonly id?: unknown; readonly method?: unknown }
     if (
       typeof body !== "object" || body === null || Array.isArray(body) || envelope.jsonrpc !== "2.0" ||
