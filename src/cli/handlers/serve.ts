@@ -20,6 +20,7 @@ import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Agent from "../../Agent.js"
 import type * as Durable from "../../Durable.js"
+import * as HttpGuard from "../../internal/httpGuard.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Workspace from "../../services/Workspace.js"
 import * as Tools from "../../tools/index.js"
@@ -48,9 +49,6 @@ export const defaultDatabase = (environment: NodeJS.ProcessEnv = process.env): s
 /** `host:port`, an IPv6 host in brackets. */
 const formatAddress = (address: Address) =>
   address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`
-
-/** Whether `host` names this machine only. */
-const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
 
 /**
  * The permission policy of a durable run from the command's rules: a call the rules leave to a person
@@ -162,7 +160,7 @@ type Setup = Effect.Effect.Success<ReturnType<typeof prepare>>
  * processes of one machine: a runner address other than loopback on SQLite is refused.
  */
 const checkCluster = (address: Option.Option<Address>, postgres: boolean) =>
-  Option.isNone(address) || postgres || isLoopback(address.value.host)
+  Option.isNone(address) || postgres || HttpGuard.isLoopback(address.value.host)
     ? Effect.void
     : new Preflight.UsageError({
       description: `--runner-address ${formatAddress(address.value)} asks for runners on several machines, ` +
@@ -245,7 +243,8 @@ const announce = (
   write(`effect-agent: token ${token}\n`)
   // the token goes in the fragment, which the browser never sends: the page keeps it for the tab
   write(`effect-agent: web chat at ${url}/#token=${token}\n`)
-  write(`effect-agent: API reference at ${url}/docs; Ctrl-C stops\n`)
+  // the reference page takes the token the same way
+  write(`effect-agent: API reference at ${url}/docs#token=${token}; Ctrl-C stops\n`)
   if (setup.input.a2a) write(`effect-agent: A2A agent card at ${url}/.well-known/agent-card.json\n`)
 }
 
