@@ -193,6 +193,11 @@ describe("effect-agent serve as a process", () => {
         const url = `http://127.0.0.1:${port}`
         const options = { provider: provider.url, dir, port, yes: false }
         const first = yield* Serve.start(main, args(options), env(dir))
+        // the printed reference address opens in a browser: its page needs no token, it takes it from the fragment
+        yield* waitUntil("the reference address", () => first.output().includes("Ctrl-C stops"), "30 seconds")
+        assert.include(first.output(), `API reference at ${url}/docs#token=${token};`)
+        const docs = yield* Effect.promise(() => fetch(`${url}/docs`).then((response) => response.status))
+        assert.strictEqual(docs, 200)
         assert.strictEqual((yield* post(`${url}/sessions`, { sessionId: "a1" })).status, 200)
         assert.strictEqual((yield* post(`${url}/sessions/a1/prompt`, { clientId: "p1", text: "go" })).status, 200)
         const asked = yield* Deferred.make<void>()
