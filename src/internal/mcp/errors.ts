@@ -70,6 +70,32 @@ export class McpConfigInvalid
   }
 }
 
+/**
+ * `serveHttp` was asked to listen on an address other than loopback without a token: anyone who can
+ * reach the address could run the agents.
+ */
+export class McpTokenRequired
+  extends Schema.TaggedError<McpTokenRequired>("effect-agent/McpTokenRequired")("McpTokenRequired", {
+    host: Schema.String
+  })
+{
+  override get message(): string {
+    return `Refusing to serve MCP on ${this.host} without a token: give a token, or listen on 127.0.0.1`
+  }
+}
+
+/** `serveHttp` could not listen on its address (the port is taken, the address is not this machine's). */
+export class McpListenFailed
+  extends Schema.TaggedError<McpListenFailed>("effect-agent/McpListenFailed")("McpListenFailed", {
+    address: Schema.String,
+    reason: Schema.String
+  })
+{
+  override get message(): string {
+    return `Cannot serve MCP on ${this.address}: ${this.reason}`
+  }
+}
+
 /** An error from the SDK or the network, in one line of at most 500 characters. */
 export const describe = (error: unknown): string => {
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()
