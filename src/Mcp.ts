@@ -221,6 +221,16 @@ export {
 
 export {
   /**
+   * `serveStdio` read a message (a line of stdin) over its `maxMessageBytes`: the server stopped.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpMessageTooLarge
+} from "./internal/mcp/errors.js"
+
+export {
+  /**
    * `serveHttp` could not listen on its address (the port is taken, the address is not this machine's).
    *
    * @since 0.1.0
@@ -428,7 +438,8 @@ export const toOutput = (
 export const serve = McpServe.serve
 
 /**
- * Serves agents on this process's stdin and stdout until stdin closes.
+ * Serves agents on this process's stdin and stdout until stdin closes. A message (a line) over
+ * `maxMessageBytes` (10 MiB by default) stops it with `McpMessageTooLarge`.
  *
  * @since 0.1.0
  * @category Serving
@@ -479,6 +490,14 @@ export const servedToolName = McpServe.toolName
  * @category Serving
  */
 export type ServeOptions = McpServe.ServeOptions
+
+/**
+ * The options of `serveStdio`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type ServeStdioOptions = McpServe.StdioOptions
 
 /**
  * The options of `serveHttp`.

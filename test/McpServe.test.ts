@@ -476,34 +476,92 @@ describe("effect-agent mcp-server", () => {
     60_000
   )
 
-  it.live("--http serves it over Streamable HTTP on 127.0.0.1", () =>
-    Effect.gen(function*() {
-      const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
-      const child = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          Reaper.watch(ChildProcess.spawn(
-            process.execPath,
-            [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
-            { stdio: ["ignore", "ignore", "pipe"] }
-          ))
-        ),
-        (child) => Effect.sync(() => child.kill("SIGKILL"))
-      )
-      const url = yield* Effect.async<string>((resume) => {
-        let stderr = ""
-        child.stderr!.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString("utf8")
-          const found = /serving MCP at (\S+)/.exec(stderr)
-          if (found !== null) resume(Effect.succeed(found[1]!))
+  it.live(
+    "--http serves it over Streamable HTTP on 127.0.0.1 behind a token it makes and prints: without it 401, " +
+      "from a foreign Origin 403, with it through the official client",
+    () =>
+      Effect.gen(function*() {
+        const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            Reaper.watch(ChildProcess.spawn(
+              process.execPath,
+              [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
+              { stdio: ["ignore", "ignore", "pipe"] }
+            ))
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        const stderr = yield* Effect.async<string>((resume) => {
+          let stderr = ""
+          child.stderr!.on("data", (chunk: Buffer) => {
+            stderr += chunk.toString("utf8")
+            if (/serving MCP at \S+\n/.test(stderr)) resume(Effect.succeed(stderr))
+          })
         })
-      })
-      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
-      const client = yield* connectHttp(url)
-      const { tools } = yield* Effect.promise(() => client.listTools())
-      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
-      const result = yield* Effect.promise(() =>
-        client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
-      )
-      assert.include(JSON.stringify(result.content), "todo.txt")
-    }).pipe(Effect.scoped), 60_000)
+        const url = /serving MCP at (\S+)/.exec(stderr)![1]!
+        const token = /token (\S+)/.exec(stderr)?.[1]
+        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+        assert.isDefined(token, stderr)
+        assert.isAtLeast(token!.length, 32)
+        assertRefused(yield* send(url, {}, initialize), 401, /bearer token is required/)
+        const port = new URL(url).port
+        assertRefused(
+          yield* send(url, { authorization: `Bearer ${token}`, origin: `http://evil.example:${port}` }, initialize),
+          403,
+          /Origin/
+        )
+        const client = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const client = new Client({ name: "test", version: "1.0.0" })
+            await client.connect(
+              new StreamableHTTPClientTransport(new URL(url), {
+                requestInit: { headers: { Authorization: `Bearer ${token}` } }
+              })
+            )
+            return client
+          }),
+          (client) => Effect.promise(() => client.close())
+        )
+        const { tools } = yield* Effect.promise(() => client.listTools())
+        assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
+        const result = yield* Effect.promise(() =>
+          client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+        )
+        assert.include(JSON.stringify(result.content), "todo.txt")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "over stdio, a message over the limit ends the command with one line on stderr and a failure code",
+    () =>
+      Effect.gen(function*() {
+        const { dir, main } = yield* commandAndWorkspace("notes.txt", "hello")
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            Reaper.spawnGroup(process.execPath, [main, "mcp-server", "--provider", "demo", "--workspace", dir], {
+              stdio: ["pipe", "pipe", "pipe"]
+            })
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        let stderr = ""
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+        // the server may stop reading before all of it is written
+        child.stdin.on("error", () => undefined)
+        // one line of 11 MiB, over the 10 MiB limit, with no end
+        const line = Buffer.alloc(11 * 1024 * 1024, "x")
+        child.stdin.write(line)
+        const code = yield* Effect.async<number | null>((resume) => {
+          child.on("close", (code) => resume(Effect.succeed(code)))
+        })
+        assert.notStrictEqual(code, 0, stderr)
+        assert.isNotNull(code, stderr)
+        const lines = stderr.trim().split("\n")
+        assert.strictEqual(lines.length, 1, stderr)
+        assert.match(lines[0]!, /^effect-agent: .*over .*limit of 10485760 bytes/)
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })

@@ -96,6 +96,20 @@ export class McpListenFailed
   }
 }
 
+/**
+ * `serveStdio` read a message (a line of stdin) over its limit: it cannot be answered, and the client
+ * that sent it does not speak MCP as this server reads it, so the server stops.
+ */
+export class McpMessageTooLarge
+  extends Schema.TaggedError<McpMessageTooLarge>("effect-agent/McpMessageTooLarge")("McpMessageTooLarge", {
+    limit: Schema.Number
+  })
+{
+  override get message(): string {
+    return `A message on stdin is over the MCP server's limit of ${this.limit} bytes: the server stopped`
+  }
+}
+
 /** An error from the SDK or the network, in one line of at most 500 characters. */
 export const describe = (error: unknown): string => {
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()

@@ -12,6 +12,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import {
   type CallToolRequest,
@@ -43,7 +44,7 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
 import * as HttpGuard from "../httpGuard.js"
 import { describe, failureText } from "../runText.js"
-import { McpListenFailed, McpTokenRequired } from "./errors.js"
+import { McpListenFailed, McpMessageTooLarge, McpTokenRequired } from "./errors.js"
 
 /** The options of `serve`. */
 export interface ServeOptions {
@@ -267,18 +268,46 @@ const resultOf = (
   }
 }
 
-/** Serves `agents` on this process's stdin and stdout until stdin closes. */
+/** The options of `serveStdio`. */
+export interface StdioOptions extends ServeOptions {
+  /**
+   * The longest message (a line of stdin) read, in bytes (default 10 MiB). A longer one stops the server
+   * with `McpMessageTooLarge`: nothing of it is kept past the limit.
+   */
+  readonly maxMessageBytes?: number | undefined
+}
+
+/** The default `maxMessageBytes` of `serveStdio`: 10 MiB, the SDK's. */
+export const defaultMaxMessageBytes = STDIO_DEFAULT_MAX_BUFFER_SIZE
+
+/**
+ * Serves `agents` on this process's stdin and stdout until stdin closes; fails with
+ * `McpMessageTooLarge` when a message is over the limit.
+ */
 export const serveStdio = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
-  options?: ServeOptions
-): Effect.Effect<void, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  options: StdioOptions = {}
+): Effect.Effect<
+  void,
+  McpMessageTooLarge,
+  Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>
+> =>
   Effect.flatMap(serve(agents, options), (served) =>
-    Effect.async<void>((resume) => {
-      const transport = new StdioServerTransport()
-      transport.onclose = () => resume(Effect.void)
+    Effect.async<void, McpMessageTooLarge>((resume) => {
+      const limit = options.maxMessageBytes ?? defaultMaxMessageBytes
+      const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: limit })
+      let closing = false
+      // the transport closes itself only when what it holds of a line passes the limit (it reports a
+      // message that is not JSON-RPC, and goes on); stdin's end is the end of a normal session
+      transport.onclose = () => {
+        if (!closing) resume(Effect.fail(new McpMessageTooLarge({ limit })))
+      }
       process.stdin.once("end", () => resume(Effect.void))
       served.connect(transport).catch(() => resume(Effect.void))
-      return Effect.promise(() => transport.close())
+      return Effect.promise(() => {
+        closing = true
+        return transport.close()
+      })
     }))
 
 /** The options of `serveHttp`. */
