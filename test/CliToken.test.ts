@@ -162,6 +162,28 @@ describe("the token of mcp-server --http", () => {
       }),
     { timeout: 60_000 }
   )
+
+  it.scopedLive(
+    "without --http, --token and --host are a usage error rather than ignored",
+    () =>
+      Effect.gen(function*() {
+        const { dir } = yield* workspace
+        const outcome = yield* Cli.run(main, [
+          "mcp-server",
+          "--provider",
+          "demo",
+          "--workspace",
+          dir,
+          "--token",
+          fromFlag,
+          "--host",
+          "0.0.0.0"
+        ])
+        assert.strictEqual(outcome.code, 2, outcome.stderr)
+        assert.match(outcome.stderr, /^effect-agent: --token and --host apply only with --http/, outcome.stderr)
+      }),
+    { timeout: 60_000 }
+  )
 })
 
 describe("the token of serve", () => {

@@ -93,7 +93,8 @@ const httpOnly = (options: Input) => {
   return given.length === 0
     ? Effect.succeed(undefined)
     : new Preflight.UsageError({
-      description: `${given.join(" and ")} go with --http: over stdio the MCP client starts the server itself`,
+      description: `${given.join(" and ")} ${given.length === 1 ? "applies" : "apply"} only with --http: over ` +
+        "stdio the MCP client starts the server itself",
       hint: "add --http <port>, or leave them out"
     })
 }
