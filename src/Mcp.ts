@@ -209,6 +209,36 @@ export {
   McpConfigInvalid
 } from "./internal/mcp/errors.js"
 
+export {
+  /**
+   * `serveHttp` was asked to listen on an address other than loopback without a token.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpTokenRequired
+} from "./internal/mcp/errors.js"
+
+export {
+  /**
+   * `serveStdio` read a message (a line of stdin) over its `maxMessageBytes`: the server stopped.
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpMessageTooLarge
+} from "./internal/mcp/errors.js"
+
+export {
+  /**
+   * `serveHttp` could not listen on its address (the port is taken, the address is not this machine's).
+   *
+   * @since 0.1.0
+   * @category Errors
+   */
+  McpListenFailed
+} from "./internal/mcp/errors.js"
+
 /**
  * The errors of connecting to servers.
  *
@@ -408,7 +438,8 @@ export const toOutput = (
 export const serve = McpServe.serve
 
 /**
- * Serves agents on this process's stdin and stdout until stdin closes.
+ * Serves agents on this process's stdin and stdout until stdin closes. A message (a line) over
+ * `maxMessageBytes` (10 MiB by default) stops it with `McpMessageTooLarge`.
  *
  * @since 0.1.0
  * @category Serving
@@ -416,7 +447,28 @@ export const serve = McpServe.serve
 export const serveStdio = McpServe.serveStdio
 
 /**
- * Serves agents over Streamable HTTP (on 127.0.0.1 by default) for the life of the Scope.
+ * Serves agents over Streamable HTTP (on 127.0.0.1 by default) for the life of the Scope. Every request
+ * passes one guard before anything else: with a `token`, it must carry `Authorization: Bearer <token>`
+ * (401 otherwise); without one, only loopback `Host` names (and `allowedHosts`) are served, and no
+ * address but loopback is listened on (`McpTokenRequired`). A request from a page of another `Origin`
+ * than the server's own (and `allowedOrigins`) is refused (403), and a body over `maxBodyBytes` (1 MiB by
+ * default) is answered 413 as soon as the limit is passed.
+ *
+ * @example
+ * import { Agent, Model } from "effect-agent"
+ * import * as Mcp from "effect-agent/Mcp"
+ * import { Effect, Redacted } from "effect"
+ *
+ * const helper = Agent.make({ name: "helper", description: "Helps", instructions: "Help." })
+ *
+ * // a client sends `Authorization: Bearer <token>` with every request
+ * const program = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const { url } = yield* Mcp.serveHttp([helper], { port: 8080, token: Redacted.make("a-long-random-token") })
+ *     yield* Effect.log(`serving ${url}`)
+ *     return yield* Effect.never
+ *   })
+ * ).pipe(Effect.provide(Model.layerScripted([])))
  *
  * @since 0.1.0
  * @category Serving
@@ -438,6 +490,14 @@ export const servedToolName = McpServe.toolName
  * @category Serving
  */
 export type ServeOptions = McpServe.ServeOptions
+
+/**
+ * The options of `serveStdio`.
+ *
+ * @since 0.1.0
+ * @category Serving
+ */
+export type ServeStdioOptions = McpServe.StdioOptions
 
 /**
  * The options of `serveHttp`.

@@ -10,9 +10,11 @@ import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Http from "node:http"
 import * as NodePath from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Loop from "../src/Loop.js"
@@ -33,6 +35,122 @@ const connectHttp = (url: string) =>
     }),
     (client) => Effect.promise(() => client.close())
   )
+
+/** What a request sent by hand got: its status, headers and whole body. */
+interface Answer {
+  readonly status: number
+  readonly headers: Http.IncomingHttpHeaders
+  readonly body: string
+}
+
+/**
+ * Sends a request to `url` with node's `http`, so that `Host` and `Origin` can be set as a browser
+ * would set them for a page that rebinds its name (`fetch` keeps its own `Host`).
+ */
+const send = (url: string, headers: Http.OutgoingHttpHeaders, body?: string) =>
+  Effect.async<Answer>((resume) => {
+    const target = new URL(url)
+    const request = Http.request({
+      hostname: target.hostname,
+      port: target.port,
+      path: target.pathname,
+      method: body === undefined ? "GET" : "POST",
+      headers: {
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        accept: "application/json, text/event-stream",
+        ...headers
+      }
+    }, (response) => {
+      let text = ""
+      response.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
+      response.on("end", () =>
+        resume(Effect.succeed({ status: response.statusCode!, headers: response.headers, body: text })))
+    })
+    request.on("error", (error) =>
+      resume(Effect.die(error)))
+    request.end(body)
+  })
+
+const initialize = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "test", version: "1.0.0" } }
+})
+const listTools = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
+const callProbe = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 3,
+  method: "tools/call",
+  params: { name: "ask_probe", arguments: { prompt: "look" } }
+})
+
+/** A refusal: the status, and a JSON-RPC error on one line whose message says `what`. */
+const assertRefused = (answer: Answer, status: number, what: RegExp) => {
+  assert.strictEqual(answer.status, status, answer.body)
+  assert.notInclude(answer.body.trim(), "\n")
+  const parsed = JSON.parse(answer.body) as { jsonrpc: string; error: { code: number; message: string } }
+  assert.strictEqual(parsed.jsonrpc, "2.0")
+  assert.match(parsed.error.message, what)
+  assert.notInclude(parsed.error.message, "\n")
+}
+
+/** An agent whose one tool counts its runs (`runs()`), and that answers after it. */
+const probeAgent = () => {
+  let runs = 0
+  const probe = Tool.make({
+    name: "probe",
+    description: "Reads a secret",
+    parameters: Schema.Struct({}),
+    execute: () => Effect.sync(() => ++runs).pipe(Effect.as("the secret"))
+  })
+  const agent = Agent.make({
+    name: "probe",
+    description: "Probes",
+    instructions: "Probe.",
+    tools: [probe],
+    model: Model.scripted([
+      Message.assistant([Message.toolCall("p1", "probe", {})]),
+      Message.assistant("probed")
+    ])
+  })
+  return { agent, runs: () => runs }
+}
+
+/**
+ * Sends a body of `bytes` bytes to `url` in chunks (no `Content-Length`), or with a `Content-Length` of
+ * `bytes` and no body at all when `declared`; the request is never ended, so an answer means the
+ * server answered before reading it all.
+ */
+const sendUnfinished = (url: string, bytes: number, declared: boolean) =>
+  Effect.async<Answer>((resume) => {
+    const target = new URL(url)
+    const request = Http.request({
+      hostname: target.hostname,
+      port: target.port,
+      path: target.pathname,
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...(declared ? { "content-length": String(bytes) } : {})
+      }
+    }, (response) => {
+      let text = ""
+      response.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
+      response.on("end", () =>
+        resume(Effect.succeed({ status: response.statusCode!, headers: response.headers, body: text })))
+      response.on("error", () =>
+        undefined)
+    })
+    request.on("error", () => undefined)
+    if (declared) request.flushHeaders()
+    else {
+      const chunk = "x".repeat(1024)
+      for (let sent = 0; sent < bytes; sent += chunk.length) request.write(chunk)
+    }
+    return Effect.sync(() => request.destroy())
+  })
 
 const typed = Agent.make({
   name: "counter",
@@ -194,6 +312,90 @@ describe("Mcp.serveHttp", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("Mcp.serveHttp: who may ask", () => {
+  it.live("without a token, a foreign Host or Origin (DNS rebinding) is refused with 403 and the tool never runs", () =>
+    Effect.gen(function*() {
+      const { agent, runs } = probeAgent()
+      const { url } = yield* Mcp.serveHttp([agent])
+      const port = new URL(url).port
+      const own = yield* send(url, {}, initialize)
+      assert.strictEqual(own.status, 200, own.body)
+      const session = own.headers["mcp-session-id"] as string
+      const evilHost = { host: `evil.example:${port}`, origin: `http://evil.example:${port}` }
+      const evilOrigin = { origin: `http://evil.example:${port}` }
+      for (const headers of [evilHost, evilOrigin]) {
+        const what = headers === evilHost ? /Host "evil\.example" is not served/ : /Origin .* may not call/
+        assertRefused(yield* send(url, headers, initialize), 403, what)
+        assertRefused(yield* send(url, { ...headers, "mcp-session-id": session }, listTools), 403, what)
+        assertRefused(yield* send(url, { ...headers, "mcp-session-id": session }, callProbe), 403, what)
+        assertRefused(yield* send(url, { ...headers, "mcp-session-id": session }), 403, what)
+      }
+      assert.strictEqual(runs(), 0)
+      // the same call from the server's own origin runs the tool
+      const called = yield* send(url, { "mcp-session-id": session, origin: `http://127.0.0.1:${port}` }, callProbe)
+      assert.strictEqual(called.status, 200, called.body)
+      assert.include(called.body, "probed")
+      assert.strictEqual(runs(), 1)
+    }).pipe(Effect.scoped))
+
+  it.live("with a token, a request without it or with another is 401; the SDK client passes it in requestInit", () =>
+    Effect.gen(function*() {
+      const { agent, runs } = probeAgent()
+      const token = "mcp-test-token-0123456789"
+      const { url } = yield* Mcp.serveHttp([agent], { token: Redacted.make(token) })
+      const port = new URL(url).port
+      assertRefused(yield* send(url, {}, initialize), 401, /bearer token is required/)
+      assertRefused(yield* send(url, { authorization: "Bearer not-the-token" }, initialize), 401, /bearer token/)
+      // a page that rebinds its name has no token either
+      assertRefused(
+        yield* send(url, { host: `evil.example:${port}`, origin: `http://evil.example:${port}` }, callProbe),
+        401,
+        /bearer token/
+      )
+      assert.strictEqual(runs(), 0)
+      const client = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Client({ name: "test", version: "1.0.0" })
+          await client.connect(
+            new StreamableHTTPClientTransport(new URL(url), {
+              requestInit: { headers: { Authorization: `Bearer ${token}` } }
+            })
+          )
+          return client
+        }),
+        (client) => Effect.promise(() => client.close())
+      )
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_probe"])
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "ask_probe", arguments: { prompt: "look" } }, CallToolResultSchema)
+      )
+      assert.include(JSON.stringify(result.content), "probed")
+      assert.strictEqual(runs(), 1)
+    }).pipe(Effect.scoped))
+
+  it.live("refuses to listen on an address other than loopback without a token", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Mcp.serveHttp([typed], { host: "0.0.0.0" }))
+      assert.strictEqual(error._tag, "McpTokenRequired")
+      assert.include(error.message, "0.0.0.0")
+      assert.include(error.message, "token")
+    }).pipe(Effect.scoped))
+
+  it.live("a body over the limit is answered 413 as it arrives: chunked, or by its Content-Length unread", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Mcp.serveHttp([typed], { maxBodyBytes: 4096 })
+      const chunked = yield* sendUnfinished(url, 64 * 1024, false)
+      assertRefused(chunked, 413, /over this server's limit of 4096 bytes/)
+      assert.strictEqual(chunked.headers.connection, "close")
+      const declared = yield* sendUnfinished(url, 10 * 1024 * 1024, true)
+      assertRefused(declared, 413, /over this server's limit of 4096 bytes/)
+      assert.strictEqual(declared.headers.connection, "close")
+      // a body within the limit is served
+      assert.strictEqual((yield* send(url, {}, initialize)).status, 200)
+    }).pipe(Effect.scoped))
+})
+
 /** The bundled command, and a temporary workspace holding one file; both removed when the scope closes. */
 const commandAndWorkspace = (file: string, text: string) =>
   Effect.gen(function*() {
@@ -274,34 +476,92 @@ describe("effect-agent mcp-server", () => {
     60_000
   )
 
-  it.live("--http serves it over Streamable HTTP on 127.0.0.1", () =>
-    Effect.gen(function*() {
-      const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
-      const child = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          Reaper.watch(ChildProcess.spawn(
-            process.execPath,
-            [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
-            { stdio: ["ignore", "ignore", "pipe"] }
-          ))
-        ),
-        (child) => Effect.sync(() => child.kill("SIGKILL"))
-      )
-      const url = yield* Effect.async<string>((resume) => {
-        let stderr = ""
-        child.stderr!.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString("utf8")
-          const found = /serving MCP at (\S+)/.exec(stderr)
-          if (found !== null) resume(Effect.succeed(found[1]!))
+  it.live(
+    "--http serves it over Streamable HTTP on 127.0.0.1 behind a token it makes and prints: without it 401, " +
+      "from a foreign Origin 403, with it through the official client",
+    () =>
+      Effect.gen(function*() {
+        const { dir, main } = yield* commandAndWorkspace("todo.txt", "things")
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            Reaper.watch(ChildProcess.spawn(
+              process.execPath,
+              [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", "--name", "helper"],
+              { stdio: ["ignore", "ignore", "pipe"] }
+            ))
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        const stderr = yield* Effect.async<string>((resume) => {
+          let stderr = ""
+          child.stderr!.on("data", (chunk: Buffer) => {
+            stderr += chunk.toString("utf8")
+            if (/serving MCP at \S+\n/.test(stderr)) resume(Effect.succeed(stderr))
+          })
         })
-      })
-      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
-      const client = yield* connectHttp(url)
-      const { tools } = yield* Effect.promise(() => client.listTools())
-      assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
-      const result = yield* Effect.promise(() =>
-        client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
-      )
-      assert.include(JSON.stringify(result.content), "todo.txt")
-    }).pipe(Effect.scoped), 60_000)
+        const url = /serving MCP at (\S+)/.exec(stderr)![1]!
+        const token = /token (\S+)/.exec(stderr)?.[1]
+        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+        assert.isDefined(token, stderr)
+        assert.isAtLeast(token!.length, 32)
+        assertRefused(yield* send(url, {}, initialize), 401, /bearer token is required/)
+        const port = new URL(url).port
+        assertRefused(
+          yield* send(url, { authorization: `Bearer ${token}`, origin: `http://evil.example:${port}` }, initialize),
+          403,
+          /Origin/
+        )
+        const client = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const client = new Client({ name: "test", version: "1.0.0" })
+            await client.connect(
+              new StreamableHTTPClientTransport(new URL(url), {
+                requestInit: { headers: { Authorization: `Bearer ${token}` } }
+              })
+            )
+            return client
+          }),
+          (client) => Effect.promise(() => client.close())
+        )
+        const { tools } = yield* Effect.promise(() => client.listTools())
+        assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_helper"])
+        const result = yield* Effect.promise(() =>
+          client.callTool({ name: "ask_helper", arguments: { prompt: "what is here?" } }, CallToolResultSchema)
+        )
+        assert.include(JSON.stringify(result.content), "todo.txt")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "over stdio, a message over the limit ends the command with one line on stderr and a failure code",
+    () =>
+      Effect.gen(function*() {
+        const { dir, main } = yield* commandAndWorkspace("notes.txt", "hello")
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            Reaper.spawnGroup(process.execPath, [main, "mcp-server", "--provider", "demo", "--workspace", dir], {
+              stdio: ["pipe", "pipe", "pipe"]
+            })
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        let stderr = ""
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+        // the server may stop reading before all of it is written
+        child.stdin.on("error", () => undefined)
+        // one line of 11 MiB, over the 10 MiB limit, with no end
+        const line = Buffer.alloc(11 * 1024 * 1024, "x")
+        child.stdin.write(line)
+        const code = yield* Effect.async<number | null>((resume) => {
+          child.on("close", (code) => resume(Effect.succeed(code)))
+        })
+        assert.notStrictEqual(code, 0, stderr)
+        assert.isNotNull(code, stderr)
+        const lines = stderr.trim().split("\n")
+        assert.strictEqual(lines.length, 1, stderr)
+        assert.match(lines[0]!, /^effect-agent: .*over .*limit of 10485760 bytes/)
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })

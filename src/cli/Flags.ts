@@ -196,6 +196,45 @@ export const mcp = Options.text("mcp").pipe(
 )
 
 /**
+ * The environment variable a server's token is read from, when neither `--token` nor `--token-file` is
+ * given.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const tokenVariable = "EFFECT_AGENT_TOKEN"
+
+/**
+ * `--token` of the HTTP servers (`serve`, `mcp-server --http`).
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const token = Options.text("token").pipe(
+  Options.withPseudoName("token"),
+  Options.optional,
+  Options.withDescription(
+    `the bearer token every request must carry; other local users see it in ps, so prefer --token-file or ` +
+      `${tokenVariable} (without any of the three, a new random one is made and printed)`
+  )
+)
+
+/**
+ * `--token-file` of the HTTP servers: a file holding the token.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const tokenFile = Options.text("token-file").pipe(
+  Options.withPseudoName("path"),
+  Options.optional,
+  Options.withDescription(
+    `a file holding the bearer token (its content, trimmed), kept out of ps; --token wins over it, and it ` +
+      `over the environment variable ${tokenVariable}`
+  )
+)
+
+/**
  * Loads the MCP module, whose SDK is an optional peer dependency: missing, it is a usage error saying
  * that `what` needs it.
  *

@@ -1,7 +1,8 @@
 /**
  * `effect-agent mcp-server`: the command's agent (its model, workspace tools and permissions) served as
- * an MCP server, over stdio (default) or Streamable HTTP (`--http <port>`, on 127.0.0.1). Its options
- * are here; what it does is in handlers/mcpServer.ts, loaded, with the MCP module (its SDK is an
+ * an MCP server, over stdio (default) or Streamable HTTP (`--http <port>`, on 127.0.0.1 unless `--host`
+ * says otherwise, behind a bearer token: `--token`, `--token-file`, `EFFECT_AGENT_TOKEN`, or one made and
+ * printed). Its options are here; what it does is in handlers/mcpServer.ts, loaded, with the MCP module (its SDK is an
  * optional peer dependency), only when the subcommand runs.
  *
  * @since 0.1.0
@@ -25,7 +26,23 @@ const http = Options.text("http").pipe(
   ),
   Options.optional,
   Options.withDescription(
-    "serve over Streamable HTTP on 127.0.0.1:<port>/mcp (its URL is printed on stderr) instead of stdio"
+    "serve over Streamable HTTP on <host>:<port>/mcp instead of stdio, behind a bearer token; its URL, and " +
+      "the token when one is made, are printed on stderr"
+  )
+)
+
+const host = Options.text("host").pipe(
+  Options.withPseudoName("address"),
+  Options.withDefault("127.0.0.1"),
+  Options.withDescription("with --http, the address to listen on (default 127.0.0.1)")
+)
+
+const maxBodyBytes = Options.text("max-body-bytes").pipe(
+  Options.withPseudoName("bytes"),
+  Options.mapEffect(Flags.positive("max-body-bytes", " of bytes")),
+  Options.withDefault(1024 * 1024),
+  Options.withDescription(
+    "with --http, the largest request body: a larger one is answered 413 unread (default 1048576, 1 MiB)"
   )
 )
 
@@ -36,12 +53,21 @@ const name = Options.text("name").pipe(
 )
 
 /**
- * The subcommand's options: the main command's model, workspace, limit and permissions, and its own.
+ * The subcommand's options: the main command's model, workspace, limit and permissions, and its own
+ * (the HTTP server's address, token and body limit among them).
  *
  * @since 0.1.0
  * @category Options
  */
-export const config = { ...Flags.agent, http, name }
+export const config = {
+  ...Flags.agent,
+  http,
+  name,
+  host,
+  token: Flags.token,
+  tokenFile: Flags.tokenFile,
+  maxBodyBytes
+}
 
 /**
  * The subcommand's parsed options.

@@ -26,10 +26,8 @@ export const options = {
     Options.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
   ),
   port: Options.integer("port").pipe(Options.withDefault(4141), Options.withDescription("the port (default 4141)")),
-  token: Options.text("token").pipe(
-    Options.optional,
-    Options.withDescription("the bearer token every request must carry (default: a new random one, printed)")
-  ),
+  token: Flags.token,
+  tokenFile: Flags.tokenFile,
   cors: Options.text("cors").pipe(
     Options.repeated,
     Options.withDescription("an origin allowed to call the server from a browser (repeat it; default: none)")

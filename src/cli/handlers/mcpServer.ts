@@ -7,6 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Agent from "../../Agent.js"
 import type * as Model from "../../Model.js"
 import * as Permissions from "../../services/Permissions.js"
@@ -18,7 +19,9 @@ import type { Input } from "../McpServer.js"
 import * as Models from "../Models.js"
 import * as PermissionFiles from "../PermissionFiles.js"
 import * as Preflight from "../Preflight.js"
+import * as Process from "../Process.js"
 import * as Sessions from "../Sessions.js"
+import * as Token from "../Token.js"
 
 /**
  * What the subcommand needs from the main command's options: the model, the workspace and the rules.
@@ -80,6 +83,22 @@ const setupOf = (options: Input) =>
     } satisfies Setup
   })
 
+/** Over stdio the HTTP options mean nothing: given, they are a usage error rather than ignored. */
+const httpOnly = (options: Input) => {
+  const given = [
+    Option.isSome(options.token) ? "--token" : undefined,
+    Option.isSome(options.tokenFile) ? "--token-file" : undefined,
+    options.host !== "127.0.0.1" ? "--host" : undefined
+  ].filter((name) => name !== undefined)
+  return given.length === 0
+    ? Effect.succeed(undefined)
+    : new Preflight.UsageError({
+      description: `${given.join(" and ")} ${given.length === 1 ? "applies" : "apply"} only with --http: over ` +
+        "stdio the MCP client starts the server itself",
+      hint: "add --http <port>, or leave them out"
+    })
+}
+
 /**
  * Serves the agent as an MCP server until the process is stopped.
  *
@@ -88,6 +107,9 @@ const setupOf = (options: Input) =>
  */
 export const run = (options: Input) =>
   Effect.gen(function*() {
+    const http = Option.isSome(options.http)
+      ? { port: options.http.value, given: yield* Token.resolve(options) }
+      : yield* httpOnly(options)
     const setup = yield* setupOf(options)
     const Mcp = yield* Flags.loadMcp("mcp-server")
     const agent = Agent.make({
@@ -99,17 +121,24 @@ export const run = (options: Input) =>
       maxTurns: setup.maxTurns
     })
     const serveOptions = { name: "effect-agent", permissions: setup.rules }
-    const port = Option.getOrUndefined(options.http)
-    const served = port !== undefined
-      ? Effect.gen(function*() {
-        const { url } = yield* Mcp.serveHttp([agent], { ...serveOptions, port })
-        yield* Effect.sync(() => process.stderr.write(`effect-agent: serving MCP at ${url}\n`))
-        return yield* Effect.never
-      }).pipe(Effect.scoped)
-      : Mcp.serveStdio([agent], serveOptions)
-    yield* served.pipe(
-      Effect.provide(
-        Layer.mergeAll(setup.model, Workspace.layer(setup.root, { protect: setup.protect }), setup.services)
-      )
-    ) as Effect.Effect<void>
+    const services = Layer.mergeAll(
+      setup.model,
+      Workspace.layer(setup.root, { protect: setup.protect }),
+      setup.services
+    )
+    if (http === undefined) {
+      return yield* Mcp.serveStdio([agent], serveOptions).pipe(Effect.provide(services))
+    }
+    yield* Effect.gen(function*() {
+      const { url } = yield* Mcp.serveHttp([agent], {
+        ...serveOptions,
+        port: http.port,
+        host: options.host,
+        token: Redacted.make(http.given.token),
+        maxBodyBytes: options.maxBodyBytes
+      })
+      // one write: the URL line comes last, and a reader that waits for it has the token line too
+      yield* Effect.sync(() => Process.writeErr(`${Token.line(http.given)}effect-agent: serving MCP at ${url}\n`))
+      return yield* Effect.never
+    }).pipe(Effect.scoped, Effect.provide(services))
   })

@@ -31,6 +31,7 @@ import * as Preflight from "../Preflight.js"
 import * as Process from "../Process.js"
 import type { Address, Input } from "../Serve.js"
 import * as Sessions from "../Sessions.js"
+import * as Token from "../Token.js"
 
 /**
  * The default database: `serve.db` in the user's data directory (`$XDG_DATA_HOME/effect-agent`, or
@@ -77,11 +78,11 @@ export const policyOf = (rules: Permissions.Rules): Durable.Policy => {
  */
 export const run = (input: Input) =>
   Effect.gen(function*() {
+    const { token } = yield* Token.resolve(input)
     const setup = yield* prepare(input)
     const [Server, DurableModule] = yield* Effect.promise(() =>
       Promise.all([import("../../Server.js"), import("../../Durable.js")])
     )
-    const token = Option.getOrElse(input.token, Server.makeToken)
     const routes = input.a2a ? yield* a2aRoutes(setup, Models.systemPrompt) : undefined
     const server = Server.layer({
       host: input.host,

@@ -70,6 +70,46 @@ export class McpConfigInvalid
   }
 }
 
+/**
+ * `serveHttp` was asked to listen on an address other than loopback without a token: anyone who can
+ * reach the address could run the agents.
+ */
+export class McpTokenRequired
+  extends Schema.TaggedError<McpTokenRequired>("effect-agent/McpTokenRequired")("McpTokenRequired", {
+    host: Schema.String
+  })
+{
+  override get message(): string {
+    return `Refusing to serve MCP on ${this.host} without a token: give a token, or listen on 127.0.0.1`
+  }
+}
+
+/** `serveHttp` could not listen on its address (the port is taken, the address is not this machine's). */
+export class McpListenFailed
+  extends Schema.TaggedError<McpListenFailed>("effect-agent/McpListenFailed")("McpListenFailed", {
+    address: Schema.String,
+    reason: Schema.String
+  })
+{
+  override get message(): string {
+    return `Cannot serve MCP on ${this.address}: ${this.reason}`
+  }
+}
+
+/**
+ * `serveStdio` read a message (a line of stdin) over its limit: it cannot be answered, and the client
+ * that sent it does not speak MCP as this server reads it, so the server stops.
+ */
+export class McpMessageTooLarge
+  extends Schema.TaggedError<McpMessageTooLarge>("effect-agent/McpMessageTooLarge")("McpMessageTooLarge", {
+    limit: Schema.Number
+  })
+{
+  override get message(): string {
+    return `A message on stdin is over the MCP server's limit of ${this.limit} bytes: the server stopped`
+  }
+}
+
 /** An error from the SDK or the network, in one line of at most 500 characters. */
 export const describe = (error: unknown): string => {
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()

@@ -4,12 +4,15 @@
  * progress notifications, `notifications/cancelled` interrupts the run (so its calls are paired, as an
  * abort leaves them), as does a client gone away (a closed transport, or over HTTP a call's response
  * closed before its answer), and a typed answer is the result's `structuredContent`. Built on the official
- * SDK's low-level `Server`, over stdio or Streamable HTTP.
+ * SDK's low-level `Server`, over stdio or Streamable HTTP. Over HTTP every request passes the package's
+ * guard first (`httpGuard.ts`: a bearer token, or loopback `Host` names only; no foreign `Origin`), then
+ * the body limit, which is counted while the body arrives.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import {
   type CallToolRequest,
@@ -28,6 +31,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as JSONSchema from "effect/JSONSchema"
 import type * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -38,7 +42,9 @@ import * as Agent from "../../Agent.js"
 import type * as Event from "../../Event.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
+import * as HttpGuard from "../httpGuard.js"
 import { describe, failureText } from "../runText.js"
+import { McpListenFailed, McpMessageTooLarge, McpTokenRequired } from "./errors.js"
 
 /** The options of `serve`. */
 export interface ServeOptions {
@@ -262,53 +268,136 @@ const resultOf = (
   }
 }
 
-/** Serves `agents` on this process's stdin and stdout until stdin closes. */
+/** The options of `serveStdio`. */
+export interface StdioOptions extends ServeOptions {
+  /**
+   * The longest message (a line of stdin) read, in bytes (default 10 MiB). A longer one stops the server
+   * with `McpMessageTooLarge`: nothing of it is kept past the limit.
+   */
+  readonly maxMessageBytes?: number | undefined
+}
+
+/** The default `maxMessageBytes` of `serveStdio`: 10 MiB, the SDK's. */
+export const defaultMaxMessageBytes = STDIO_DEFAULT_MAX_BUFFER_SIZE
+
+/**
+ * Serves `agents` on this process's stdin and stdout until stdin closes; fails with
+ * `McpMessageTooLarge` when a message is over the limit.
+ */
 export const serveStdio = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
-  options?: ServeOptions
-): Effect.Effect<void, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
+  options: StdioOptions = {}
+): Effect.Effect<
+  void,
+  McpMessageTooLarge,
+  Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>
+> =>
   Effect.flatMap(serve(agents, options), (served) =>
-    Effect.async<void>((resume) => {
-      const transport = new StdioServerTransport()
-      transport.onclose = () => resume(Effect.void)
+    Effect.async<void, McpMessageTooLarge>((resume) => {
+      const limit = options.maxMessageBytes ?? defaultMaxMessageBytes
+      const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: limit })
+      let closing = false
+      // the transport closes itself only when what it holds of a line passes the limit (it reports a
+      // message that is not JSON-RPC, and goes on); stdin's end is the end of a normal session
+      transport.onclose = () => {
+        if (!closing) resume(Effect.fail(new McpMessageTooLarge({ limit })))
+      }
       process.stdin.once("end", () => resume(Effect.void))
       served.connect(transport).catch(() => resume(Effect.void))
-      return Effect.promise(() => transport.close())
+      return Effect.promise(() => {
+        closing = true
+        return transport.close()
+      })
     }))
 
 /** The options of `serveHttp`. */
 export interface HttpOptions extends ServeOptions {
   /** Default 0: a free port. */
   readonly port?: number | undefined
-  /** Default `"127.0.0.1"`. */
+  /** Default `"127.0.0.1"`; any address other than loopback needs a `token` (`McpTokenRequired`). */
   readonly host?: string | undefined
   /** Default `"/mcp"`. */
   readonly path?: string | undefined
+  /**
+   * The bearer token every request must carry (`Authorization: Bearer <token>`); a request without it,
+   * or with another, is answered 401. Without a token only loopback `Host` names (and `allowedHosts`)
+   * are served.
+   */
+  readonly token?: string | Redacted.Redacted<string> | undefined
+  /** More `Host` names served without a token (names only, no port: e.g. `"agent.internal"`). */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /**
+   * Origins whose pages may call the server from a browser (e.g. `"http://localhost:5173"`); a request
+   * with any other `Origin` than the server's own is answered 403.
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
+  /**
+   * The largest request body, in bytes (default 1 MiB). A larger one is answered 413 as soon as the
+   * limit is passed (at once when its `Content-Length` says so) and the connection is closed: the rest
+   * is never read.
+   */
+  readonly maxBodyBytes?: number | undefined
 }
 
-/** Serves `agents` over Streamable HTTP for the life of the Scope; returns the endpoint's URL. */
+/** The default `maxBodyBytes`: 1 MiB. */
+export const defaultMaxBodyBytes = 1024 * 1024
+
+/**
+ * Serves `agents` over Streamable HTTP for the life of the Scope; returns the endpoint's URL. Fails with
+ * `McpTokenRequired` on an address other than loopback without a token, and `McpListenFailed` when the
+ * address cannot be listened on.
+ */
 export const serveHttp = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
   options: HttpOptions = {}
 ): Effect.Effect<
   { readonly url: string },
-  never,
+  McpTokenRequired | McpListenFailed,
   Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions> | Scope.Scope
 > =>
   Effect.gen(function*() {
+    const listenHost = options.host ?? "127.0.0.1"
+    const token = options.token === undefined
+      ? undefined
+      : Redacted.isRedacted(options.token)
+      ? Redacted.value(options.token)
+      : options.token
+    if (token === undefined && !HttpGuard.isLoopback(listenHost)) {
+      return yield* new McpTokenRequired({ host: listenHost })
+    }
     const running: Running = new Map()
     const served = yield* serveTracked(agents, options, running)
     const path = options.path ?? "/mcp"
     const transports = new Map<string, StreamableHTTPServerTransport>()
-    const handle = httpHandler(served, path, transports, running)
+    // The guard is the one rule of who may ask. The SDK transport's own Host and Origin lists are left
+    // off: they compare exact `host:port` strings, so they cannot say "any loopback name" nor "any Host
+    // with the token", and would be a second rule that disagrees with the first.
+    const handle = httpHandler(
+      served,
+      {
+        path,
+        policy: { token, allowedHosts: options.allowedHosts, allowedOrigins: options.allowedOrigins },
+        maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes
+      },
+      transports,
+      running
+    )
     const server = NodeHttp.createServer((request, response) => {
       handle(request, response).catch((error) => {
         if (!response.headersSent) rpcError(response, 500, ErrorCode.InternalError, String(error))
       })
     })
     yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => resume(Effect.void))
+      Effect.async<void, McpListenFailed>((resume) => {
+        const onError = (error: Error) =>
+          resume(
+            Effect.fail(new McpListenFailed({ address: `${listenHost}:${options.port ?? 0}`, reason: error.message }))
+          )
+        server.once("error", onError)
+        server.listen(options.port ?? 0, listenHost, () => {
+          server.off("error", onError)
+          resume(Effect.void)
+        })
       }),
       () =>
         Effect.promise(async () => {
@@ -322,17 +411,35 @@ export const serveHttp = <Ag extends Agent.Any>(
     return { url: `http://${host}:${address.port}${path}` }
   })
 
+/** What the endpoint checks before a request reaches MCP. */
+interface Endpoint {
+  readonly path: string
+  readonly policy: HttpGuard.Policy
+  readonly maxBodyBytes: number
+}
+
+/** The JSON-RPC code of a request refused before MCP (a server error, as the SDK's own Host check uses). */
+const refusedCode = -32000
+
 /**
- * The handler of the endpoint: a request of a known MCP session goes to its transport, an initialize
- * request opens a new one, anything else is a JSON-RPC error that says what to send instead.
+ * The handler of the endpoint: the guard first (401 or 403, before anything is read), then a request
+ * of a known MCP session goes to its transport, an initialize request opens a new one, anything else is
+ * a JSON-RPC error that says what to send instead.
  */
 const httpHandler = (
   served: Served,
-  path: string,
+  endpoint: Endpoint,
   transports: Map<string, StreamableHTTPServerTransport>,
   running: Running
 ) =>
 async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse): Promise<void> => {
+  const refused = HttpGuard.refusal(endpoint.policy, {
+    host: request.headers.host,
+    origin: request.headers.origin,
+    authorization: request.headers.authorization
+  })
+  if (refused !== undefined) return rpcError(response, refused.status, refusedCode, refused.message)
+  const path = endpoint.path
   if ((request.url ?? "").split("?")[0] !== path) {
     return rpcError(response, 404, ErrorCode.InvalidRequest, `not found: the MCP endpoint is ${path}`)
   }
@@ -344,7 +451,8 @@ async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse): Pr
     }
     return known.handleRequest(request, response)
   }
-  const text = await readBody(request)
+  const text = await readBody(request, endpoint.maxBodyBytes)
+  if (text === undefined) return tooLarge(response, endpoint.maxBodyBytes)
   let body: unknown
   try {
     body = JSON.parse(text)
@@ -434,10 +542,41 @@ const rpcError = (response: NodeHttp.ServerResponse, status: number, code: numbe
   response.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
 }
 
-const readBody = (request: NodeHttp.IncomingMessage): Promise<string> =>
+/**
+ * The body as text, or `undefined` as soon as it is over `limit` bytes: at once when its
+ * `Content-Length` says so (nothing is read), else when the bytes read pass the limit (nothing more is
+ * kept). Chunked bodies are counted the same way.
+ */
+const readBody = (request: NodeHttp.IncomingMessage, limit: number): Promise<string | undefined> =>
   new Promise((resolve, reject) => {
+    if (Number(request.headers["content-length"] ?? 0) > limit) return resolve(undefined)
     const chunks: Array<Buffer> = []
-    request.on("data", (chunk: Buffer) => chunks.push(chunk))
-    request.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    let bytes = 0
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes <= limit) return void chunks.push(chunk)
+      request.off("data", onData)
+      request.off("end", onEnd)
+      request.pause()
+      chunks.length = 0
+      resolve(undefined)
+    }
+    const onEnd = () => resolve(Buffer.concat(chunks).toString("utf8"))
+    request.on("data", onData)
+    request.on("end", onEnd)
     request.on("error", reject)
   })
+
+/** 413, and the connection closed once the answer is sent: the rest of the body is never read. */
+const tooLarge = (response: NodeHttp.ServerResponse, limit: number): void => {
+  response.shouldKeepAlive = false
+  response.writeHead(413, { "content-type": "application/json", connection: "close" })
+  response.end(JSON.stringify({
+    jsonrpc: "2.0",
+    error: {
+      code: ErrorCode.InvalidRequest,
+      message: `the request body is over this server's limit of ${limit} bytes: send a smaller one`
+    },
+    id: null
+  }))
+}
