@@ -119,20 +119,25 @@ export const approve = (
     const refused = (decided?: Decision) =>
       new CallNotWaiting({ sessionId, toolCallId, ...(decided === undefined ? {} : { decided: verdict(decided) }) })
     const earlier = yield* decisionOf(runId, toolCallId)
+    const messages = yield* SessionSql.readMessages(sessionId)
+    const always = (name: string) =>
+      decision._tag === "Allow" && decision.always === true ? rememberAlways(sessionId, runId, name) : Effect.void
     if (Option.isSome(earlier)) {
       if (verdict(earlier.value) !== verdict(decision)) return yield* refused(earlier.value)
-      // completed again: a decision recorded by a runner that died before it resumed the run gets there
+      // done again: a runner that died after it recorded the decision may not have done the rest
       yield* decide(sessionId, runId, toolCallId, earlier.value)
+      const made = lastAnswer(messages).calls.find((each) => each.id === toolCallId)
+      if (made !== undefined) yield* always(made.name)
       return { runId }
     }
-    const call = unansweredCalls(yield* SessionSql.readMessages(sessionId)).find((each) => each.id === toolCallId)
+    const call = lastAnswer(messages).unanswered.find((each) => each.id === toolCallId)
     const asks = call !== undefined &&
       options.policy?.({ toolCallId, toolName: call.name, input: call.input }) === "Ask" &&
       !(yield* alwaysAllowed(sessionId)).includes(call.name)
     if (!asks) return yield* refused()
     const stored = yield* settle(sessionId, runId, toolCallId, decision)
     if (verdict(stored) !== verdict(decision)) return yield* refused(stored)
-    if (decision._tag === "Allow" && decision.always === true) yield* rememberAlways(sessionId, runId, call)
+    yield* always(call.name)
     return { runId }
   })
 
@@ -142,28 +147,30 @@ const verdict = (decision: Decision) =>
     ? "allowed for the session" as const
     : "allowed" as const
 
-/** The tool calls of the log's last answer that have no result yet. */
-export const unansweredCalls = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCall> => {
+/** The tool calls of the log's last answer, and those of them that have no result yet. */
+const lastAnswer = (messages: ReadonlyArray<Message.Message>) => {
   let index = messages.length - 1
   while (index >= 0 && messages[index]!.role !== "assistant") index--
   const answer = messages[index]
-  if (answer?.role !== "assistant") return []
+  const calls = answer?.role === "assistant" ? Message.toolCalls(answer) : []
   const answered = new Set(
     messages.slice(index + 1).flatMap((message) => message.role === "toolResult" ? [message.toolCallId] : [])
   )
-  return Message.toolCalls(answer).filter((call) => !answered.has(call.id))
+  return { calls, unanswered: calls.filter((call) => !answered.has(call.id)) }
 }
 
+/** The tool calls of the log's last answer that have no result yet. */
+export const unansweredCalls = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCall> =>
+  lastAnswer(messages).unanswered
+
 /**
- * Records the call's tool as allowed for the session, and allows the other calls of that tool the
- * session's last answer made that have no result yet (they may be waiting already).
+ * Records a tool as allowed for the session, and allows the calls of that tool the session's last answer
+ * made that have no result yet (they may be waiting already; one decided already keeps its decision).
  */
-const rememberAlways = (sessionId: string, runId: string, call: Message.ToolCall) =>
+const rememberAlways = (sessionId: string, runId: string, toolName: string) =>
   Effect.gen(function*() {
-    yield* allowAlways(sessionId, call.name)
-    const others = unansweredCalls(yield* SessionSql.readMessages(sessionId)).filter((each) =>
-      each.name === call.name && each.id !== call.id
-    )
+    yield* allowAlways(sessionId, toolName)
+    const others = unansweredCalls(yield* SessionSql.readMessages(sessionId)).filter((each) => each.name === toolName)
     yield* Effect.forEach(others, (each) => settle(sessionId, runId, each.id, { _tag: "Allow" }), { discard: true })
   })
 
