@@ -112,6 +112,40 @@ export const PromptTooLarge: typeof DurableErrors.PromptTooLarge = DurableErrors
  */
 export type PromptTooLarge = DurableErrors.PromptTooLarge
 
+/**
+ * A `Steer`, or an `Approve`, for a session with no run going on; nothing was stored.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const NoRunGoingOn: typeof DurableErrors.NoRunGoingOn = DurableErrors.NoRunGoingOn
+
+/**
+ * A `Steer`, or an `Approve`, for a session with no run going on; nothing was stored.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export type NoRunGoingOn = DurableErrors.NoRunGoingOn
+
+/**
+ * An `Approve` for a call that does not wait for a decision: the run has not made it (or made it without
+ * asking, or it has its result), or it was decided otherwise already (`decided`); nothing was stored.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const CallNotWaiting: typeof DurableErrors.CallNotWaiting = DurableErrors.CallNotWaiting
+
+/**
+ * An `Approve` for a call that does not wait for a decision: the run has not made it (or made it without
+ * asking, or it has its result), or it was decided otherwise already (`decided`); nothing was stored.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export type CallNotWaiting = DurableErrors.CallNotWaiting
+
 // -----------------------------------------------------------------------------
 // Models
 // -----------------------------------------------------------------------------
@@ -259,8 +293,12 @@ export const ApprovalTimeout: typeof Protocol.ApprovalTimeout = Protocol.Approva
 export type ApprovalTimeout = Protocol.ApprovalTimeout
 
 /**
- * The session entity: addressed by session id; `Prompt`, `Steer`, `Abort` and `Approve` are persisted
- * and deduplicated by the client-given id, so a retried request acts once.
+ * The session entity: addressed by session id; `Prompt`, `Steer`, `Abort` and `Approve` are persisted,
+ * and the first three deduplicated by the client-given id, so a retried request acts once. `Steer` needs
+ * a run going on (`NoRunGoingOn`). `Approve` is taken only for a call of the running run that waits for
+ * a decision: made by the run's last answer, without a result yet, asked about by the policy; anything
+ * else fails with `CallNotWaiting` (or `NoRunGoingOn`) and is kept nowhere. The first decision on a call
+ * stands: the same one again succeeds and changes nothing, another fails with `CallNotWaiting`.
  *
  * @since 0.1.0
  * @category Entity
@@ -300,10 +338,13 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
   | Tool.Requirements<Tools[number]>
 > =>
   Layer.mergeAll(
-    SessionEntity.toLayer(Entity.handlers(options.maxPromptBytes ?? defaultMaxPromptBytes), {
-      concurrency: "unbounded",
-      maxIdleTime: "30 seconds"
-    }),
+    SessionEntity.toLayer(
+      Entity.handlers({ policy: options.policy, maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes }),
+      {
+        concurrency: "unbounded",
+        maxIdleTime: "30 seconds"
+      }
+    ),
     RunWorkflow.toLayer((payload) => Run.runWorkflow(options, payload))
   ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
 

@@ -106,6 +106,16 @@ export const PayloadTooLarge: typeof Api.PayloadTooLarge = Api.PayloadTooLarge
 export const Conflict: typeof Api.Conflict = Api.Conflict
 
 /**
+ * Nothing waits for this (409): a steer or a decision with no run going on, or a decision for a tool call
+ * that does not wait for one (not made yet, made without asking, answered, or decided otherwise already).
+ * Nothing was kept.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export const NotWaiting: typeof Api.NotWaiting = Api.NotWaiting
+
+/**
  * The store failed (500).
  *
  * @since 0.1.0

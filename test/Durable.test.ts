@@ -722,8 +722,9 @@ for (const [storeName, storeLayer] of stores) {
             const late = yield* timedOut.Wait({ runId: run2.runId })
             assert.strictEqual(late._tag, "Failed")
             assert.include(late._tag === "Failed" ? late.reason : "", "No approval came within 2s")
-            // an approval after the timeout changes nothing
-            yield* timedOut.Approve({ toolCallId: "t1", decision: { _tag: "Allow" } })
+            // an approval after the timeout is refused: the run has ended
+            const after = yield* Effect.flip(timedOut.Approve({ toolCallId: "t1", decision: { _tag: "Allow" } }))
+            assert.strictEqual(after._tag, "NoRunGoingOn")
             const history2 = yield* timedOut.History()
             yield* Message.validateHistory(history2)
             assert.include(Message.textOf(history2[2]!), "No approval came within 2s")

@@ -314,6 +314,18 @@ describe("Server", () => {
           "RUN_FINISHED"
         ])
         assert.deepStrictEqual(interrupts.map((interrupt) => interrupt.toolCallId), ["call-1"])
+        // an answer to an interrupt the run never made is refused, and resumes nothing
+        const early = yield* post(`${url}/ag-ui`, {
+          threadId: "thread-1",
+          runId: "run-x",
+          messages: [],
+          resume: [{ interruptId: "call-2", status: "resolved", payload: { approved: true } }]
+        })
+        assert.strictEqual(early.status, 409)
+        assert.strictEqual(
+          JSON.parse(early.body).message,
+          "No tool call \"call-2\" is waiting for approval in this session"
+        )
         const after: Array<string> = []
         let result = ""
         yield* Effect.promise(() =>
@@ -382,6 +394,125 @@ describe("Server", () => {
           ""
         )
         assert.strictEqual(text, "all done")
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a decision is taken only for a call waiting for one: one sent before the call was made is refused (409) " +
+      "and the call still waits for the person; a shown call's decision is taken, again 200, a different one 409",
+    () =>
+      Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const { url } = yield* serve([
+          gated(
+            gate,
+            Message.assistant([
+              Message.toolCall("c1", "echo", { text: "one" }),
+              Message.toolCall("c2", "echo", { text: "two" })
+            ])
+          ),
+          Message.assistant([Message.toolCall("c3", "echo", { text: "three" })]),
+          Message.assistant("done")
+        ], { policy: (request) => request.toolName === "echo" ? "Ask" : "Allow" })
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const approve = (body: Record<string, unknown>) =>
+          Effect.map(post(`${url}/sessions/s1/approve`, body), (response) => ({
+            status: response.status,
+            message: JSON.parse(response.body).message as string | undefined
+          }))
+        // no run: nothing waits
+        assert.deepStrictEqual(yield* approve({ toolCallId: "c0", approve: true }), {
+          status: 409,
+          message: "No run is going on in this session: no tool call waits for approval"
+        })
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "echo twice" })
+        // a run is going on, but its model has not made the call yet
+        assert.deepStrictEqual(yield* approve({ toolCallId: "c2", approve: true }), {
+          status: 409,
+          message: "No tool call \"c2\" is waiting for approval in this session"
+        })
+        yield* Deferred.succeed(gate, undefined)
+        const shown = yield* readEvents(
+          `${url}/sessions/s1/events`,
+          (events) => events.filter((event) => event.data._tag === "ApprovalRequested").length === 2
+        )
+        assert.deepStrictEqual(
+          shown.filter((event) => event.data._tag === "ApprovalRequested").map((event) => event.data.toolCallId),
+          ["c1", "c2"]
+        )
+        // the shown calls: c1 allowed; the same decision again changes nothing, a different one is refused
+        assert.strictEqual((yield* approve({ toolCallId: "c1", approve: true })).status, 200)
+        assert.strictEqual((yield* approve({ toolCallId: "c1", approve: true })).status, 200)
+        assert.deepStrictEqual(yield* approve({ toolCallId: "c1", approve: false }), {
+          status: 409,
+          message: "The tool call \"c1\" was already decided: allowed"
+        })
+        assert.deepStrictEqual(yield* approve({ toolCallId: "c9", approve: true }), {
+          status: 409,
+          message: "No tool call \"c9\" is waiting for approval in this session"
+        })
+        // c2 waited for the person, who denies it: the early allow counted for nothing (the denial ends
+        // the run, c1 with it)
+        assert.strictEqual((yield* approve({ toolCallId: "c2", approve: false, reason: "not now" })).status, 200)
+        const ends = (count: number) =>
+          readEvents(`${url}/sessions/s1/events?live=false`, (events) =>
+            events.filter((event) => event.data._tag === "RunEnd").length === count)
+        yield* ends(1)
+        assert.strictEqual((yield* approve({ toolCallId: "c2", approve: false })).status, 409)
+        // the next run's call, approved once shown, runs
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p2", text: "echo three" })
+        yield* readEvents(`${url}/sessions/s1/events`, (events) =>
+          events.some((event) =>
+            event.data._tag === "ApprovalRequested" && event.data.toolCallId === "c3"
+          ))
+        assert.strictEqual((yield* approve({ toolCallId: "c3", approve: true })).status, 200)
+        yield* ends(2)
+        const history = JSON.parse((yield* request(`${url}/sessions/s1`, { headers: auth })).body)
+        const results = (history.entries as ReadonlyArray<{ message: Message.Message }>).flatMap(({ message }) =>
+          message.role === "toolResult" ? [`${message.toolCallId}:${message.isError}:${Message.textOf(message)}`] : []
+        )
+        assert.strictEqual(results.length, 3)
+        assert.match(results[0]!, /^c1:true:/)
+        assert.match(results[1]!, /^c2:true:.*not now/)
+        assert.strictEqual(results[2], "c3:false:echo: three")
+        // the OpenAPI document has the refusal
+        const spec = JSON.parse((yield* request(`${url}/openapi.json`, { headers: auth })).body)
+        for (const path of ["/sessions/{sessionId}/approve", "/sessions/{sessionId}/steer"]) {
+          assert.include(JSON.stringify(spec.paths[path].post.responses["409"]), "NotWaiting", path)
+        }
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "steer on an idle session is refused (409) and kept nowhere; during a run it is read at the next turn",
+    () =>
+      Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const { model, url } = yield* serve([
+          gated(gate, Message.assistant([Message.toolCall("c1", "echo", { text: "a" })])),
+          Message.assistant("done")
+        ])
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        const idle = yield* post(`${url}/sessions/s1/steer`, { clientId: "s0", text: "too early" })
+        assert.strictEqual(idle.status, 409)
+        assert.strictEqual(
+          JSON.parse(idle.body).message,
+          "No run is going on in this session: send the text as a prompt"
+        )
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "go" })
+        const steered = yield* post(`${url}/sessions/s1/steer`, { clientId: "s1", text: "also this" })
+        assert.strictEqual(steered.status, 200)
+        yield* Deferred.succeed(gate, undefined)
+        yield* readEvents(`${url}/sessions/s1/events?live=false`, (events) =>
+          events.some((event) => event.data._tag === "RunEnd"))
+        const texts = model.requests.map((each) =>
+          each.messages.map(Message.textOf)
+        )
+        assert.deepStrictEqual(texts[0], ["go"])
+        assert.deepStrictEqual(texts[1]!.slice(-1), ["also this"])
+        assert.notInclude(texts.flat(), "too early")
       }),
     60_000
   )
@@ -682,6 +813,10 @@ describe("Server: who may ask", () => {
     60_000
   )
 })
+
+/** A step of a script that answers `message` once `gate` is open (the run goes on meanwhile). */
+const gated = (gate: Deferred.Deferred<void>, message: Message.AssistantMessage): Model.ScriptStep => () =>
+  Stream.concat(Stream.drain(Stream.fromEffect(Deferred.await(gate))), Stream.fromIterable(Model.eventsOf(message)))
 
 const bigText = "x".repeat(256 * 1024)
 

@@ -1,6 +1,7 @@
 /**
  * The session entity's handlers: `Prompt` and `Steer` store their input and start a run when none is
- * going, `Abort` marks the running run, `Approve` and the approval's deadline decide a waiting call, and
+ * going (`Steer` only while one is), `Abort` marks the running run, `Approve` and the approval's deadline
+ * decide a waiting call, and
  * `History`, `Wait` and `Events` read the store.
  */
 import * as Entity from "@effect/cluster/Entity"
@@ -9,16 +10,20 @@ import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as SessionSql from "../../services/SessionSql.js"
-import { decide, rememberAlways } from "./approvals.js"
-import { checkSize, SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
+import { approve, settle } from "./approvals.js"
+import { CallNotWaiting, checkSize, NoRunGoingOn, SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"
 import { events } from "./events.js"
-import { approvalTimedOutText } from "./models.js"
+import { approvalTimedOutText, type Options } from "./models.js"
 import { RunWorkflow, SessionEntity } from "./protocol.js"
-import { enqueue, insertAbort, insertRun, runningRun, waitForRun } from "./store.js"
+import { enqueue, insertAbort, insertRun, runningRun, waitForRun, withdrawIfIdle } from "./store.js"
 
-export const handlers = (maxPromptBytes: number) =>
+/** Whether an `Approve` failed because the call does not wait (rather than because the store failed). */
+const isRefusal = Schema.is(Schema.Union(NoRunGoingOn, CallNotWaiting))
+
+export const handlers = (options: Pick<Options, "policy"> & { readonly maxPromptBytes: number }) =>
   Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
@@ -33,7 +38,7 @@ export const handlers = (maxPromptBytes: number) =>
     /** Stores an input of the session (deduplicated by its id). */
     const store = (inputId: string, text: string) =>
       Effect.zipRight(
-        checkSize(text, maxPromptBytes),
+        checkSize(text, options.maxPromptBytes),
         withStore(Effect.zipRight(SessionSql.makeSql(sessionId), enqueue(sessionId, inputId, text)))
       )
 
@@ -50,7 +55,16 @@ export const handlers = (maxPromptBytes: number) =>
             return { runId, queued: false }
           }))
         ),
-      Steer: ({ payload }) => Effect.asVoid(store(payload.inputId, payload.text)),
+      Steer: ({ payload }) =>
+        Effect.gen(function*() {
+          const idle = new NoRunGoingOn({ sessionId })
+          yield* checkSize(payload.text, options.maxPromptBytes)
+          if (Option.isNone(yield* withStore(runningRun(sessionId)))) return yield* idle
+          yield* store(payload.inputId, payload.text)
+          // the run may have ended between the look and the store, past its last look at the inbox: then
+          // the text is taken back rather than left for a later run
+          if (yield* withStore(withdrawIfIdle(sessionId, payload.inputId))) return yield* idle
+        }),
       Abort: () =>
         withStore(Effect.gen(function*() {
           const running = yield* runningRun(sessionId)
@@ -61,18 +75,13 @@ export const handlers = (maxPromptBytes: number) =>
       Approve: ({ payload }) =>
         Effect.zipRight(
           requireSession,
-          withStore(Effect.gen(function*() {
-            const running = yield* runningRun(sessionId)
-            if (Option.isNone(running)) return {}
-            if (payload.decision._tag === "Allow" && payload.decision.always === true) {
-              yield* rememberAlways(sessionId, running.value.run_id, payload.toolCallId)
-            }
-            yield* decide(sessionId, running.value.run_id, payload.toolCallId, payload.decision)
-            return { runId: running.value.run_id }
-          }))
+          approve(options, sessionId, payload.toolCallId, payload.decision).pipe(
+            Effect.provide(context),
+            Effect.mapError((error) => isRefusal(error) ? error : storeFailed(error))
+          )
         ),
       ApprovalTimeout: ({ payload }) =>
-        withStore(decide(sessionId, payload.runId, payload.toolCallId, {
+        withStore(settle(sessionId, payload.runId, payload.toolCallId, {
           _tag: "Deny",
           reason: approvalTimedOutText(Duration.millis(payload.after))
         })),

@@ -41,6 +41,29 @@ export class PromptTooLarge
   }
 }
 
+export class NoRunGoingOn extends Schema.TaggedError<NoRunGoingOn>("effect-agent/NoRunGoingOn")("NoRunGoingOn", {
+  sessionId: Schema.String
+}) {
+  override get message(): string {
+    return `No run is going on in session ${this.sessionId}`
+  }
+}
+
+export class CallNotWaiting
+  extends Schema.TaggedError<CallNotWaiting>("effect-agent/CallNotWaiting")("CallNotWaiting", {
+    sessionId: Schema.String,
+    toolCallId: Schema.String,
+    /** The decision the call already has, when it has one; absent: the run has no such call waiting. */
+    decided: Schema.optional(Schema.Literal("allowed", "allowed for the session", "denied"))
+  })
+{
+  override get message(): string {
+    return this.decided === undefined
+      ? `No tool call ${JSON.stringify(this.toolCallId)} is waiting for approval in this session`
+      : `The tool call ${JSON.stringify(this.toolCallId)} was already decided: ${this.decided}`
+  }
+}
+
 /** The message of an error, or the pretty print of a cause, or the value as text. */
 export const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&

@@ -76,7 +76,10 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<T
   readonly systemPrompt?: string | undefined
   /** The most turns a run takes (default 50); one more fails the run. */
   readonly maxTurns?: number | undefined
-  /** Decides each tool call; `Ask` suspends the run until an `Approve` (default: allow every call). */
+  /**
+   * Decides each tool call; `Ask` suspends the run until an `Approve` (default: allow every call). Asked
+   * again when an `Approve` comes, to tell whether the call waits: it answers the same for the same call.
+   */
   readonly policy?: Policy | undefined
   /** How long an approval may take; then the call is denied with a timeout reason (default 7 days). */
   readonly approvalTimeout?: Duration.DurationInput | undefined

@@ -11,7 +11,7 @@ import * as DateTime from "effect/DateTime"
 import * as PrimaryKey from "effect/PrimaryKey"
 import * as Schema from "effect/Schema"
 import * as Message from "../../Message.js"
-import { PromptTooLarge, SessionNotFound, StoreFailed } from "./errors.js"
+import { CallNotWaiting, NoRunGoingOn, PromptTooLarge, SessionNotFound, StoreFailed } from "./errors.js"
 import { Decision, Outcome, SessionEvent } from "./models.js"
 
 export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent/Durable/ApprovalTimeout")({
@@ -47,7 +47,7 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Steer", {
     payload: { inputId: Schema.String, text: Schema.String },
-    error: Schema.Union(StoreFailed, PromptTooLarge),
+    error: Schema.Union(StoreFailed, PromptTooLarge, NoRunGoingOn),
     primaryKey: ({ inputId }) => inputId
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Abort", {
@@ -56,11 +56,12 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
     error: StoreFailed,
     primaryKey: ({ requestId }) => requestId
   }).annotate(ClusterSchema.Persisted, true),
+  // not deduplicated by the call's id: a decision refused before the call waited must not answer for the
+  // decision that comes once it does (the entity tells a decision repeated from another one)
   Rpc.make("Approve", {
     payload: { toolCallId: Schema.String, decision: Decision },
     success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
-    error: Schema.Union(StoreFailed, SessionNotFound),
-    primaryKey: ({ toolCallId }) => toolCallId
+    error: Schema.Union(StoreFailed, SessionNotFound, NoRunGoingOn, CallNotWaiting)
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("History", {

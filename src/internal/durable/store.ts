@@ -15,7 +15,7 @@ import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { StoreFailed, storeFailed } from "./errors.js"
 import * as Feed from "./feed.js"
-import { Outcome } from "./models.js"
+import { Decision, Outcome } from "./models.js"
 
 export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Effect.gen(function*() {
   yield* SessionSql.migrate().pipe(Effect.mapError((error) => new StoreFailed({ description: error.message })))
@@ -45,6 +45,10 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
   // the tools a person allowed for the rest of a session ("always" on an approval)
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_always_allowed (
     session_id TEXT NOT NULL, tool_name TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (session_id, tool_name))`
+  // the decision on each call of a running run that waited for one (the first stands), until the run ends
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_decisions (
+    run_id TEXT NOT NULL, call_id TEXT NOT NULL, decision TEXT NOT NULL, at BIGINT NOT NULL,
+    PRIMARY KEY (run_id, call_id))`
 }).pipe(Effect.mapError(storeFailed))
 
 /**
@@ -126,9 +130,16 @@ export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
       Feed.notify(sql, sessionId, "all")
     ))
 
-/** Deletes the saved results of a run's model steps (its run is ending: no step of it runs again). */
+/**
+ * Deletes what a run kept for its steps: the saved results of its model steps and the decisions on its
+ * calls (its run is ending: no step of it runs again).
+ */
 export const dropAnswers = (runId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DELETE FROM effect_agent_answers WHERE run_id = ${runId}`)
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.zipRight(
+      sql`DELETE FROM effect_agent_answers WHERE run_id = ${runId}`,
+      sql`DELETE FROM effect_agent_decisions WHERE run_id = ${runId}`
+    ))
 
 /** Ends a run still marked running as failed (best effort: the engine has ended it already). */
 export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =>
@@ -175,6 +186,20 @@ export const enqueue = (sessionId: string, inputId: string, text: string) =>
       VALUES (${sessionId}, ${inputId}, ${JSON.stringify(Message.user(text))})
       ON CONFLICT (session_id, input_id) DO NOTHING`)
 
+/**
+ * Takes back an input no run has taken when no run is going on in the session (the run it came for
+ * ended meanwhile): whether it did.
+ */
+export const withdrawIfIdle = (sessionId: string, inputId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ readonly id: number | string }>`DELETE FROM effect_agent_inbox
+        WHERE session_id = ${sessionId} AND input_id = ${inputId} AND run_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM effect_agent_runs WHERE session_id = ${sessionId} AND status = 'running')
+        RETURNING id`,
+      (rows) => rows.length > 0
+    ))
+
 /** Takes the session's inputs no run has taken yet for the turn `claim`, and returns them in order. */
 export const claimInbox = (sessionId: string, claim: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -211,6 +236,30 @@ export const allowAlways = (sessionId: string, toolName: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql`INSERT INTO effect_agent_always_allowed (session_id, tool_name, at)
       VALUES (${sessionId}, ${toolName}, ${Date.now()}) ON CONFLICT (session_id, tool_name) DO NOTHING`)
+
+/**
+ * Records the decision on a call of a run unless it has one: the decision it has afterwards (the first
+ * one recorded stands).
+ */
+export const recordDecision = (runId: string, toolCallId: string, decision: Decision) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO effect_agent_decisions (run_id, call_id, decision, at)
+      VALUES (${runId}, ${toolCallId}, ${JSON.stringify(decision)}, ${Date.now()})
+      ON CONFLICT (run_id, call_id) DO NOTHING`
+    return Option.getOrElse(yield* decisionOf(runId, toolCallId), () => decision)
+  })
+
+/** The decision recorded on a call of a run, if any. */
+export const decisionOf = (runId: string, toolCallId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ readonly decision: string }>`SELECT decision FROM effect_agent_decisions
+      WHERE run_id = ${runId} AND call_id = ${toolCallId}`
+    return rows.length === 0
+      ? Option.none()
+      : Option.some(yield* Schema.decodeUnknown(Schema.parseJson(Decision))(rows[0]!.decision))
+  })
 
 /** The tools allowed for the rest of the session, by name, in the order they were allowed. */
 export const alwaysAllowed = (sessionId: string) =>

@@ -8,7 +8,9 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 
 // -----------------------------------------------------------------------------
@@ -53,6 +55,42 @@ export class Conflict extends Schema.TaggedError<Conflict>("effect-agent/Server/
   { message: Schema.String },
   HttpApiSchema.annotations({ status: 409, description: "The session is busy with a run" })
 ) {}
+
+export class NotWaiting extends Schema.TaggedError<NotWaiting>("effect-agent/Server/NotWaiting")(
+  "NotWaiting",
+  { message: Schema.String },
+  HttpApiSchema.annotations({
+    status: 409,
+    description: "Nothing waits for this: no run going on (steer, approve), or no tool call with this id waiting " +
+      "for approval, or one decided otherwise already (approve); nothing was kept"
+  })
+) {}
+
+/** A decision refused because nothing waits for it (`Durable.Approve`'s refusals), as the 409 that says why. */
+export const refusedDecision = <A, E, R>(
+  effect: Effect.Effect<A, E | Durable.NoRunGoingOn | Durable.CallNotWaiting, R>
+): Effect.Effect<A, Exclude<E, Durable.NoRunGoingOn | Durable.CallNotWaiting> | NotWaiting, R> =>
+  Effect.catchIf(
+    effect,
+    (error): error is Durable.NoRunGoingOn | Durable.CallNotWaiting =>
+      error instanceof Durable.NoRunGoingOn || error instanceof Durable.CallNotWaiting,
+    (error) =>
+      new NotWaiting({
+        message: error._tag === "NoRunGoingOn"
+          ? "No run is going on in this session: no tool call waits for approval"
+          : error.message
+      })
+  ) as Effect.Effect<A, Exclude<E, Durable.NoRunGoingOn | Durable.CallNotWaiting> | NotWaiting, R>
+
+/** A steer refused because no run is going on, as the 409 that says what to do. */
+export const refusedSteer = <A, E, R>(
+  effect: Effect.Effect<A, E | Durable.NoRunGoingOn, R>
+): Effect.Effect<A, Exclude<E, Durable.NoRunGoingOn> | NotWaiting, R> =>
+  Effect.catchIf(
+    effect,
+    (error): error is Durable.NoRunGoingOn => error instanceof Durable.NoRunGoingOn,
+    () => new NotWaiting({ message: "No run is going on in this session: send the text as a prompt" })
+  ) as Effect.Effect<A, Exclude<E, Durable.NoRunGoingOn> | NotWaiting, R>
 
 export class ServerError extends Schema.TaggedError<ServerError>("effect-agent/Server/ServerError")(
   "ServerError",
@@ -157,6 +195,12 @@ export const Decision = Schema.Struct({
   reason: Schema.optional(Schema.String)
 })
 
+/** The durable decision a `Decision` asks for. */
+export const asDecision = (decision: typeof Decision.Type): Durable.Decision =>
+  decision.approve
+    ? { _tag: "Allow", ...(decision.always === true ? { always: true } : {}) }
+    : { _tag: "Deny", reason: decision.reason ?? "Denied by the user" }
+
 /** What the server runs: its model, for a client to show before the first answer. */
 export const ServerInfo = Schema.Struct({
   /** The model's name, as the server was started with it (absent when the server was not told). */
@@ -228,7 +272,11 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setPayload(Input)
       .addSuccess(Schema.Struct({}))
       .addError(NotFound)
-      .annotate(OpenApi.Summary, "Steer the run going on: the text is read at its next turn")
+      .addError(NotWaiting)
+      .annotate(
+        OpenApi.Summary,
+        "Steer the run going on: the text is read at its next turn (409 when no run is going on: send a prompt)"
+      )
   )
   .add(
     HttpApiEndpoint.post("abort", "/sessions/:sessionId/abort")
@@ -244,10 +292,12 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setPayload(Decision)
       .addSuccess(RunRef)
       .addError(NotFound)
+      .addError(NotWaiting)
       .annotate(
         OpenApi.Summary,
-        "Approve or deny a tool call waiting for approval (the first decision stands); `always` also allows " +
-          "the tool's later calls in the session"
+        "Approve or deny a tool call waiting for approval; `always` also allows the tool's later calls in the " +
+          "session. Only a call the running run's last answer made, without a result, that the policy asks " +
+          "about: any other is 409 and kept nowhere. The first decision stands: the same again is 200, another 409"
       )
   )
   .add(
@@ -300,6 +350,7 @@ export class Protocols extends HttpApiGroup.make("protocols")
     HttpApiEndpoint.post("agui", "/ag-ui")
       .setPayload(RunAgentInput)
       .addSuccess(sse)
+      .addError(NotWaiting)
       .annotate(
         OpenApi.Description,
         "AG-UI: takes a RunAgentInput (threadId is the session, runId the client id of its last user message) " +
@@ -311,6 +362,7 @@ export class Protocols extends HttpApiGroup.make("protocols")
     HttpApiEndpoint.post("chat", "/ui-message-stream")
       .setPayload(ChatRequest)
       .addSuccess(sse)
+      .addError(NotWaiting)
       .annotate(
         OpenApi.Description,
         "The AI SDK's UI message stream, for `useChat`'s default transport (`api` pointed here): the chat id " +

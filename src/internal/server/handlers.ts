@@ -27,6 +27,7 @@ import * as Http from "node:http"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
+import { unansweredCalls } from "../durable/approvals.js"
 import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
 import * as Api from "./api.js"
@@ -290,14 +291,16 @@ const serverError = (error: unknown) => new Api.ServerError({ message: describe(
 
 const notFound = (sessionId: string) => new Api.NotFound({ message: `No session ${sessionId}` })
 
-/** Store failures as 500, an unknown session as 404. */
-const mapErrors = (sessionId: string) => <A, R>(effect: Effect.Effect<A, unknown, R>) =>
+type Mapped = Api.NotFound | Api.ServerError | Api.Conflict | Api.BadRequest
+
+/** Store failures as 500, an unknown session as 404 (the API's errors as they are). */
+const mapErrors = (sessionId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(
     effect,
-    (error) =>
+    (error): Mapped | Extract<E, Api.NotWaiting> =>
       error instanceof Api.NotFound || error instanceof Api.ServerError || error instanceof Api.Conflict ||
-        error instanceof Api.BadRequest
-        ? error
+        error instanceof Api.BadRequest || error instanceof Api.NotWaiting
+        ? error as Mapped | Extract<E, Api.NotWaiting>
         : error instanceof Durable.SessionNotFound
         ? notFound(sessionId)
         : serverError(error)
@@ -461,18 +464,6 @@ export const sessionApprovals = (sessionId: string, asksApproval: ServerStream.A
 // Shutdown
 // -----------------------------------------------------------------------------
 
-/** The tool calls of the log's last answer that have no result yet. */
-const unanswered = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCall> => {
-  let index = messages.length - 1
-  while (index >= 0 && messages[index]!.role !== "assistant") index--
-  const answer = messages[index]
-  if (answer?.role !== "assistant") return []
-  const answered = new Set(
-    messages.slice(index + 1).flatMap((message) => message.role === "toolResult" ? [message.toolCallId] : [])
-  )
-  return Message.toolCalls(answer).filter((call) => !answered.has(call.id))
-}
-
 /** Forks the session at `entryId` (`null`: at the root; no run may be going on), then reads its history. */
 const forkAt = (sessionId: string, entryId: string | null, asksApproval: ServerStream.AsksApproval) =>
   Effect.gen(function*() {
@@ -566,12 +557,15 @@ export const abortRuns = (options: {
       Effect.gen(function*() {
         const client = makeClient(run.session_id)
         yield* client.Abort({ requestId })
-        const waiting = unanswered(yield* SessionSql.readMessages(run.session_id)).filter(asksApproval)
+        const waiting = unansweredCalls(yield* SessionSql.readMessages(run.session_id)).filter(asksApproval)
+        // (a call decided meanwhile keeps its decision)
         yield* Effect.forEach(waiting, (call) =>
           client.Approve({
             toolCallId: call.id,
             decision: { _tag: "Deny", reason: "The server stopped before anyone answered" }
-          }), { discard: true })
+          }).pipe(Effect.catchTags({ NoRunGoingOn: () => Effect.void, CallNotWaiting: () => Effect.void })), {
+          discard: true
+        })
       }), { concurrency: "unbounded", discard: true })
     const ids = new Set(runs.map((run) => run.run_id))
     const going = Effect.map(
@@ -602,7 +596,7 @@ export const layerSessions = (options: HandlerOptions) =>
       // the server stops: the event streams end (an open one would keep the server from closing)
       const closing = yield* Deferred.make<void>()
       yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
-      const run = <A>(sessionId: string, effect: Effect.Effect<A, unknown, SqlClient.SqlClient>) =>
+      const run = <A, E>(sessionId: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
         effect.pipe(Effect.provide(context), mapErrors(sessionId))
       return handlers
         .handle("info", () => Effect.succeed(options.model === undefined ? {} : { model: options.model }))
@@ -629,7 +623,9 @@ export const layerSessions = (options: HandlerOptions) =>
             path.sessionId,
             Effect.zipRight(
               requireSession(path.sessionId),
-              Effect.as(makeClient(path.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
+              Api.refusedSteer(
+                Effect.as(makeClient(path.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
+              )
             )
           ))
         .handle("abort", ({ path, payload }) =>
@@ -643,12 +639,9 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("approve", ({ path, payload }) =>
           run(
             path.sessionId,
-            makeClient(path.sessionId).Approve({
-              toolCallId: payload.toolCallId,
-              decision: payload.approve
-                ? { _tag: "Allow", ...(payload.always === true ? { always: true } : {}) }
-                : { _tag: "Deny", reason: payload.reason ?? "Denied by the user" }
-            })
+            Api.refusedDecision(
+              makeClient(path.sessionId).Approve({ toolCallId: payload.toolCallId, decision: Api.asDecision(payload) })
+            )
           ))
         .handle("events", ({ headers, path, request, urlParams }) =>
           run(

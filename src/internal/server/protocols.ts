@@ -113,7 +113,7 @@ const resume = (
 ) =>
   Effect.gen(function*() {
     for (const { decision, toolCallId } of decisions) {
-      yield* deps.makeClient(sessionId).Approve({ toolCallId, decision })
+      yield* Api.refusedDecision(deps.makeClient(sessionId).Approve({ toolCallId, decision }))
     }
     const running = yield* runningRun(sessionId)
     if (Option.isNone(running)) {
