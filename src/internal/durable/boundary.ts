@@ -21,7 +21,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
 import * as Message from "../../Message.js"
-import type * as Model from "../../Model.js"
+import * as Model from "../../Model.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
@@ -108,12 +108,20 @@ export const respond = (
     // the last live events of the response, written with the answer: saved before its calls, or else
     // with the turn, or else (the calls take steps of their own) now
     const held: Array<LiveRow> = []
-    // the answer a step cut off by a crash saved before its calls ran is not asked for again
-    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
+    // what the model streamed, for the answer of a response an `Abort` cuts off (it keeps it, as the
+    // local loop does)
+    const partial = new Model.Assembler()
+    const ask = (emit: (event: Model.Delta) => Effect.Effect<void>) =>
       Effect.raceFirst(
-        model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
-        Effect.zipRight(abortSignal, Effect.sync(abortedAnswer))
-      ), held))
+        model.respond(request, (event) =>
+          Effect.suspend(() => {
+            partial.push(event)
+            return Effect.zipRight(onEvent(event), emit(event))
+          })),
+        Effect.zipRight(abortSignal, Effect.sync(() => abortedAnswer(turn ? partial : undefined)))
+      )
+    // the answer a step cut off by a crash saved before its calls ran is not asked for again
+    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, ask, held))
     const admitted = turn ? admit(run, options, tools, answer) : undefined
     if (admitted === undefined) {
       yield* Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void)
@@ -447,11 +455,17 @@ export const executeTool = (
   )
 }
 
-/** The answer of a step cut off by an `Abort`. */
-export const abortedAnswer = (): Message.AssistantMessage => ({
-  role: "assistant",
-  content: [],
-  stopReason: "aborted",
-  errorMessage: "Operation aborted",
-  timestamp: Date.now()
-})
+/**
+ * The answer of a step cut off by an `Abort`: what the model had streamed of it (`partial`: its text,
+ * thinking and tool calls, as the local loop keeps them), or nothing.
+ */
+export const abortedAnswer = (partial?: Model.Assembler): Message.AssistantMessage =>
+  partial === undefined || partial.isEmpty
+    ? {
+      role: "assistant",
+      content: [],
+      stopReason: "aborted",
+      errorMessage: "Operation aborted",
+      timestamp: Date.now()
+    }
+    : partial.partial("aborted", "Operation aborted", Date.now())
