@@ -675,6 +675,40 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
+      "a run aborted while its runner was gone keeps what the model had written: the runner that takes it " +
+        "over builds the answer from the stored live events, without asking the model again",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const first = yield* streamThenWait(thinkingAndText)
+          // the first runner never sees the abort (it checks once an hour): it stops with the response cut off
+          const runId = yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("taken")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "greet me" })
+            yield* Deferred.await(first.streamed)
+            yield* client.Abort({ requestId: "abort-1" })
+            return runId
+          }).pipe(Effect.provide(runner(store, first.model, { abortPollInterval: "1 hour" })), Effect.scoped)
+          const second = yield* streamThenWait([])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("taken")
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant"])
+            const answer = history[1]!
+            assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
+            assert.deepStrictEqual(answer.content, keptContent)
+            assert.strictEqual(second.requests.length, 0, "the aborted response is not asked again")
+            const next = yield* client.Prompt({ inputId: "p2", text: "go on" })
+            yield* client.Wait({ runId: next.runId })
+            assert.deepStrictEqual(second.requests[0]!.messages[1]!.content, keptContent)
+          }).pipe(Effect.provide(runner(store, second.model, { abortPollInterval: "50 millis" })), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "a run ended by a defect is marked failed, and the session takes the next prompt",
       () =>
         Effect.gen(function*() {
