@@ -18,6 +18,7 @@ import * as Durable from "../src/Durable.js"
 import * as Errors from "../src/Errors.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Server from "../src/Server.js"
 import * as Tool from "../src/Tool.js"
 import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
@@ -580,6 +581,134 @@ for (const [storeName, storeLayer] of stores) {
       }).pipe(Effect.scoped), 60_000)
 
     it.effect(
+      "Abort mid-stream keeps what the model had written: the stored answer has the streamed thinking and " +
+        "text, marked aborted, and the next prompt's request has it",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const { model, requests, streamed } = yield* streamThenWait(thinkingAndText)
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("kept")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "greet me" })
+            yield* Deferred.await(streamed)
+            yield* client.Abort({ requestId: "abort-1" })
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant"])
+            const answer = history[1]!
+            assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
+            assert.deepStrictEqual(answer.content, keptContent)
+            // the next prompt goes on from the history: the model is asked with what it had written
+            const next = yield* client.Prompt({ inputId: "p2", text: "go on" })
+            assert.deepStrictEqual(yield* client.Wait({ runId: next.runId }), { _tag: "Completed", turns: 1 })
+            assert.strictEqual(requests.length, 2)
+            assert.deepStrictEqual(requests[1]!.messages[1]!.content, keptContent)
+          }).pipe(Effect.provide(runner(store, model, { abortPollInterval: "50 millis" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a server that stops (Server.abortRuns) mid-stream keeps what the model had written, a call it had " +
+        "started included, paired with the abort's result",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const { model, requests, streamed } = yield* streamThenWait([
+            ...thinkingAndText,
+            { _tag: "ToolCallStart", index: 2, id: "t1", name: "echo" },
+            { _tag: "ToolCallDelta", index: 2, delta: "{\"text\":\"a\"}" }
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("stopped")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "greet me" })
+            yield* Deferred.await(streamed)
+            assert.strictEqual(yield* Server.abortRuns({ timeout: "30 seconds" }), 1)
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant", "toolResult"])
+            const answer = history[1]!
+            assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
+            assert.deepStrictEqual(answer.content, [...keptContent, Message.toolCall("t1", "echo", { text: "a" })])
+            // the call was not run: it is paired with the result a call the abort skipped gets
+            const result = history[2]!
+            assert.isTrue(result.role === "toolResult" && result.isError && result.toolCallId === "t1")
+            assert.strictEqual(Message.textOf(result), "Skipped: run aborted")
+            const next = yield* client.Prompt({ inputId: "p2", text: "go on" })
+            assert.deepStrictEqual(yield* client.Wait({ runId: next.runId }), { _tag: "Completed", turns: 1 })
+            assert.deepStrictEqual(requests[1]!.messages[1]!.content, answer.content)
+          }).pipe(Effect.provide(runner(store, model, { abortPollInterval: "50 millis" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "an answer cut off by an Abort runs none of its calls and asks no approval for them: each is paired " +
+        "with the result of a call the abort skipped",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const call = Message.toolCall("t1", "echo", { text: "a" })
+          const { model, streamed } = yield* streamThenWait([
+            { _tag: "TextDelta", index: 0, delta: "Echoing" },
+            { _tag: "ToolCallStart", index: 1, id: "t1", name: "echo" },
+            { _tag: "ToolCallDelta", index: 1, delta: "{\"text\":\"a\"}" },
+            { _tag: "ToolCallEnd", index: 1, toolCall: call }
+          ])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("skipped")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "echo a" })
+            yield* Deferred.await(streamed)
+            yield* client.Abort({ requestId: "abort-1" })
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history[1]!.content, [Message.text("Echoing"), call])
+            const result = history[2]!
+            assert.isTrue(result.role === "toolResult" && result.isError && result.toolCallId === "t1")
+            assert.strictEqual(Message.textOf(result), "Skipped: run aborted")
+          }).pipe(Effect.provide(runner(store, model, { abortPollInterval: "50 millis", policy: () => "Ask" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a run aborted while its runner was gone keeps what the model had written: the runner that takes it " +
+        "over builds the answer from the stored live events, without asking the model again",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const first = yield* streamThenWait(thinkingAndText)
+          // the first runner never sees the abort (it checks once an hour): it stops with the response cut off
+          const runId = yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("taken")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "greet me" })
+            yield* Deferred.await(first.streamed)
+            yield* client.Abort({ requestId: "abort-1" })
+            return runId
+          }).pipe(Effect.provide(runner(store, first.model, { abortPollInterval: "1 hour" })), Effect.scoped)
+          const second = yield* streamThenWait([])
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("taken")
+            assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
+            const history = yield* client.History()
+            yield* Message.validateHistory(history)
+            assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant"])
+            const answer = history[1]!
+            assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
+            assert.deepStrictEqual(answer.content, keptContent)
+            assert.strictEqual(second.requests.length, 0, "the aborted response is not asked again")
+            const next = yield* client.Prompt({ inputId: "p2", text: "go on" })
+            yield* client.Wait({ runId: next.runId })
+            assert.deepStrictEqual(second.requests[0]!.messages[1]!.content, keptContent)
+          }).pipe(Effect.provide(runner(store, second.model, { abortPollInterval: "50 millis" })), Effect.scoped)
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "a run ended by a defect is marked failed, and the session takes the next prompt",
       () =>
         Effect.gen(function*() {
@@ -734,6 +863,40 @@ for (const [storeName, storeLayer] of stores) {
     )
   })
 }
+
+/** The deltas of an answer cut off while it streams: thinking, then text. */
+const thinkingAndText: ReadonlyArray<Model.Delta> = [
+  { _tag: "ThinkingDelta", index: 0, delta: "The user wants " },
+  { _tag: "ThinkingDelta", index: 0, delta: "a greeting" },
+  { _tag: "TextDelta", index: 1, delta: "Hello, " },
+  { _tag: "TextDelta", index: 1, delta: "wor" }
+]
+
+/** What an answer cut off after `thinkingAndText` keeps. */
+const keptContent: ReadonlyArray<Message.AssistantMessage["content"][number]> = [
+  { type: "thinking", thinking: "The user wants a greeting" },
+  Message.text("Hello, wor")
+]
+
+/**
+ * A model whose first response streams `deltas` and then waits for good (`streamed` is done once they were
+ * handed over); every later one answers `ok`. `requests` holds what it was asked.
+ */
+const streamThenWait = (deltas: ReadonlyArray<Model.Delta>) =>
+  Effect.map(Deferred.make<void>(), (streamed) => {
+    const requests: Array<Model.Request> = []
+    const model = Model.make({
+      respond: (request, onEvent) => {
+        requests.push(request)
+        if (requests.length > 1 || deltas.length === 0) return Effect.succeed(Message.assistant("ok"))
+        return Effect.forEach(deltas, onEvent, { discard: true }).pipe(
+          Effect.zipRight(Deferred.succeed(streamed, undefined)),
+          Effect.zipRight(Effect.never)
+        )
+      }
+    })
+    return { model, requests, streamed }
+  })
 
 const waitUntil = (check: () => boolean) =>
   Effect.gen(function*() {

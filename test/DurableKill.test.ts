@@ -2,8 +2,10 @@
  * Durable runs survive SIGKILL: real runner processes on a SQLite file, a fake OpenAI-compatible
  * server on 127.0.0.1, and kills at chosen and at random moments.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
@@ -20,6 +22,7 @@ import {
   traceLines,
   waitFor
 } from "./utils/durableHarness.js"
+import type { Store } from "./utils/sqlStores.js"
 
 describe("Durable runs killed with SIGKILL (SQLite)", () => {
   it.live(
@@ -73,6 +76,48 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"]
         )
         assert.strictEqual(Message.textOf(messages[5]!).trim(), "all done")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a run killed while its answer streams, then aborted: the runner that takes it over keeps the text the " +
+      "store had of it, marked aborted, without asking the model again",
+    () =>
+      Effect.gen(function*() {
+        const { dir, store } = yield* sqliteStore("effect-agent-kill-")
+        // the answer streams a word about every 300 ms: the kill lands inside it
+        const words = Array.from({ length: 20 }, (_, index) => `w${index}`)
+        const provider = yield* fakeProvider({
+          script: () => ({ _tag: "Answer", text: words.join(" ") }),
+          streamMs: 300 * (words.length + 3)
+        })
+        const config: RunnerConfig = {
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          prompts: goPrompts(["s"]),
+          cluster: { mode: "single" }
+        }
+        const runner = yield* spawn(config)
+        // killed once the store has two words of the answer
+        yield* waitForEffect(Effect.map(storedText(store, "s"), (text) => text.split(" ").length > 2), "two words")
+        yield* runner.runner.kill("SIGKILL")
+        yield* runner.close
+        const kept = yield* storedText(store, "s")
+        // the run is aborted while no runner runs it, as the session's Abort records it
+        yield* sqlOf(store, (sql) => sql`INSERT INTO effect_agent_aborts (run_id, at) VALUES ('s/s-1', ${Date.now()})`)
+        const { runs } = yield* resumeUntilEnded(config, store, 1)
+        assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Aborted", turns: 1 })
+        assert.strictEqual(provider.requests.get("s#0"), 1, "the aborted answer is not asked again")
+        const messages = yield* history(store, "s")
+        yield* Message.validateHistory(messages)
+        assert.deepStrictEqual(messages.map((message) => message.role), ["user", "assistant"])
+        const answer = messages[1]!
+        assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
+        assert.strictEqual(Message.textOf(answer), kept)
+        assert.isTrue(kept.startsWith("w0 w1 "), kept)
       }).pipe(Effect.scoped),
     120_000
   )
@@ -173,3 +218,29 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
     180_000
   )
 })
+
+/** Runs `f` with a `SqlClient` of `store`. */
+const sqlOf = <A>(store: Store, f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  Effect.flatMap(SqlClient.SqlClient, f).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** The text of the answer at position 1 of `sessionId` that its stored live events have so far. */
+const storedText = (store: Store, sessionId: string) =>
+  sqlOf(store, (sql) =>
+    Effect.map(
+      sql<{ readonly events: string }>`SELECT events FROM effect_agent_live
+        WHERE session_id = ${sessionId} AND message_position = 1 ORDER BY id`,
+      (rows) =>
+        rows.flatMap((row) => JSON.parse(row.events) as Array<Durable.SessionEvent>).map((event) =>
+          event._tag === "ResponseDelta" && event.event._tag === "TextDelta" ? event.event.delta : ""
+        ).join("")
+    ))
+
+/** Polls `check` every 50 millis until it holds (up to 30 seconds). */
+const waitForEffect = (check: Effect.Effect<boolean>, what: string) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 30_000
+    while (!(yield* check)) {
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      yield* Effect.sleep("50 millis")
+    }
+  })

@@ -3,7 +3,8 @@
  * read by the `eventsource` package: SIGKILLed mid-run and started again on the same port and database
  * (the run resumes, the reconnecting client gets every stored message once), and stopped with SIGINT
  * mid-run (the run is aborted with its tool call paired, the database closed, the port freed), also while
- * a call waits for an approval (it is denied); and with `--mcp` (the servers' tools are called, the file
+ * an answer streams (it is kept with what the model had written) and while a call waits for an approval
+ * (it is denied); and with `--mcp` (the servers' tools are called, the file
  * is protected, the servers end with the command).
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -174,6 +175,57 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual(messages[2].toolCallId, "call_sleep")
         assert.isTrue(messages[2].isError)
         assert.include(JSON.stringify(messages[2].content), "aborted")
+      }),
+    240_000
+  )
+
+  it.scopedLive(
+    "Ctrl-C during a streamed answer: the answer is stored with what the model had written, marked aborted, " +
+      "and the next prompt sends it to the model",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-serve-stream-")
+        // the first answer streams two parts, then holds for good
+        const provider = yield* ChatServer.make((body) =>
+          turnOf(body) > 0
+            ? ChatServer.text(["ok"])
+            : { ...ChatServer.text(["Hello, ", "wor", "ld"]), gates: [{ at: 3, open: new Promise<void>(() => {}) }] }
+        )
+        const port = yield* Serve.stablePort
+        const url = `http://127.0.0.1:${port}`
+        const first = yield* Serve.start(main, args({ provider: provider.url, dir, port }), env(dir))
+        assert.strictEqual((yield* post(`${url}/sessions`, { sessionId: "t1" })).status, 200)
+        assert.strictEqual((yield* post(`${url}/sessions/t1/prompt`, { clientId: "p1", text: "go" })).status, 200)
+        let streamed = ""
+        const written = yield* Deferred.make<void>()
+        const source = Serve.eventSource(`${url}/sessions/t1/events`, auth, (event) => {
+          if (event.data._tag === "ResponseDelta" && event.data.event._tag === "TextDelta") {
+            streamed += event.data.event.delta
+            if (streamed === "Hello, wor") Deferred.unsafeDone(written, Effect.void)
+          }
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(source.close))
+        yield* Deferred.await(written).pipe(Serve.within("120 seconds", () => `nothing streamed:\n${first.output()}`))
+
+        const exit = yield* Serve.interrupt(first)
+        source.close()
+        assert.strictEqual(exit.code, 130, first.output())
+        assert.include(first.output(), "aborted 1 run")
+
+        yield* Serve.start(main, args({ provider: provider.url, dir, port }), env(dir))
+        const history = yield* getJson(`${url}/sessions/t1`)
+        const messages = history.entries.map((entry: any) => entry.message)
+        assert.deepStrictEqual(messages.map((message: any) => message.role), ["user", "assistant"])
+        assert.strictEqual(messages[1].stopReason, "aborted")
+        assert.deepStrictEqual(messages[1].content, [{ type: "text", text: "Hello, wor" }])
+        assert.strictEqual((yield* post(`${url}/sessions/t1/prompt`, { clientId: "p2", text: "go on" })).status, 200)
+        yield* until(
+          Effect.map(getJson(`${url}/sessions/t1`), (history) => history.entries.length === 4),
+          "the second answer"
+        )
+        assert.strictEqual(provider.requests.length, 2)
+        const asked = provider.requests[1].messages.find((message: any) => message.role === "assistant")
+        assert.include(JSON.stringify(asked.content), "Hello, wor")
       }),
     240_000
   )

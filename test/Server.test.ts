@@ -239,6 +239,49 @@ describe("Server", () => {
   )
 
   it.scopedLive(
+    "Stop during a streamed answer (POST /abort): the history keeps what the model had written, marked " +
+      "aborted, and the next prompt sends it to the model",
+    () =>
+      Effect.gen(function*() {
+        const deltas: ReadonlyArray<Model.Event> = [
+          { _tag: "ThinkingDelta", index: 0, delta: "A greeting" },
+          { _tag: "TextDelta", index: 1, delta: "Hello, " },
+          { _tag: "TextDelta", index: 1, delta: "wor" }
+        ]
+        const { model, url } = yield* serve([
+          Stream.concat(Stream.fromIterable(deltas), Stream.never),
+          Message.assistant("ok")
+        ])
+        yield* post(`${url}/sessions`, { sessionId: "s1" })
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p1", text: "greet me" })
+        const textOf = (events: ReadonlyArray<{ readonly data: any }>) =>
+          events.flatMap((event) =>
+            event.data._tag === "ResponseDelta" && event.data.event._tag === "TextDelta" ? [event.data.event.delta] : []
+          ).join("")
+        // the answer streamed as far as the model went
+        yield* readEvents(`${url}/sessions/s1/events`, (events) => textOf(events) === "Hello, wor")
+        assert.strictEqual((yield* post(`${url}/sessions/s1/abort`, { clientId: "stop-1" })).status, 200)
+        const idle = Effect.map(
+          request(`${url}/sessions/s1`, { headers: auth }),
+          (response) => JSON.parse(response.body).running === undefined
+        )
+        yield* waitUntil(idle)
+        const entries = JSON.parse((yield* request(`${url}/sessions/s1`, { headers: auth })).body).entries
+        const answer = entries[1].message
+        assert.strictEqual(answer.stopReason, "aborted")
+        const kept = [{ type: "thinking", thinking: "A greeting" }, { type: "text", text: "Hello, wor" }] as const
+        assert.deepStrictEqual(answer.content, kept)
+        yield* post(`${url}/sessions/s1/prompt`, { clientId: "p2", text: "go on" })
+        yield* waitUntil(Effect.map(
+          request(`${url}/sessions/s1`, { headers: auth }),
+          (response) => JSON.parse(response.body).entries.length === 4
+        ))
+        assert.deepStrictEqual(model.requests[1]!.messages[1]!.content, kept)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "a client that got a run's last message but not its end gets the end when it resumes with that message's id",
     () =>
       Effect.gen(function*() {

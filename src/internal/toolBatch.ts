@@ -69,8 +69,9 @@ export type Verdict<E, R> =
   | { readonly _tag: "Ready"; readonly tool: Tool.Tool<any, E | Errors.Recoverable, R>; readonly input: unknown }
 
 /**
- * Checks a call: Law 2 (an answer cut by the output limit runs no calls), then the tool's existence and
- * the call's input (Law 5, fed back: Law 6).
+ * Checks a call: Law 2 (an answer cut by the output limit runs no calls), Law 7 (nor does one cut off by
+ * an abort: its calls get the result of calls the abort skipped), then the tool's existence and the
+ * call's input (Law 5, fed back: Law 6).
  */
 export const check = <E, R>(
   config: Config<E, R>,
@@ -78,6 +79,7 @@ export const check = <E, R>(
   call: Message.ToolCall
 ): Verdict<E, R> => {
   if (answer.stopReason === "length") return { _tag: "Rejected", text: RunState.truncatedCall(call) }
+  if (answer.stopReason === "aborted") return { _tag: "Rejected", text: RunState.aborted.pending }
   const tool = config.tools.get(call.name)
   if (tool === undefined) {
     return {

@@ -21,13 +21,13 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
 import * as Message from "../../Message.js"
-import type * as Model from "../../Model.js"
+import * as Model from "../../Model.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
 import { ended, notify } from "./feed.js"
-import { liveResponse, liveToolCall } from "./live.js"
+import { liveResponse, liveToolCall, streamed } from "./live.js"
 import { mayRerun, type Options, Outcome } from "./models.js"
 import { step } from "./step.js"
 import { endRun, insertLive, type LiveRow, pruneLive, retryStore, uncancelled, withLive } from "./store.js"
@@ -99,7 +99,11 @@ export const respond = (
     const saved = opening.saved === null ? undefined : yield* Effect.orDie(decodeSaved(opening.saved))
     // a step that committed its turn before a crash cut it off: what it saved is the turn
     if (saved !== undefined && "_tag" in saved) return saved
-    if (saved === undefined && opening.aborted) return abortedAnswer()
+    // an `Abort` seen as the step opens: the answer is what an earlier execution of the step (one that
+    // stopped or died before it saw the abort) had streamed, as its stored live events have it
+    if (saved === undefined && opening.aborted) {
+      return abortedAnswer(turn ? yield* streamed(run.sql, run.sessionId, position, stepOf(run, name)) : undefined)
+    }
     // one watch on the abort for the step, whose first check was the opening's
     const abort = yield* Deferred.make<void>()
     if (opening.aborted) yield* Deferred.succeed(abort, undefined)
@@ -108,12 +112,20 @@ export const respond = (
     // the last live events of the response, written with the answer: saved before its calls, or else
     // with the turn, or else (the calls take steps of their own) now
     const held: Array<LiveRow> = []
-    // the answer a step cut off by a crash saved before its calls ran is not asked for again
-    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, (emit) =>
+    // what the model streamed, for the answer of a response an `Abort` cuts off (it keeps it, as the
+    // local loop does)
+    const partial = new Model.Assembler()
+    const ask = (emit: (event: Model.Delta) => Effect.Effect<void>) =>
       Effect.raceFirst(
-        model.respond(request, (event) => Effect.zipRight(onEvent(event), emit(event))),
-        Effect.zipRight(abortSignal, Effect.sync(abortedAnswer))
-      ), held))
+        model.respond(request, (event) =>
+          Effect.suspend(() => {
+            partial.push(event)
+            return Effect.zipRight(onEvent(event), emit(event))
+          })),
+        Effect.zipRight(abortSignal, Effect.sync(() => abortedAnswer(turn ? partial : undefined)))
+      )
+    // the answer a step cut off by a crash saved before its calls ran is not asked for again
+    const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, ask, held, stepOf(run, name)))
     const admitted = turn ? admit(run, options, tools, answer) : undefined
     if (admitted === undefined) {
       yield* Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void)
@@ -447,11 +459,20 @@ export const executeTool = (
   )
 }
 
-/** The answer of a step cut off by an `Abort`. */
-export const abortedAnswer = (): Message.AssistantMessage => ({
-  role: "assistant",
-  content: [],
-  stopReason: "aborted",
-  errorMessage: "Operation aborted",
-  timestamp: Date.now()
-})
+/**
+ * The answer of a step cut off by an `Abort`: what the model had streamed of it (`partial`: its text,
+ * thinking and tool calls, as the local loop keeps them), or nothing.
+ */
+export const abortedAnswer = (partial?: Model.Assembler): Message.AssistantMessage =>
+  partial === undefined || partial.isEmpty
+    ? {
+      role: "assistant",
+      content: [],
+      stopReason: "aborted",
+      errorMessage: "Operation aborted",
+      timestamp: Date.now()
+    }
+    : partial.partial("aborted", "Operation aborted", Date.now())
+
+/** The model step `name` of the run, as its live events' writer names it (see `streamed`). */
+const stepOf = (run: DurableRun, name: string) => `${name}@${run.runId}`

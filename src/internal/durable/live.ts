@@ -1,7 +1,8 @@
 /**
  * The live events of a step, written as it runs: a model response's deltas, a tool call's start,
  * progress and end. They go to the store in batches, so a reader on any machine sees them, and they are
- * best-effort: a step never waits for them beyond a write, nor fails because of them.
+ * best-effort: a step never waits for them beyond a write, nor fails because of them. A response cut
+ * off with its step is read back from them (`streamed`).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
@@ -10,13 +11,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
 import * as Message from "../../Message.js"
-import type * as Model from "../../Model.js"
+import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
 import { describe } from "./errors.js"
 import * as Feed from "./feed.js"
-import type { LiveEvent } from "./models.js"
-import { insertLive, type LiveRow, liveRow } from "./store.js"
+import { LiveEvent } from "./models.js"
+import { insertLive, type LiveRow, liveRow, retryStore, uncancelled } from "./store.js"
 
 /**
  * How long an event waits in a step's buffer before it is written with those that came meanwhile: at
@@ -36,10 +38,12 @@ const liveWriteGap = Duration.millis(20)
  */
 const liveWriter = (
   sql: SqlClient.SqlClient,
-  target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null }
+  target: { readonly sessionId: string; readonly position: number | null; readonly callId: string | null },
+  step?: string
 ) =>
   Effect.gen(function*() {
-    const writer = Feed.newWriter()
+    // a model step's writer is named after the step too: its events are read back by it (`streamed`)
+    const writer = step === undefined ? Feed.newWriter() : `${Feed.newWriter()} ${step}`
     let first = true
     let buffer: Array<LiveEvent> = []
     const lock = yield* Effect.makeSemaphore(1)
@@ -110,22 +114,55 @@ const finish = (
 /**
  * A model response as a step: its deltas (`emit`) are written as the live events of `position`; with
  * `held`, the last of them are left there when the response succeeds (see `finish`: its answer is stored
- * next), and written now when it fails.
+ * next), and written now when it fails. `step` names the step, for `streamed`.
  */
 export const liveResponse = <E, R>(
   sql: SqlClient.SqlClient,
   sessionId: string,
   position: number,
   respond: (emit: (event: Model.Delta) => Effect.Effect<void>) => Effect.Effect<Message.AssistantMessage, E, R>,
-  held?: Array<LiveRow>
+  held?: Array<LiveRow>,
+  step?: string
 ): Effect.Effect<Message.AssistantMessage, E, R> =>
   Effect.scoped(Effect.gen(function*() {
-    const live = yield* liveWriter(sql, { sessionId, position, callId: null })
+    const live = yield* liveWriter(sql, { sessionId, position, callId: null }, step)
     yield* live.push({ _tag: "ResponseStart", position })
     return yield* respond((event) => live.push({ _tag: "ResponseDelta", position, event })).pipe(
       Effect.onExit(finish(live, held, Exit.isSuccess))
     )
   }))
+
+/**
+ * What the model step `step` had streamed of its response at `position`, as its stored live events have
+ * it: those of the step's last execution (a step cut off by a crash or a shutdown wrote them as it went,
+ * up to its last write). A batch that does not decode is skipped (live events are best-effort).
+ */
+export const streamed = (
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  position: number,
+  step: string
+): Effect.Effect<Model.Assembler> =>
+  Effect.gen(function*() {
+    const rows = yield* sql<{ readonly events: string; readonly writer: string | null }>`SELECT events, writer
+      FROM effect_agent_live WHERE session_id = ${sessionId} AND message_position = ${position} ORDER BY id`
+    let writer: string | undefined
+    let assembler = new Model.Assembler()
+    for (const row of rows) {
+      if (row.writer === null || row.writer.slice(row.writer.indexOf(" ") + 1) !== step) continue
+      // a later execution of the step streamed its response again, from the start
+      if (row.writer !== writer) {
+        writer = row.writer
+        assembler = new Model.Assembler()
+      }
+      const events = yield* Effect.option(decodeLiveEvents(row.events))
+      if (Option.isNone(events)) continue
+      for (const event of events.value) if (event._tag === "ResponseDelta") assembler.push(event.event)
+    }
+    return assembler
+  }).pipe(uncancelled, retryStore, Effect.orDie)
+
+const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
 
 /**
  * A tool call as a step: its start, progress (`update`) and end are written as live events; with `held`,
