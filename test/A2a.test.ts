@@ -354,6 +354,8 @@ describe("A2a.layer, called by @a2a-js/sdk's client", () => {
         client.sendMessage(request(userMessage("hi", { metadata: { skill: "nobody" } })))
       )
       assert.include(unknownSkill?.message, `unknown skill "nobody": this server has greeter`)
+      const longContext = yield* errorOf(client.sendMessage(request(userMessage("hi", { contextId: "c".repeat(129) }))))
+      assert.include(longContext?.message, "the contextId has 129 characters, over this server's limit of 128")
       const unknown = yield* errorOf(client.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }))
       assert.include(unknown?.message, "no-such-task")
 

@@ -43,6 +43,9 @@ export interface Options {
 /** The default `maxPromptLength`. */
 export const defaultMaxPromptLength = 100_000
 
+/** The longest context id accepted (a context's conversation is stored under it). */
+export const maxContextIdLength = 128
+
 /** The metadata key of a message (or of its request) that names the agent (the skill) to ask. */
 export const skillKey = "skill"
 
@@ -65,6 +68,12 @@ export const checkRequest = (
   metadata: Record<string, unknown> | undefined
 ): void => {
   if (message === undefined) return
+  if (message.contextId.length > maxContextIdLength) {
+    throw new RequestMalformedError(
+      `the contextId has ${message.contextId.length} characters, over this server's limit of ` +
+        `${maxContextIdLength}: leave it out for a new context, or send the one a task of this server gave`
+    )
+  }
   const prompt = promptOf(message)
   if (prompt.length > maxPromptLength) {
     throw new RequestMalformedError(
