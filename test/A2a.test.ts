@@ -472,6 +472,26 @@ const restart = (store: Store) =>
     assert.strictEqual(textOf(read?.artifacts[0]?.parts), "heard: apples")
     const stopped = yield* getTask(client2, running.id)
     assert.strictEqual(stopped?.status?.state, TaskState.TASK_STATE_CANCELED, textOf(stopped?.status?.message?.parts))
+    // ListTasks pages through them, newest status first
+    const list = (pageToken: string) =>
+      Effect.promise(() =>
+        client2.listTasks({
+          tenant: "",
+          contextId: "",
+          status: TaskState.TASK_STATE_UNSPECIFIED,
+          pageSize: 1,
+          pageToken,
+          statusTimestampAfter: undefined,
+          includeArtifacts: true
+        })
+      )
+    const page1 = yield* list("")
+    assert.strictEqual(page1.totalSize, 2)
+    assert.deepStrictEqual(page1.tasks.map((task) => task.id), [running.id])
+    const page2 = yield* list(page1.nextPageToken)
+    assert.deepStrictEqual(page2.tasks.map((task) => task.id), [task.id])
+    assert.strictEqual(textOf(page2.tasks[0]?.artifacts[0]?.parts), "heard: apples")
+    assert.strictEqual(page2.nextPageToken, "")
     // the context's conversation goes on where it was
     const next = asTask(
       yield* Effect.promise(() => client2.sendMessage(request(userMessage("pears", { contextId: task.contextId }))))
