@@ -1,9 +1,9 @@
 /**
  * Agents served over A2A on `@effect/platform`: the agent card at `/.well-known/agent-card.json` and the
- * JSON-RPC endpoint, on the SDK's `DefaultRequestHandler` (tasks in the store of `store.ts`, which a new
- * task is admitted by) with the executor of `executor.ts`. A v1.0 request (`A2A-Version: 1.0`: `SendMessage`, `GetTask`, …) goes to
- * the SDK's `JsonRpcTransportHandler`, a v0.3 one (`message/send`, `tasks/get`, …) to its
- * `LegacyJsonRpcTransportHandler`. A stream is sent as Server-Sent Events; a client that goes away
+ * JSON-RPC endpoint, on the SDK's `DefaultRequestHandler` (tasks in the store of `store.ts`, which admits
+ * a new task first) with the executor of `executor.ts`. A v1.0 request (`A2A-Version: 1.0`:
+ * `SendMessage`, `GetTask`, …) goes to the SDK's `JsonRpcTransportHandler`, a v0.3 one (`message/send`,
+ * `tasks/get`, …) to its `LegacyJsonRpcTransportHandler`. A stream is sent as Server-Sent Events; a client that goes away
  * mid-stream leaves the task going (the rest of the stream is drained into the store, for `tasks/get`).
  */
 import {
