@@ -2,7 +2,9 @@
  * Agent2Agent (A2A), both ways, on `@a2a-js/sdk`. Served: agents at an A2A endpoint, with an agent card
  * at `/.well-known/agent-card.json` that lists them as skills; a task is a run (its id stable), its
  * events become status updates, its answer an artifact, `tasks/cancel` aborts it, and a call that needs
- * approval puts it in `input-required` until the client answers. Called: `A2a.tool(url)` makes a remote
+ * approval puts it in `input-required` until the client answers. The tasks and their contexts'
+ * conversations live in a `TaskStore`: in memory, bounded (`layerStoreMemory`, the default), or in the
+ * SQL database, across restarts (`layerStoreSql`); finished tasks are pruned by age. Called: `A2a.tool(url)` makes a remote
  * A2A agent a `Tool`, whose streamed updates are the call's progress and whose abort cancels the
  * remote task.
  *
@@ -22,6 +24,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -32,6 +35,7 @@ import type * as Agent from "./Agent.js"
 import * as Errors from "./Errors.js"
 import * as A2aServer from "./internal/a2a/server.js"
 import * as HttpGuard from "./internal/httpGuard.js"
+import * as A2aStore from "./internal/a2a/store.js"
 import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
@@ -115,15 +119,111 @@ export type A2aError = A2aUnreachable | A2aTaskFailed | A2aTaskCanceled
 // Serving agents
 // -----------------------------------------------------------------------------
 
+export {
+  /**
+   * Where the A2A server keeps its tasks and the conversation of each context: `layerStoreMemory` or
+   * `layerStoreSql`, given to the server as its `store`.
+   *
+   * @since 0.1.0
+   * @category Task Stores
+   */
+  Store as TaskStore
+} from "./internal/a2a/store.js"
+
+/**
+ * The options of `layerStoreMemory`.
+ *
+ * @since 0.1.0
+ * @category Task Stores
+ */
+export interface StoreMemoryOptions extends A2aStore.MemoryOptions {}
+
+/**
+ * The options of `layerStoreSql`.
+ *
+ * @since 0.1.0
+ * @category Task Stores
+ */
+export interface StoreSqlOptions extends A2aStore.SqlOptions {}
+
+/**
+ * The tasks in memory, lost when the server stops: at most `maxTasks` (default 1000), running or
+ * finished. A new task evicts the oldest finished one; while `maxTasks` tasks are running, a new task
+ * is refused (the protocol's `UnsupportedOperationError`, saying why) and none is evicted. A context's
+ * conversation is kept while one of its tasks is. Finished tasks older than `retention` (default 7
+ * days) are dropped. The default store of `layerRoutes` and `layer`.
+ *
+ * @example
+ * ```ts
+ * import { Agent, Message, Model } from "effect-agent"
+ * import * as A2a from "effect-agent/A2a"
+ *
+ * const helper = Agent.make({
+ *   name: "helper",
+ *   description: "Answers questions",
+ *   instructions: "Answer briefly.",
+ *   model: Model.scripted([Message.assistant("Hello.")])
+ * })
+ *
+ * const server = A2a.layer([helper], { store: A2a.layerStoreMemory({ maxTasks: 100, retention: "1 day" }) })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Task Stores
+ */
+export const layerStoreMemory = (options?: StoreMemoryOptions): Layer.Layer<A2aStore.Store> =>
+  Layer.scoped(A2aStore.Store, A2aStore.makeMemory(options))
+
+/**
+ * The tasks in the SQL database of the `SqlClient` (SQLite or PostgreSQL; the table
+ * `effect_agent_a2a_tasks` is created when missing), and each context's conversation as the SQL session
+ * `a2a:<contextId>` (`SessionSql`): `tasks/get` reads a task, and a context's next task continues its
+ * conversation, after a restart on the same database. Finished tasks (completed, failed, canceled,
+ * rejected) older than `retention` (default 7 days) are deleted, and a context's conversation with its
+ * last task: when a new task comes, and every hour. A task still running is never pruned; one whose run
+ * the server's stop aborted is saved as canceled.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { Agent, Message, Model } from "effect-agent"
+ * import * as A2a from "effect-agent/A2a"
+ * import * as Durable from "effect-agent/Durable"
+ *
+ * const helper = Agent.make({
+ *   name: "helper",
+ *   description: "Answers questions",
+ *   instructions: "Answer briefly.",
+ *   model: Model.scripted([Message.assistant("Hello.")])
+ * })
+ *
+ * const store = A2a.layerStoreSql({ retention: "30 days" }).pipe(
+ *   Layer.provide(Durable.layerSqlite({ filename: "a2a.db" }))
+ * )
+ * const server = A2a.layer([helper], { store })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Task Stores
+ */
+export const layerStoreSql = (
+  options?: StoreSqlOptions
+): Layer.Layer<A2aStore.Store, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
+  Layer.scoped(A2aStore.Store, A2aStore.makeSql(options))
+
 /**
  * The options of the A2A server: the card (`name`, `description`, `version`), the endpoint (`path`,
- * `url`), the limits (`maxPromptLength`, `maxBodyBytes`), the `permissions` of the runs and where their
- * sessions live (`openSession`, by context id).
+ * `url`), the limits (`maxPromptLength`, `maxBodyBytes`), the `permissions` of the runs, where the
+ * tasks and the conversations live (`store`) and, to put the conversations elsewhere, `openSession`
+ * (by context id).
  *
  * @since 0.1.0
  * @category Serving
  */
-export interface ServeOptions extends A2aServer.Options {}
+export interface ServeOptions<E = never, R = never> extends A2aServer.Options {
+  /** The task store (default `layerStoreMemory()`: in memory, bounded, lost when the server stops). */
+  readonly store?: Layer.Layer<A2aStore.Store, E, R> | undefined
+}
 
 /**
  * The path of the agent card: `/.well-known/agent-card.json`.
@@ -178,17 +278,17 @@ export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
  * @since 0.1.0
  * @category Serving
  */
-export const layerRoutes = <Ag extends Agent.Any>(
+export const layerRoutes = <Ag extends Agent.Any, E = never, R = never>(
   agents: ReadonlyArray<Ag>,
-  options?: ServeOptions
-): Layer.Layer<never, never, Requirements<Ag>> =>
+  options?: ServeOptions<E, R>
+): Layer.Layer<never, E, Requirements<Ag> | R> =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function*() {
       const app = yield* A2aServer.makeApp(agents, options)
       yield* router.get(A2aServer.cardPath, app.card)
       yield* router.post(app.path, app.rpc)
     })
-  )
+  ).pipe(Layer.provide(options?.store ?? layerStoreMemory()))
 
 /**
  * The options of `layer`.
@@ -196,7 +296,7 @@ export const layerRoutes = <Ag extends Agent.Any>(
  * @since 0.1.0
  * @category Serving
  */
-export interface LayerOptions extends ServeOptions {
+export interface LayerOptions<E = never, R = never> extends ServeOptions<E, R> {
   /** Default `127.0.0.1`; another address than loopback needs a `token` (`TokenRequired`). */
   readonly host?: string | undefined
   /** Default 0: a free port (read it from `HttpServer.HttpServer`'s address). */
@@ -238,10 +338,10 @@ export interface LayerOptions extends ServeOptions {
  * @since 0.1.0
  * @category Serving
  */
-export const layer = <Ag extends Agent.Any>(
+export const layer = <Ag extends Agent.Any, E = never, R = never>(
   agents: ReadonlyArray<Ag>,
-  options: LayerOptions = {}
-): Layer.Layer<HttpServer.HttpServer, TokenRequired | HttpServerError.ServeError, Requirements<Ag>> => {
+  options: LayerOptions<E, R> = {}
+): Layer.Layer<HttpServer.HttpServer, TokenRequired | HttpServerError.ServeError | E, Requirements<Ag> | R> => {
   const host = options.host ?? "127.0.0.1"
   const token = options.token === undefined
     ? undefined

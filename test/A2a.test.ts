@@ -34,6 +34,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
 import { randomUUID } from "node:crypto"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -48,14 +49,14 @@ import * as Server from "../src/Server.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 import * as Raw from "./utils/rawHttp.js"
-import { tempDir } from "./utils/sqlStores.js"
+import { postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 // -----------------------------------------------------------------------------
 // Helpers
 // -----------------------------------------------------------------------------
 
 /** Serves `agents` with `A2a.layer` for the life of the Scope; returns the base URL. */
-const serve = <Ag extends Agent.Any>(agents: ReadonlyArray<Ag>, options?: A2a.LayerOptions) =>
+const serve = <Ag extends Agent.Any, E = never>(agents: ReadonlyArray<Ag>, options?: A2a.LayerOptions<E>) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(A2a.layer(agents, options) as Layer.Layer<HttpServer.HttpServer, unknown>)
     const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
@@ -356,6 +357,8 @@ describe("A2a.layer, called by @a2a-js/sdk's client", () => {
         client.sendMessage(request(userMessage("hi", { metadata: { skill: "nobody" } })))
       )
       assert.include(unknownSkill?.message, `unknown skill "nobody": this server has greeter`)
+      const longContext = yield* errorOf(client.sendMessage(request(userMessage("hi", { contextId: "c".repeat(129) }))))
+      assert.include(longContext?.message, "the contextId has 129 characters, over this server's limit of 128")
       const unknown = yield* errorOf(client.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }))
       assert.include(unknown?.message, "no-such-task")
 
@@ -474,6 +477,231 @@ describe("A2a.layer: who may ask", () => {
         assert.strictEqual(deep.status, 200)
         assert.strictEqual(JSON.parse(deep.body).error.code, -32700)
       }
+
+// -----------------------------------------------------------------------------
+// Where the tasks live
+// -----------------------------------------------------------------------------
+
+/** An agent that answers with every prompt of its conversation: what it heard before shows. */
+const rememberer = () =>
+  Agent.make({
+    name: "rememberer",
+    description: "Remembers",
+    instructions: "Remember.",
+    model: Model.make({
+      complete: (request) =>
+        Effect.succeed(Message.assistant(
+          `heard: ${request.messages.filter((message) => message.role === "user").map(Message.textOf).join(", ")}`
+        ))
+    })
+  })
+
+/** An agent whose every task calls `wait`, which waits for `gate`. */
+const blocking = (started: Deferred.Deferred<void>, gate: Deferred.Deferred<void>) => {
+  let calls = 0
+  const wait = Tool.make({
+    name: "wait",
+    description: "Waits",
+    parameters: Schema.Struct({}),
+    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
+  })
+  return Agent.make({
+    name: "blocker",
+    description: "Waits",
+    instructions: "Wait.",
+    tools: [wait],
+    model: Model.make({
+      complete: (request) =>
+        Effect.sync(() =>
+          request.messages.at(-1)?.role === "user"
+            ? Message.assistant([Message.toolCall(`w${++calls}`, "wait", {})])
+            : Message.assistant("Done.")
+        )
+    })
+  })
+}
+
+const getTask = (client: { getTask: (request: any) => Promise<Task> }, id: string) =>
+  Effect.promise(() =>
+    client.getTask({ tenant: "", id, historyLength: undefined }).then(
+      (task) => task as Task | undefined,
+      () => undefined
+    )
+  )
+
+/**
+ * The SQL store on `store`: a task and its conversation, across two servers one after the other; a task
+ * running as the first stops is canceled.
+ */
+const restart = (store: Store) =>
+  Effect.gen(function*() {
+    const options = { store: A2a.layerStoreSql().pipe(Layer.provide(store.layer)) }
+    const started = yield* Deferred.make<void>()
+    const gate = yield* Deferred.make<void>()
+    const first = yield* Scope.make()
+    const url = yield* serve([rememberer(), blocking(started, gate)], options).pipe(Scope.extend(first))
+    const client = yield* clientOf(url)
+    const task = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("apples")))))
+    assert.strictEqual(textOf(task.artifacts[0]?.parts), "heard: apples")
+    const running = asTask(
+      yield* Effect.promise(() =>
+        client.sendMessage({
+          ...request(userMessage("wait", { metadata: { skill: "blocker" } })),
+          configuration: returnImmediately
+        })
+      )
+    )
+    yield* Deferred.await(started)
+    yield* Scope.close(first, Exit.void)
+
+    const url2 = yield* serve([rememberer(), blocking(started, gate)], options)
+    const client2 = yield* clientOf(url2)
+    const read = yield* getTask(client2, task.id)
+    assert.strictEqual(read?.status?.state, TaskState.TASK_STATE_COMPLETED)
+    assert.strictEqual(textOf(read?.artifacts[0]?.parts), "heard: apples")
+    const stopped = yield* getTask(client2, running.id)
+    assert.strictEqual(stopped?.status?.state, TaskState.TASK_STATE_CANCELED, textOf(stopped?.status?.message?.parts))
+    // ListTasks pages through them, newest status first
+    const list = (pageToken: string) =>
+      Effect.promise(() =>
+        client2.listTasks({
+          tenant: "",
+          contextId: "",
+          status: TaskState.TASK_STATE_UNSPECIFIED,
+          pageSize: 1,
+          pageToken,
+          statusTimestampAfter: undefined,
+          includeArtifacts: true
+        })
+      )
+    const page1 = yield* list("")
+    assert.strictEqual(page1.totalSize, 2)
+    assert.deepStrictEqual(page1.tasks.map((task) => task.id), [running.id])
+    const page2 = yield* list(page1.nextPageToken)
+    assert.deepStrictEqual(page2.tasks.map((task) => task.id), [task.id])
+    assert.strictEqual(textOf(page2.tasks[0]?.artifacts[0]?.parts), "heard: apples")
+    assert.strictEqual(page2.nextPageToken, "")
+    // the context's conversation goes on where it was
+    const next = asTask(
+      yield* Effect.promise(() => client2.sendMessage(request(userMessage("pears", { contextId: task.contextId }))))
+    )
+    assert.strictEqual(textOf(next.artifacts[0]?.parts), "heard: apples, pears")
+  })
+
+describe("A2a.layer's task stores", () => {
+  it.live("SQLite: tasks/get and the context's conversation survive a restart on the same database", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("effect-agent-a2a-")
+      yield* restart(sqlite(dir))
+    }).pipe(Effect.scoped))
+
+  it.live(
+    "PostgreSQL: tasks/get and the context's conversation survive a restart on the same database",
+    () => Effect.flatMap(postgres, restart).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live("in memory, tasks/get does not survive a restart", () =>
+    Effect.gen(function*() {
+      const first = yield* Scope.make()
+      const url = yield* serve([rememberer()]).pipe(Scope.extend(first))
+      const client = yield* clientOf(url)
+      const task = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("apples")))))
+      yield* Scope.close(first, Exit.void)
+      const url2 = yield* serve([rememberer()])
+      assert.isUndefined(yield* getTask(yield* clientOf(url2), task.id))
+    }).pipe(Effect.scoped))
+
+  for (
+    const [name, storeOf] of [
+      ["in memory", () => Effect.succeed(A2a.layerStoreMemory({ retention: "7 days" }))],
+      [
+        "SQLite",
+        () =>
+          Effect.map(
+            tempDir("effect-agent-a2a-"),
+            (dir) => A2a.layerStoreSql({ retention: "7 days" }).pipe(Layer.provide(sqlite(dir).layer))
+          )
+      ]
+    ] as const
+  ) {
+    it.effect(`${name}: finished tasks older than the retention are pruned; a running one and a recent one stay`, () =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        const store = yield* storeOf()
+        const url = yield* serve([rememberer(), blocking(started, gate)], {
+          store: store as Layer.Layer<A2a.TaskStore>
+        })
+        const client = yield* clientOf(url)
+        const old = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("apples")))))
+        const running = asTask(
+          yield* Effect.promise(() =>
+            client.sendMessage({
+              ...request(userMessage("wait", { metadata: { skill: "blocker" } })),
+              configuration: returnImmediately
+            })
+          )
+        )
+        yield* Deferred.await(started)
+        yield* TestClock.adjust("6 days")
+        const recent = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("pears")))))
+        yield* TestClock.adjust("2 days")
+        // the old task finished 8 days ago, the recent one 2 days ago
+        const next = asTask(
+          yield* Effect.promise(() => client.sendMessage(request(userMessage("plums", { contextId: old.contextId }))))
+        )
+        assert.isUndefined(yield* getTask(client, old.id), "the old task is pruned")
+        // with its conversation: the context starts again
+        assert.strictEqual(textOf(next.artifacts[0]?.parts), "heard: plums")
+        assert.strictEqual((yield* getTask(client, recent.id))?.status?.state, TaskState.TASK_STATE_COMPLETED)
+        assert.strictEqual((yield* getTask(client, running.id))?.status?.state, TaskState.TASK_STATE_WORKING)
+        yield* Deferred.succeed(gate, undefined)
+      }).pipe(Effect.scoped))
+  }
+
+  it.live("in memory, at most maxTasks: the oldest finished task goes first, a running one never", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const url = yield* serve([rememberer(), blocking(started, gate)], {
+        store: A2a.layerStoreMemory({ maxTasks: 3 })
+      })
+      const client = yield* clientOf(url)
+      const send = (text: string) =>
+        Effect.map(Effect.promise(() => client.sendMessage(request(userMessage(text)))), asTask)
+      const wait = Effect.map(
+        Effect.promise(() =>
+          client.sendMessage({
+            ...request(userMessage("wait", { metadata: { skill: "blocker" } })),
+            configuration: returnImmediately
+          })
+        ),
+        asTask
+      )
+      const running = yield* wait
+      yield* Deferred.await(started)
+      const first = yield* send("one")
+      const second = yield* send("two")
+      const third = yield* send("three")
+      assert.isUndefined(yield* getTask(client, first.id), "the oldest finished task is evicted")
+      assert.strictEqual((yield* getTask(client, running.id))?.status?.state, TaskState.TASK_STATE_WORKING)
+      assert.isDefined(yield* getTask(client, second.id))
+      assert.isDefined(yield* getTask(client, third.id))
+
+      // as many tasks running as the limit: a new one is refused, and none is evicted
+      const second2 = yield* wait
+      const third2 = yield* wait
+      const refused = yield* errorOf(client.sendMessage(request(userMessage("one more"))))
+      assert.include(refused?.message, "3 tasks running")
+      for (const task of [running, second2, third2]) {
+        assert.strictEqual((yield* getTask(client, task.id))?.status?.state, TaskState.TASK_STATE_WORKING)
+      }
+      // once they end, new tasks are taken again
+      yield* Deferred.succeed(gate, undefined)
+      yield* taskUntil(client, running.id, (task) => task.status?.state === TaskState.TASK_STATE_COMPLETED)
+      const after = yield* send("after")
+      assert.strictEqual(textOf(after.artifacts[0]?.parts), "heard: after")
     }).pipe(Effect.scoped))
 })
 
@@ -487,8 +715,13 @@ describe("A2a.layerRoutes on Server.layer", () => {
         Layer.provide(Layer.succeed(Model.Model, Model.scripted([]))),
         Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
       )
+      // as `serve --a2a` does: the tasks in the server's database
       const context = yield* Layer.build(
-        Server.layer({ token, routes: A2a.layerRoutes([greeter()]) }).pipe(Layer.provide(runner), Layer.orDie)
+        Server.layer({
+          token,
+          routes: A2a.layerRoutes([greeter()], { store: A2a.layerStoreSql() }) as Layer.Layer<never>
+        })
+          .pipe(Layer.provide(runner), Layer.orDie)
       )
       const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
       const url = `http://127.0.0.1:${address.port}`
@@ -498,6 +731,13 @@ describe("A2a.layerRoutes on Server.layer", () => {
       assert.deepStrictEqual(remote.card.skills.map((skill) => skill.id), ["greeter"])
       const answer = yield* A2a.ask(remote, "hi")
       assert.strictEqual(answer.text, "Hello there.")
+      // the task's conversation is the A2A server's: the API's list of sessions leaves it out
+      for (const query of ["", "?order=newest"]) {
+        const listed: any = yield* Effect.promise(() =>
+          fetch(`${url}/sessions${query}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json())
+        )
+        assert.deepStrictEqual(listed.sessions, [], query)
+      }
     }).pipe(Effect.scoped))
 })
 

@@ -4,15 +4,17 @@
  * (the run resumes, the reconnecting client gets every stored message once), and stopped with SIGINT
  * mid-run (the run is aborted with its tool call paired, the database closed, the port freed), also while
  * an answer streams (it is kept with what the model had written) and while a call waits for an approval
- * (it is denied); and with `--mcp` (the servers' tools are called, the file
- * is protected, the servers end with the command).
+ * (it is denied); and with `--mcp` (the servers' tools are called, the file is protected, the servers
+ * end with the command); and with `--a2a` (an A2A task and its context's conversation outlast a restart).
  */
+import { Role, TaskState } from "@a2a-js/sdk"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
+import * as A2a from "../src/A2a.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
 import { fixtureBin, isAlive, waitUntil } from "./utils/mcp.js"
@@ -131,6 +133,59 @@ describe("effect-agent serve as a process", () => {
         )
       }),
     360_000
+  )
+
+  it.scopedLive(
+    "--a2a: an A2A task (tasks/get) and its context's conversation outlast a restart on the same database",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-serve-a2a-")
+        // the answer says how many prompts the conversation has had
+        const provider = yield* ChatServer.make((body) =>
+          ChatServer.text([
+            `prompts: ${
+              body.messages.filter((message: any) => message.role === "user").map((m: any) => m.content).join(", ")
+            }`
+          ])
+        )
+        const port = yield* Serve.stablePort
+        const url = `http://127.0.0.1:${port}`
+        const serveArgs = args({ provider: provider.url, dir, port, extra: ["--a2a"] })
+        const first = yield* Serve.start(main, serveArgs, env(dir))
+        const answer = yield* A2a.ask(yield* A2a.connect(url, { headers: auth }), "apples")
+        assert.strictEqual(answer.text, "prompts: apples")
+        yield* Serve.interrupt(first)
+
+        yield* Serve.start(main, serveArgs, env(dir))
+        const remote = yield* A2a.connect(url, { headers: auth })
+        const task = yield* Effect.promise(() =>
+          remote.client.getTask({ tenant: "", id: answer.taskId, historyLength: undefined })
+        )
+        assert.strictEqual(task.status?.state, TaskState.TASK_STATE_COMPLETED)
+        const next = yield* Effect.promise(() =>
+          remote.client.sendMessage({
+            tenant: "",
+            message: {
+              messageId: "m2",
+              contextId: answer.contextId,
+              taskId: "",
+              role: Role.ROLE_USER,
+              parts: [{ content: { $case: "text", value: "pears" }, metadata: undefined, filename: "", mediaType: "" }],
+              metadata: undefined,
+              extensions: [],
+              referenceTaskIds: []
+            },
+            configuration: undefined,
+            metadata: undefined
+          })
+        )
+        const artifacts = "artifacts" in next ? next.artifacts : []
+        const text = artifacts.flatMap((artifact) =>
+          artifact.parts.flatMap((part) => part.content?.$case === "text" ? [part.content.value] : [])
+        )
+        assert.deepStrictEqual(text, ["prompts: apples, pears"])
+      }),
+    240_000
   )
 
   it.scopedLive(

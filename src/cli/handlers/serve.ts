@@ -204,7 +204,8 @@ const runnerLayer = (setup: Setup, DurableModule: typeof Durable, systemPrompt: 
 
 /**
  * The agent over A2A, with the MCP servers' tools as they are at the start: a call the rules leave to a
- * person waits for the client's answer (input-required).
+ * person waits for the client's answer (input-required). Its tasks and their conversations go in the
+ * server's database (the `SqlClient` the runner layer provides), so they outlast a restart.
  */
 const a2aRoutes = (setup: Setup, systemPrompt: string) =>
   Effect.gen(function*() {
@@ -219,7 +220,8 @@ const a2aRoutes = (setup: Setup, systemPrompt: string) =>
         maxTurns: setup.input.maxTurns
       })
     ], {
-      permissions: { ...setup.rules, confirm: setup.input.yes ? () => Permissions.allow : undefined }
+      permissions: { ...setup.rules, confirm: setup.input.yes ? () => Permissions.allow : undefined },
+      store: A2a.layerStoreSql()
     }).pipe(
       Layer.provide(setup.model),
       Layer.provide(setup.workspace),

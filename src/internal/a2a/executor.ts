@@ -33,12 +33,18 @@ export interface Options {
    * Without rules, the `Permissions` of the context decide (none: every call is allowed).
    */
   readonly permissions?: Permissions.Rules | undefined
-  /** Opens the session of a context id (default: in memory, for the life of the server). */
+  /**
+   * Opens the session of a context id (default: the task store's: in memory while a task of the context
+   * is kept, or the SQL session `a2a:<contextId>`).
+   */
   readonly openSession?: ((contextId: string) => Effect.Effect<Session.Service, unknown>) | undefined
 }
 
 /** The default `maxPromptLength`. */
 export const defaultMaxPromptLength = 100_000
+
+/** The longest context id accepted (a context's conversation is stored under it). */
+export const maxContextIdLength = 128
 
 /** The metadata key of a message (or of its request) that names the agent (the skill) to ask. */
 export const skillKey = "skill"
@@ -62,6 +68,12 @@ export const checkRequest = (
   metadata: Record<string, unknown> | undefined
 ): void => {
   if (message === undefined) return
+  if (message.contextId.length > maxContextIdLength) {
+    throw new RequestMalformedError(
+      `the contextId has ${message.contextId.length} characters, over this server's limit of ` +
+        `${maxContextIdLength}: leave it out for a new context, or send the one a task of this server gave`
+    )
+  }
   const prompt = promptOf(message)
   if (prompt.length > maxPromptLength) {
     throw new RequestMalformedError(
@@ -160,22 +172,30 @@ const answerTask = (
 export const make = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
   runtime: Runtime.Runtime<never>,
-  options: Options = {}
+  options: Options & { readonly openSession: NonNullable<Options["openSession"]> }
 ): AgentExecutor & { readonly interruptAll: Effect.Effect<void> } => {
   const running = new Map<string, Running>()
-  const sessions = new Map<string, Session.Service>()
-  const locks = new Map<string, Effect.Semaphore>()
-  const openSession = options.openSession ??
-    ((contextId: string) => Effect.sync(() => sessions.get(contextId) ?? Session.makeMemory()))
+  // one run at a time in a context; a context's lock is kept while a run holds it or waits for it
+  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
+  const openSession = options.openSession
   const rules = options.permissions
+
+  const lockOf = (contextId: string) => {
+    const entry = locks.get(contextId) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
+    locks.set(contextId, entry)
+    entry.users++
+    const release = () => {
+      if (--entry.users === 0) locks.delete(contextId)
+    }
+    return { lock: entry.lock, release }
+  }
 
   const start = (context: RequestContext, bus: ExecutionEventBus): Running => {
     const { taskId, contextId } = context
     const message = context.userMessage
     const agent = agentOf(agents, message, context.request.metadata)
     const publish = publisher(bus, taskId, contextId)
-    const lock = locks.get(contextId) ?? Effect.unsafeMakeSemaphore(1)
-    locks.set(contextId, lock)
+    const { lock, release } = lockOf(contextId)
     const onEvent = (event: Event.AgentEvent<unknown>): Effect.Effect<void> =>
       Effect.sync(() => {
         const line = describe(event)
@@ -190,14 +210,16 @@ export const make = <Ag extends Agent.Any>(
       })
     const run = Effect.gen(function*() {
       const session = yield* openSession(contextId)
-      sessions.set(contextId, session)
       return yield* Agent.run(agent, promptOf(message), { onEvent }).pipe(
         Effect.provideService(Session.Session, session),
         rules === undefined
           ? (effect) => effect
           : Effect.provide(Permissions.layerRules({ ...rules, confirm: rules.confirm ?? ask }))
       )
-    }).pipe(lock.withPermits(1)) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+    }).pipe(lock.withPermits(1), Effect.ensuring(Effect.sync(release))) as unknown as Effect.Effect<
+      { readonly output: unknown },
+      unknown
+    >
     const record: Running = { fiber: undefined, done: Promise.resolve(), approval: undefined }
     running.set(taskId, record)
     const fiber = Runtime.runFork(runtime)(run)

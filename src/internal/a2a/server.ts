@@ -1,9 +1,9 @@
 /**
  * Agents served over A2A on `@effect/platform`: the agent card at `/.well-known/agent-card.json` and the
- * JSON-RPC endpoint, on the SDK's `DefaultRequestHandler` (tasks in its `InMemoryTaskStore`) with the
- * executor of `executor.ts`. A v1.0 request (`A2A-Version: 1.0`: `SendMessage`, `GetTask`, …) goes to
- * the SDK's `JsonRpcTransportHandler`, a v0.3 one (`message/send`, `tasks/get`, …) to its
- * `LegacyJsonRpcTransportHandler`. A stream is sent as Server-Sent Events; a client that goes away
+ * JSON-RPC endpoint, on the SDK's `DefaultRequestHandler` (tasks in the store of `store.ts`, which admits
+ * a new task first) with the executor of `executor.ts`. A v1.0 request (`A2A-Version: 1.0`:
+ * `SendMessage`, `GetTask`, …) goes to the SDK's `JsonRpcTransportHandler`, a v0.3 one (`message/send`,
+ * `tasks/get`, …) to its `LegacyJsonRpcTransportHandler`. A stream is sent as Server-Sent Events; a client that goes away
  * mid-stream leaves the task going (the rest of the stream is drained into the store, for `tasks/get`).
  */
 import {
@@ -23,7 +23,6 @@ import {
   type AgentExecutor,
   DefaultRequestHandler,
   defaultServerCallContextBuilder,
-  InMemoryTaskStore,
   JsonRpcTransportHandler,
   type ServerCallContext,
   UnauthenticatedUser,
@@ -43,6 +42,7 @@ import type * as Session from "../../services/Session.js"
 import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
 import * as Executor from "./executor.js"
+import * as Store from "./store.js"
 
 /** The options of the A2A server (`A2a.ServeOptions`). */
 export interface Options extends Executor.Options {
@@ -84,20 +84,27 @@ export type Requirements<Ag extends Agent.Any> = Exclude<
   Session.Session | Permissions.Permissions
 >
 
-/** Builds the handlers; the runs use the services of the context and end with the Scope. */
+/**
+ * Builds the handlers, on the task store of the context; the runs use the services of the context and
+ * end with the Scope (aborted: their tasks end canceled).
+ */
 export const makeApp = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
   options: Options = {}
-): Effect.Effect<App, never, Requirements<Ag> | Scope.Scope> =>
+): Effect.Effect<App, never, Requirements<Ag> | Store.Store | Scope.Scope> =>
   Effect.gen(function*() {
     if (agents.length === 0) return yield* Effect.dieMessage("A2A: serve at least one agent")
     const path = options.path ?? defaultPath
     const runtime = yield* Effect.runtime<Requirements<Ag>>()
-    const executor = Executor.make(agents, runtime as any, options)
+    const store = yield* Store.Store
+    const executor = Executor.make(agents, runtime as any, {
+      ...options,
+      openSession: options.openSession ?? store.session
+    })
     yield* Effect.addFinalizer(() => executor.interruptAll)
     const card = makeCard(agents, options, path)
     const maxPromptLength = options.maxPromptLength ?? Executor.defaultMaxPromptLength
-    const handler = new CheckedHandler(card, new InMemoryTaskStore(), executor, (request) =>
+    const handler = new CheckedHandler(card, store, executor, (request) =>
       Executor.checkRequest(agents, maxPromptLength, request.message, request.metadata))
     const v1 = new JsonRpcTransportHandler(handler)
     const legacy = new LegacyJsonRpcTransportHandler(handler)
@@ -248,30 +255,47 @@ const readRequest = (
     return { _tag: "Request" as const, body, envelope }
   })
 
-/** The SDK's handler, with the server's own checks of a message before it becomes a task. */
+/**
+ * The SDK's handler, with the server's own checks of a message before it becomes a task, and a new task
+ * admitted by the store first (which prunes, and refuses a task it has no place for).
+ */
 class CheckedHandler extends DefaultRequestHandler {
   constructor(
     card: AgentCard,
-    store: InMemoryTaskStore,
+    private readonly store: Store.Service,
     executor: AgentExecutor,
     private readonly check: (request: SendMessageRequest) => void
   ) {
-    super(card, store, executor)
+    super(card, store.tasks, executor)
   }
-  override sendMessage(params: SendMessageRequest, context: ServerCallContext): ReturnType<
+  override async sendMessage(params: SendMessageRequest, context: ServerCallContext): ReturnType<
     DefaultRequestHandler["sendMessage"]
   > {
-    return Promise.resolve().then(() => {
-      this.check(params)
-      return super.sendMessage(params, context)
-    })
+    this.check(params)
+    const admission = await this.admit(params)
+    try {
+      return await super.sendMessage(params, context)
+    } finally {
+      admission.release()
+    }
   }
   override async *sendMessageStream(
     params: SendMessageRequest,
     context: ServerCallContext
   ): AsyncGenerator<StreamResponse, void, undefined> {
     this.check(params)
-    yield* super.sendMessageStream(params, context)
+    const admission = await this.admit(params)
+    try {
+      yield* super.sendMessageStream(params, context)
+    } finally {
+      admission.release()
+    }
+  }
+  /** A message on a task that exists needs no place; one that starts a task does. */
+  private admit(params: SendMessageRequest): Promise<Store.Admission> {
+    return params.message === undefined || params.message.taskId !== ""
+      ? Promise.resolve({ release: () => {} })
+      : this.store.admit(params.message.messageId)
   }
 }
 

@@ -410,12 +410,15 @@ const listSessions = (params: {
       (SELECT COUNT(*) FROM effect_agent_messages m WHERE m.session_id = s.id) AS n,
       (SELECT m.message FROM effect_agent_messages m WHERE m.session_id = s.id AND m.role = 'user'
         ORDER BY m.id LIMIT 1) AS first_prompt`
+    // the conversations of A2A contexts (`a2a:<contextId>`) are the A2A server's, not sessions of this API
+    const ours = sql`s.id NOT LIKE 'a2a:%'`
     const rows = params.order === "newest"
       ? yield* sql<Row>`SELECT ${columns} FROM effect_agent_sessions s
-        WHERE ${cursor} = '' OR s.created_at < (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor})
-          OR (s.created_at = (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor}) AND s.id < ${cursor})
+        WHERE ${ours} AND (${cursor} = ''
+          OR s.created_at < (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor})
+          OR (s.created_at = (SELECT created_at FROM effect_agent_sessions WHERE id = ${cursor}) AND s.id < ${cursor}))
         ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit + 1}`
-      : yield* sql<Row>`SELECT ${columns} FROM effect_agent_sessions s WHERE s.id > ${cursor}
+      : yield* sql<Row>`SELECT ${columns} FROM effect_agent_sessions s WHERE ${ours} AND s.id > ${cursor}
         ORDER BY s.id LIMIT ${limit + 1}`
     const page = rows.slice(0, limit).map((row) => {
       const first = row.first_prompt === null ? undefined : firstPromptOf(row.first_prompt)
