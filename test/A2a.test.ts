@@ -26,6 +26,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as NodePath from "node:path"
@@ -38,6 +39,8 @@ import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
+import * as Cli from "./utils/cli.js"
+import * as Serve from "./utils/serve.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 // -----------------------------------------------------------------------------
@@ -914,4 +917,92 @@ describe("A2a.tool, against a hostile agent", () => {
       assert.strictEqual(refused._tag, "A2aLimitExceeded")
       assert.include(refused.message, "maxCardBytes")
     }).pipe(Effect.scoped))
+})
+
+// -----------------------------------------------------------------------------
+// The card served: where it points, what it tells
+// -----------------------------------------------------------------------------
+
+/** A GET with a hand-set `Host` header, as a page that rebinds its name would send it. */
+const getWithHost = (url: string, host: string, headers: Record<string, string> = {}) =>
+  Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
+    const request = Http.get(url, { headers: { ...headers, host } }, (response) => {
+      let body = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => (body += chunk))
+      response.on("end", () => resume(Effect.succeed({ status: response.statusCode ?? 0, body })))
+    })
+    request.on("error", (error) => resume(Effect.die(error)))
+  })
+
+describe("the agent card served", () => {
+  it.live("names the server's own address as its endpoint, whatever the request's Host says", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("effect-agent-a2a-")
+      const token = "a2a-test-token-0123456789"
+      const runner = Durable.layer({ tools: [] }).pipe(
+        Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+        Layer.provide(Layer.succeed(Model.Model, Model.scripted([]))),
+        Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename: NodePath.join(dir, "store.db") })))
+      )
+      const context = yield* Layer.build(
+        Server.layer({ token, routes: A2a.layerRoutes([greeter()]) }).pipe(Layer.provide(runner), Layer.orDie)
+      )
+      const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+      const url = `http://127.0.0.1:${address.port}`
+      const card = yield* getWithHost(`${url}/.well-known/agent-card.json`, "evil.example", {
+        authorization: `Bearer ${token}`
+      })
+      assert.strictEqual(card.status, 200)
+      const endpoints = JSON.parse(card.body).supportedInterfaces.map((entry: { url: string }) => entry.url)
+      assert.include(endpoints, `${url}/a2a`)
+      assert.notInclude(card.body, "evil.example")
+
+      // the url option, when given, is the endpoint
+      const configured = yield* serve([greeter()], { url: "https://agents.example.com/a2a" })
+      const given = yield* getWithHost(`${configured}/.well-known/agent-card.json`, "127.0.0.1")
+      assert.include(JSON.parse(given.body).supportedInterfaces[0].url, "https://agents.example.com/a2a")
+    }).pipe(Effect.scoped))
+
+  it.live(
+    "effect-agent serve --a2a: the card names the workspace by its folder's name, not its path",
+    () =>
+      Effect.gen(function*() {
+        const main = yield* Effect.acquireRelease(
+          Effect.promise(() => Cli.bundle()),
+          (main) => Effect.promise(() => Cli.removeBundle(main))
+        )
+        const dir = yield* tempDir("effect-agent-a2a-serve-")
+        const workspace = NodePath.join(dir, "my-project")
+        Fs.mkdirSync(workspace)
+        const token = "a2a-test-token-0123456789"
+        const served = yield* Serve.start(main, [
+          "--provider",
+          "demo",
+          "--workspace",
+          workspace,
+          "--a2a",
+          "--port",
+          "0",
+          "--token",
+          token,
+          "--database",
+          NodePath.join(dir, "serve.db")
+        ], { XDG_DATA_HOME: NodePath.join(dir, "data") })
+        const url = /serving .* on (http:\/\/127\.0\.0\.1:\d+)/.exec(served.output())?.[1]
+        assert.isDefined(url, served.output())
+        const card = yield* getWithHost(`${url}/.well-known/agent-card.json`, "evil.example", {
+          authorization: `Bearer ${token}`
+        })
+        assert.strictEqual(card.status, 200, card.body)
+        assert.notInclude(card.body, dir)
+        assert.notInclude(card.body, Fs.realpathSync(dir))
+        assert.include(card.body, "my-project")
+        assert.include(
+          JSON.parse(card.body).supportedInterfaces.map((entry: { url: string }) => entry.url),
+          `${url}/a2a`
+        )
+      }).pipe(Effect.scoped),
+    120_000
+  )
 })

@@ -30,6 +30,7 @@ import {
   validateVersion
 } from "@a2a-js/sdk/server"
 import type * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
@@ -52,8 +53,9 @@ export interface Options extends Executor.Options {
   /** The path of the JSON-RPC endpoint (default `"/a2a"`). */
   readonly path?: `/${string}` | undefined
   /**
-   * The endpoint's public URL, as the card gives it to clients (default: `http://` and the request's
-   * `Host` header, then `path`). Set it behind a proxy.
+   * The endpoint's public URL, as the card gives it to clients (default: the address the server is
+   * bound to, then `path`; `127.0.0.1` for a server bound to all interfaces, never the request's
+   * `Host`). Set it behind a proxy, or when clients reach the server by another name.
    */
   readonly url?: string | undefined
   /** The largest request body, in bytes (default 1 MiB). */
@@ -100,13 +102,22 @@ export const makeApp = <Ag extends Agent.Any>(
     const legacy = new LegacyJsonRpcTransportHandler(handler)
     const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes
 
-    const cardHandler = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      const url = options.url ?? `http://${request.headers["host"] ?? "127.0.0.1"}${path}`
+    // the endpoint as configured, never as the request's Host says (a page that rebinds a name of its
+    // own to this server would have the card name it)
+    const cardHandler = Effect.gen(function*() {
+      const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+      const url = options.url ?? `${
+        Option.match(server, {
+          onNone: () => "",
+          onSome: ({ address }) =>
+            origin(address)
+        })
+      }${path}`
       const served: AgentCard = {
         ...card,
         supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
       }
-      return HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
+      return yield* HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
     }).pipe(Effect.orDie)
 
     const rpcHandler = Effect.gen(function*() {
@@ -150,8 +161,7 @@ export const makeApp = <Ag extends Agent.Any>(
         return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
       }
       return HttpServerResponse.stream(
-        sse(iterator, first.right, (cause) =>
-          formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
+        sse(iterator, first.right, (cause) => formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
         {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
@@ -274,6 +284,21 @@ const makeCard = (agents: ReadonlyArray<Agent.Any>, options: Options, path: stri
     })),
     signatures: []
   }
+}
+
+/**
+ * The origin of a bound address, as a client reaches it: a server bound to all interfaces is named by
+ * its loopback address (the `url` option names it otherwise); a Unix socket has none (the card gives the
+ * path alone).
+ */
+const origin = (address: HttpServer.Address): string => {
+  if (address._tag !== "TcpAddress") return ""
+  const host = address.hostname === "0.0.0.0" || address.hostname === ""
+    ? "127.0.0.1"
+    : address.hostname === "::"
+    ? "::1"
+    : address.hostname
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`
 }
 
 const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> =>
