@@ -10,6 +10,8 @@
  * @since 0.1.0
  */
 import {
+  A2A_PROTOCOL_VERSION,
+  A2A_VERSION_HEADER,
   AGENT_CARD_PATH,
   type AgentCard,
   type Message as A2aMessage,
@@ -430,7 +432,7 @@ export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Re
   return yield* Effect.tryPromise({
     try: async () => {
       const cardUrl = new URL(options.cardPath ?? AGENT_CARD_PATH, url)
-      const response = await guard.request(cardUrl, { headers: { "A2A-Version": "1.0" } }, {
+      const response = await guard.request(cardUrl, { headers: { [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION } }, {
         limit: "maxCardBytes",
         max: options.maxCardBytes ?? defaults.maxCardBytes,
         what: "an agent card"

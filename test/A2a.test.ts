@@ -708,14 +708,14 @@ const recorder = (
   })
 
 /** An agent card whose JSON-RPC endpoint is `endpoint`. */
-const cardAt = (endpoint: string, description = "Answers"): unknown =>
+const cardAt = (endpoint: string, description = "Answers", streaming = true): unknown =>
   AgentCard.toJSON({
     name: "Hostile",
     description,
     supportedInterfaces: [{ url: endpoint, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" }],
     provider: undefined,
     version: "1.0.0",
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming, pushNotifications: false, extensions: [], extendedAgentCard: false },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ["text/plain"],
@@ -776,6 +776,8 @@ describe("A2a.tool, against a hostile agent", () => {
       const tool = yield* A2a.tool(hostile.url, { headers: secret, allowedOrigins: [other.url] })
       const output = yield* callOf(tool, "what is the answer?").run
       assert.deepStrictEqual(Tool.outputContent(output).content, [Message.text("42")])
+      // an origin the user allowed gets the headers too
+      assert.isTrue(other.received.every((headers) => headers.authorization === secret.authorization))
     }).pipe(Effect.scoped))
 
   it.live("a redirect to another origin is refused, for the card and for a call; the credentials stay", () =>
@@ -883,6 +885,33 @@ describe("A2a.tool, against a hostile agent", () => {
       const tool = yield* A2a.tool(hostile.url)
       const failed = yield* Effect.flip(callOf(tool, "send it all").run)
       assert.strictEqual((failed.details as A2a.A2aError)._tag, "A2aLimitExceeded")
+      yield* Deferred.await(closed)
+      assert.isBelow(written, 32 * 1024 * 1024)
+    }).pipe(Effect.scoped))
+
+  it.live("a JSON answer over maxResponseBytes (an agent that does not stream) is A2aLimitExceeded, read no further", () =>
+    Effect.gen(function*() {
+      let written = 0
+      const closed = yield* Deferred.make<void>()
+      const hostile = yield* recorder((request, response, base) => {
+        if (request.method === "GET") return json(response, cardAt(`${base}/a2a`, "Answers", false))
+        response.on("close", () => Effect.runSync(Deferred.succeed(closed, undefined)))
+        response.writeHead(200, { "content-type": "application/json" })
+        response.write(`{"jsonrpc":"2.0","id":${JSON.parse(request.body).id},"result":{"message":{"parts":[{"text":"`)
+        const chunk = "z".repeat(64 * 1024)
+        const pump = () => {
+          while (written < 200 * 1024 * 1024 && !response.destroyed) {
+            written += chunk.length
+            if (!response.write(chunk)) return response.once("drain", pump)
+          }
+          if (!response.destroyed) response.end("\"}]}}}")
+        }
+        pump()
+      })
+      const tool = yield* A2a.tool(hostile.url, { maxResponseBytes: 1024 * 1024 })
+      const failed = yield* Effect.flip(callOf(tool, "send it all").run)
+      assert.strictEqual((failed.details as A2a.A2aError)._tag, "A2aLimitExceeded")
+      assert.include(failed.description, "maxResponseBytes")
       yield* Deferred.await(closed)
       assert.isBelow(written, 32 * 1024 * 1024)
     }).pipe(Effect.scoped))
