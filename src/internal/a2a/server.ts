@@ -102,23 +102,7 @@ export const makeApp = <Ag extends Agent.Any>(
     const legacy = new LegacyJsonRpcTransportHandler(handler)
     const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes
 
-    // the endpoint as configured, never as the request's Host says (a page that rebinds a name of its
-    // own to this server would have the card name it)
-    const cardHandler = Effect.gen(function*() {
-      const server = yield* Effect.serviceOption(HttpServer.HttpServer)
-      const url = options.url ?? `${
-        Option.match(server, {
-          onNone: () => "",
-          onSome: ({ address }) =>
-            origin(address)
-        })
-      }${path}`
-      const served: AgentCard = {
-        ...card,
-        supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
-      }
-      return yield* HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
-    }).pipe(Effect.orDie)
+    const cardHandler = cardHandlerOf(card, options.url, path)
 
     const rpcHandler = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -161,7 +145,8 @@ export const makeApp = <Ag extends Agent.Any>(
         return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
       }
       return HttpServerResponse.stream(
-        sse(iterator, first.right, (cause) => formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
+        sse(iterator, first.right, (cause) =>
+          formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
         {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
@@ -285,6 +270,22 @@ const makeCard = (agents: ReadonlyArray<Agent.Any>, options: Options, path: stri
     signatures: []
   }
 }
+
+/**
+ * The card, its endpoint as configured: the `url` option, or the address the server is bound to (never
+ * the request's `Host`, which a page that rebinds a name of its own to this server would choose).
+ */
+const cardHandlerOf = (card: AgentCard, configured: string | undefined, path: string) =>
+  Effect.gen(function*() {
+    const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+    const url = configured ??
+      `${Option.match(server, { onNone: () => "", onSome: ({ address }) => origin(address) })}${path}`
+    const served: AgentCard = {
+      ...card,
+      supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
+    }
+    return yield* HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
+  }).pipe(Effect.orDie)
 
 /**
  * The origin of a bound address, as a client reaches it: a server bound to all interfaces is named by
