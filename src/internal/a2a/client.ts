@@ -106,7 +106,7 @@ export const makeGuard = (url: string, options: GuardOptions, errors: GuardError
  * the error of `errors.over` and the connection is dropped, so nothing more is read.
  */
 const bounded = (response: Response, bound: Bound, errors: GuardErrors): Response => {
-  if (response.body === null) return response
+  if (response.body === null || [101, 204, 205, 304].includes(response.status)) return response
   const events = response.headers.get("content-type")?.startsWith("text/event-stream") === true
   let count = 0
   let lineBytes = 0
