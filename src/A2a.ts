@@ -6,11 +6,20 @@
  * conversations live in a `TaskStore`: in memory, bounded (`layerStoreMemory`, the default), or in the
  * SQL database, across restarts (`layerStoreSql`); finished tasks are pruned by age. Called: `A2a.tool(url)` makes a remote
  * A2A agent a `Tool`, whose streamed updates are the call's progress and whose abort cancels the
- * remote task.
+ * remote task. The client trusts the card no further than the user does: it talks to the URL's origin
+ * only (and to origins the user allows), never follows a redirect elsewhere, and bounds what it reads.
  *
  * @since 0.1.0
  */
-import { type Message as A2aMessage, Role, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk"
+import {
+  A2A_PROTOCOL_VERSION,
+  A2A_VERSION_HEADER,
+  AGENT_CARD_PATH,
+  type AgentCard,
+  type Message as A2aMessage,
+  Role,
+  TaskState
+} from "@a2a-js/sdk"
 import {
   type Client,
   ClientFactory,
@@ -25,14 +34,17 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import * as Http from "node:http"
 import type * as Agent from "./Agent.js"
 import * as Errors from "./Errors.js"
+import * as A2aClient from "./internal/a2a/client.js"
 import * as A2aServer from "./internal/a2a/server.js"
 import * as HttpGuard from "./internal/httpGuard.js"
 import * as A2aStore from "./internal/a2a/store.js"
@@ -108,12 +120,84 @@ export class TokenRequired extends Schema.TaggedError<TokenRequired>("effect-age
 }
 
 /**
+ * The remote agent pointed the client at another origin than the one configured: its card names an
+ * endpoint there, or it redirected a request there. Nothing was sent to that origin (the configured
+ * headers, e.g. `Authorization`, least of all); `allowedOrigins` lets the client go there.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aOriginRefused extends Schema.TaggedError<A2aOriginRefused>("effect-agent/A2aOriginRefused")(
+  "A2aOriginRefused",
+  { url: Schema.String, origin: Schema.String, via: Schema.Literal("card", "redirect") }
+) {
+  override get message(): string {
+    return `The A2A agent at ${this.url} ${
+      this.via === "card" ? "names its endpoint at" : "redirected a request to"
+    } ${this.origin}, another origin than the one configured: nothing was sent there. If you trust ` +
+      `${this.origin} with the agent's calls and headers, add it to the client's allowedOrigins option`
+  }
+}
+
+/**
+ * The remote agent sent more than a limit of the client allows: a card over `maxCardBytes`, or an
+ * answer (a JSON answer, or one event of a stream) over `maxResponseBytes`. Reading stopped there.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aLimitExceeded extends Schema.TaggedError<A2aLimitExceeded>("effect-agent/A2aLimitExceeded")(
+  "A2aLimitExceeded",
+  {
+    url: Schema.String,
+    what: Schema.String,
+    limit: Schema.Literal("maxCardBytes", "maxResponseBytes"),
+    bytes: Schema.Number
+  }
+) {
+  override get message(): string {
+    return `The A2A agent at ${this.url} sent ${this.what} over ${this.bytes} bytes (the client's ${this.limit}): ` +
+      `reading stopped. Raise ${this.limit} if you trust the agent to send more`
+  }
+}
+
+/**
+ * The remote task's stream went on longer than `streamTimeout`; the task was canceled.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class A2aTimedOut extends Schema.TaggedError<A2aTimedOut>("effect-agent/A2aTimedOut")(
+  "A2aTimedOut",
+  { url: Schema.String, taskId: Schema.String, timeout: Schema.String }
+) {
+  override get message(): string {
+    return `The A2A task ${this.taskId === "" ? "" : `${this.taskId} `}at ${this.url} did not end within ` +
+      `${this.timeout} (the client's streamTimeout), and was canceled. Raise streamTimeout for longer tasks`
+  }
+}
+
+/**
+ * The errors of reading a remote agent's card.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export type ConnectError = A2aUnreachable | A2aOriginRefused | A2aLimitExceeded
+
+/**
  * The errors of a call of a remote A2A agent.
  *
  * @since 0.1.0
  * @category Errors
  */
-export type A2aError = A2aUnreachable | A2aTaskFailed | A2aTaskCanceled
+export type A2aError =
+  | A2aUnreachable
+  | A2aTaskFailed
+  | A2aTaskCanceled
+  | A2aOriginRefused
+  | A2aLimitExceeded
+  | A2aTimedOut
 
 // -----------------------------------------------------------------------------
 // Serving agents
@@ -360,20 +444,60 @@ export const layer = <Ag extends Agent.Any, E = never, R = never>(
 // -----------------------------------------------------------------------------
 
 /**
- * How to reach a remote agent.
+ * The client's limits, unless its options say otherwise: a card of at most 1 MiB, a JSON answer (or one
+ * event of a stream) of at most 4 MiB, 50 KiB of the answer kept (as much as other tools' output), a
+ * stream of at most 10 minutes, and 8192 characters of the card in the tool's description.
+ *
+ * @since 0.1.0
+ * @category Calling
+ */
+export const defaults = {
+  maxCardBytes: 1024 * 1024,
+  maxResponseBytes: 4 * 1024 * 1024,
+  maxResultBytes: 50 * 1024,
+  streamTimeout: Duration.minutes(10),
+  maxDescriptionChars: 8_192
+} as const
+
+/**
+ * How to reach a remote agent, and how far to trust it. The client sends requests to the origin of the
+ * URL it is given, and to `allowedOrigins`, nowhere else: a card that names another endpoint, or a
+ * redirect to another origin, fails with `A2aOriginRefused` before anything is sent there.
  *
  * @since 0.1.0
  * @category Calling
  */
 export interface ClientOptions {
-  /** Headers of every request, the card's too (e.g. `Authorization`). */
+  /**
+   * Headers of every request, the card's too (e.g. `Authorization`). They go to the URL's origin and
+   * to `allowedOrigins` only.
+   */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Origins besides the URL's that the card's endpoint (or a redirect) may name, e.g.
+   * `["https://api.example.com"]`. They get the requests, and the `headers`, as the URL's origin does.
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
   /** The `fetch` to use (default: the global one). */
   readonly fetch?: typeof fetch | undefined
   /** The card's path under the URL (default `/.well-known/agent-card.json`). */
   readonly cardPath?: string | undefined
   /** The skill to ask, in the message's metadata (`{ "skill": … }`), as effect-agent's servers read it. */
   readonly skill?: string | undefined
+  /** The largest card read, in bytes (default 1 MiB); a larger one fails with `A2aLimitExceeded`. */
+  readonly maxCardBytes?: number | undefined
+  /**
+   * The largest JSON answer, or event of a stream, read in bytes (default 4 MiB); a larger one fails
+   * with `A2aLimitExceeded`.
+   */
+  readonly maxResponseBytes?: number | undefined
+  /**
+   * The most of the answer kept, in bytes of its text and data (default 50 KiB): past it the answer is
+   * cut with a note saying so, reading stops and the remote task is canceled.
+   */
+  readonly maxResultBytes?: number | undefined
+  /** How long a task's stream may go on (default 10 minutes); then the task is canceled: `A2aTimedOut`. */
+  readonly streamTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -388,6 +512,8 @@ export interface Answer {
   readonly contextId: string
   readonly text: string
   readonly data: ReadonlyArray<unknown>
+  /** Whether the answer was cut at `maxResultBytes` (the text ends with a note saying so). */
+  readonly truncated: boolean
 }
 
 /**
@@ -401,20 +527,23 @@ export type Update =
   | { readonly _tag: "Artifact"; readonly taskId: string; readonly name: string; readonly text: string }
 
 /**
- * A remote agent: its card and a client of the SDK.
+ * A remote agent: its card, a client of the SDK, and the limits of a call.
  *
  * @since 0.1.0
  * @category Calling
  */
 export interface Remote {
   readonly url: string
-  readonly card: import("@a2a-js/sdk").AgentCard
+  readonly card: AgentCard
   readonly client: Client
   readonly skill?: string | undefined
+  readonly limits: { readonly maxResultBytes: number; readonly streamTimeout: Duration.Duration }
 }
 
 /**
- * Reads the agent card at `url` and makes a client of the agent.
+ * Reads the agent card at `url` and makes a client of the agent. The card's endpoint must be on the
+ * URL's origin or one of `allowedOrigins` (`A2aOriginRefused`), and the card within `maxCardBytes`
+ * (`A2aLimitExceeded`).
  *
  * @example
  * ```ts
@@ -430,26 +559,61 @@ export interface Remote {
  * @since 0.1.0
  * @category Calling
  */
-export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Remote, A2aUnreachable> = Effect.fn(
+export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Remote, ConnectError> = Effect.fn(
   "A2a.connect"
 )(function*(url: string, options: ClientOptions = {}) {
+  const guard = yield* Effect.try({
+    try: () =>
+      A2aClient.makeGuard(url, {
+        ...options,
+        maxResponseBytes: options.maxResponseBytes ?? defaults.maxResponseBytes
+      }, {
+        refused: (origin, via) => new A2aOriginRefused({ url, origin, via }),
+        over: (what, limit, bytes) => new A2aLimitExceeded({ url, what, limit, bytes })
+      }),
+    catch: (error) => new A2aUnreachable({ url, reason: describe(error) })
+  })
   return yield* Effect.tryPromise({
     try: async () => {
-      const fetchImpl = withHeaders(options)
+      const cardUrl = new URL(options.cardPath ?? AGENT_CARD_PATH, url)
+      const response = await guard.request(cardUrl, { headers: { [A2A_VERSION_HEADER]: A2A_PROTOCOL_VERSION } }, {
+        limit: "maxCardBytes",
+        max: options.maxCardBytes ?? defaults.maxCardBytes,
+        what: "an agent card"
+      })
+      if (!response.ok) throw new Error(`no agent card at ${cardUrl.href}: HTTP ${response.status}`)
+      const resolver = new DefaultAgentCardResolver({ fetchImpl: guard.fetch })
+      const card = guard.checkCard(resolver.normalizeAgentCard(await response.json()), cardUrl)
       const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
-        cardResolver: new DefaultAgentCardResolver({ fetchImpl })
+        transports: [
+          new JsonRpcTransportFactory({ fetchImpl: guard.fetch }),
+          new RestTransportFactory({ fetchImpl: guard.fetch })
+        ],
+        cardResolver: resolver
       }))
-      const client = await factory.createFromUrl(url, options.cardPath)
-      return { url, card: await client.getAgentCard(), client, skill: options.skill }
+      const client = await factory.createFromAgentCard(card)
+      return {
+        url,
+        card: await client.getAgentCard(),
+        client,
+        skill: options.skill,
+        limits: {
+          maxResultBytes: options.maxResultBytes ?? defaults.maxResultBytes,
+          streamTimeout: Duration.decode(options.streamTimeout ?? defaults.streamTimeout)
+        }
+      }
     },
-    catch: (error) => new A2aUnreachable({ url, reason: describe(error) })
+    catch: (error) =>
+      ownError(error, ["A2aOriginRefused", "A2aLimitExceeded"]) ??
+        new A2aUnreachable({ url, reason: describe(error) })
   })
 })
 
 /**
- * Asks a remote agent: sends `prompt` as a new task and follows its stream to its end. `onUpdate` gets
- * every status and artifact update. Interrupting the call cancels the remote task (`tasks/cancel`).
+ * Asks a remote agent: sends `prompt` as a new task and follows its stream to its end, for at most the
+ * remote's `streamTimeout` (then `A2aTimedOut`). `onUpdate` gets every status and artifact update. An
+ * answer over `maxResultBytes` is cut with a note, and the task canceled. Interrupting the call cancels
+ * the remote task (`tasks/cancel`).
  *
  * @example
  * ```ts
@@ -465,7 +629,8 @@ export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Re
  *     A2aUnreachable: () => Effect.succeed("nobody there"),
  *     A2aTaskFailed: (error) => Effect.succeed(`failed: ${error.reason}`),
  *     A2aTaskCanceled: () => Effect.succeed("canceled")
- *   })
+ *   }),
+ *   Effect.catchAll((error) => Effect.succeed(error.message))
  * )
  * ```
  *
@@ -479,7 +644,7 @@ export const ask = (
 ): Effect.Effect<Answer, A2aError> =>
   Effect.suspend(() => {
     const url = remote.url
-    const task = new TaskFollow((update) => {
+    const task = new A2aClient.TaskFollow(remote.limits.maxResultBytes, (update) => {
       if (options.onUpdate !== undefined) Effect.runFork(options.onUpdate(update))
     })
     const cancel = Effect.suspend(() =>
@@ -497,97 +662,59 @@ export const ask = (
     }
     return Effect.tryPromise({
       try: async (signal) => {
-        for await (const event of remote.client.sendMessageStream(request, { signal })) {
-          task.onEvent(event)
-          if (task.finalState !== undefined || task.replied !== undefined) break
+        // ends the response when the loop stops early (a cut answer), so nothing more is read
+        const reading = new AbortController()
+        const stop = () => reading.abort()
+        signal.addEventListener("abort", stop, { once: true })
+        try {
+          for await (const event of remote.client.sendMessageStream(request, { signal: reading.signal })) {
+            task.onEvent(event)
+            if (task.finalState !== undefined || task.replied !== undefined || task.truncated) break
+          }
+        } finally {
+          signal.removeEventListener("abort", stop)
+          reading.abort()
         }
       },
       catch: (error): A2aError =>
-        error instanceof A2AError
-          ? new A2aTaskFailed({ url, taskId: task.taskId, state: "", reason: error.message })
-          : new A2aUnreachable({ url, reason: describe(error) })
+        ownError(error, ["A2aOriginRefused", "A2aLimitExceeded"]) ??
+          (error instanceof A2AError
+            ? new A2aTaskFailed({ url, taskId: task.taskId, state: "", reason: shorten(error.message) })
+            : new A2aUnreachable({ url, reason: describe(error) }))
     }).pipe(
+      Effect.tapErrorTag("A2aLimitExceeded", () => cancel),
       Effect.onInterrupt(() => cancel),
+      Effect.timeoutFail({
+        duration: remote.limits.streamTimeout,
+        onTimeout: () =>
+          new A2aTimedOut({ url, taskId: task.taskId, timeout: Duration.format(remote.limits.streamTimeout) })
+      }),
       Effect.flatMap(() => answerOf(url, task, cancel))
     )
   })
 
-/** What a task's stream told so far: its ids, its artifacts, its last status, and a direct reply. */
-class TaskFollow {
-  taskId = ""
-  contextId = ""
-  finalState: TaskState | undefined
-  statusText = ""
-  replied: Answer | undefined
-  readonly artifacts = new Map<string, { text: Array<string>; data: Array<unknown> }>()
-
-  constructor(private readonly report: (update: Update) => void) {}
-
-  onEvent(event: StreamResponse) {
-    const payload = event.payload
-    switch (payload?.$case) {
-      case "message": {
-        const { data, text } = partsOf(payload.value.parts)
-        this.replied = { taskId: "", contextId: payload.value.contextId, text: text.join(""), data }
-        return
-      }
-      case "task": {
-        this.taskId = payload.value.id
-        this.contextId = payload.value.contextId
-        for (const artifact of payload.value.artifacts) {
-          this.artifacts.set(artifact.artifactId, partsOf(artifact.parts))
-        }
-        return this.onStatus(payload.value.status)
-      }
-      case "statusUpdate": {
-        this.taskId ||= payload.value.taskId
-        this.contextId ||= payload.value.contextId
-        return this.onStatus(payload.value.status)
-      }
-      case "artifactUpdate": {
-        const artifact = payload.value.artifact
-        if (artifact === undefined) return
-        const parts = partsOf(artifact.parts)
-        const known = this.artifacts.get(artifact.artifactId)
-        this.artifacts.set(
-          artifact.artifactId,
-          payload.value.append && known !== undefined
-            ? { text: [...known.text, ...parts.text], data: [...known.data, ...parts.data] }
-            : parts
-        )
-        this.report({
-          _tag: "Artifact",
-          taskId: this.taskId,
-          name: artifact.name || artifact.artifactId,
-          text: parts.text.join("")
-        })
-        return
-      }
-    }
-  }
-
-  private onStatus(status: Task["status"]) {
-    if (status === undefined) return
-    this.statusText = status.message === undefined ? "" : partsOf(status.message.parts).text.join("")
-    if (isFinal(status.state)) this.finalState = status.state
-    this.report({ _tag: "Status", taskId: this.taskId, state: stateName(status.state), text: this.statusText })
-  }
-}
-
 /**
  * The answer of a task whose stream ended: its reply or artifacts when it completed, a typed failure
  * otherwise. A task that waits for input (a tool call cannot give it) or whose stream ended early is
- * canceled first.
+ * canceled first; an answer cut at the limit is what was kept, with a note, its task canceled.
  */
-const answerOf = (url: string, task: TaskFollow, cancel: Effect.Effect<void>): Effect.Effect<Answer, A2aError> => {
-  if (task.replied !== undefined) return Effect.succeed(task.replied)
-  const { contextId, statusText, taskId } = task
+const answerOf = (
+  url: string,
+  task: A2aClient.TaskFollow,
+  cancel: Effect.Effect<void>
+): Effect.Effect<Answer, A2aError> => {
+  const { contextId, statusText, taskId, truncated } = task
+  const note = truncated
+    ? `\n[... the answer was cut at ${task.maxBytes} bytes: the agent sent more, and reading stopped ...]`
+    : ""
+  if (task.replied !== undefined) return Effect.succeed({ ...task.replied, text: task.replied.text + note, truncated })
   const state = task.finalState
   const text = [...task.artifacts.values()].map((artifact) => artifact.text.join("")).join("\n")
   const data = [...task.artifacts.values()].flatMap((artifact) => artifact.data)
+  if (truncated) return Effect.as(cancel, { taskId, contextId, text: text + note, data, truncated })
   switch (state) {
     case TaskState.TASK_STATE_COMPLETED:
-      return Effect.succeed({ taskId, contextId, text: text === "" ? statusText : text, data })
+      return Effect.succeed({ taskId, contextId, text: text === "" ? statusText : text, data, truncated })
     case TaskState.TASK_STATE_CANCELED:
       return Effect.fail(new A2aTaskCanceled({ url, taskId, reason: statusText || "no reason given" }))
     case TaskState.TASK_STATE_INPUT_REQUIRED:
@@ -598,7 +725,7 @@ const answerOf = (url: string, task: TaskFollow, cancel: Effect.Effect<void>): E
           new A2aTaskFailed({
             url,
             taskId,
-            state: stateName(state),
+            state: A2aClient.stateName(state),
             reason: `the agent asks: ${statusText || "(no question given)"}; a tool call cannot answer, ` +
               `so the task was canceled`
           })
@@ -611,7 +738,7 @@ const answerOf = (url: string, task: TaskFollow, cancel: Effect.Effect<void>): E
       )
     default:
       return Effect.fail(
-        new A2aTaskFailed({ url, taskId, state: stateName(state), reason: statusText || "no reason given" })
+        new A2aTaskFailed({ url, taskId, state: A2aClient.stateName(state), reason: statusText || "no reason given" })
       )
   }
 }
@@ -625,8 +752,10 @@ const answerOf = (url: string, task: TaskFollow, cancel: Effect.Effect<void>): E
 export interface ToolOptions extends ClientOptions {
   /** The tool's name (default: the card's name, as a tool name). */
   readonly name?: string | undefined
-  /** The tool's description (default: the card's description and its skills). */
+  /** The tool's description (default: the card's description and its skills, cut at `maxDescriptionChars`). */
   readonly description?: string | undefined
+  /** The most characters of the card in the tool's description (default 8192); more are cut with `…`. */
+  readonly maxDescriptionChars?: number | undefined
 }
 
 /**
@@ -642,9 +771,9 @@ export const ToolInput = Schema.Struct({
 /**
  * A remote A2A agent as a `Tool`: a call is a task with the model's `prompt`, its status and artifact
  * updates are the call's progress (`ToolUpdate` events, as `Update` values), and its answer is the
- * result. A failure is a `ToolExecutionFailed` the model reads, with the typed error (`A2aUnreachable`,
- * `A2aTaskFailed` or `A2aTaskCanceled`) as its `details`. An aborted call cancels the remote task.
- * Reading the card fails with `A2aUnreachable`.
+ * result (cut at `maxResultBytes` with a note). A failure is a `ToolExecutionFailed` the model reads,
+ * with the typed error (an `A2aError`) as its `details`. An aborted call cancels the remote task.
+ * Reading the card fails with a `ConnectError`.
  *
  * @example
  * ```ts
@@ -669,22 +798,31 @@ export const ToolInput = Schema.Struct({
 export const tool: (
   url: string,
   options?: ToolOptions
-) => Effect.Effect<Tool.Tool<typeof ToolInput.Type, Errors.ToolExecutionFailed>, A2aUnreachable> = Effect.fn(
+) => Effect.Effect<Tool.Tool<typeof ToolInput.Type, Errors.ToolExecutionFailed>, ConnectError> = Effect.fn(
   "A2a.tool"
 )(function*(url: string, options: ToolOptions = {}) {
   const remote = yield* connect(url, options)
   const card = remote.card
-  const skills = card.skills.map((skill) => `- ${skill.name}: ${skill.description}`).join("\n")
+  const skills = (card.skills ?? []).map((skill) => `- ${skill.name}: ${skill.description}`).join("\n")
+  const described = `Asks the A2A agent "${card.name}": ${card.description}${
+    skills === "" ? "" : `\nIts skills:\n${skills}`
+  }`
+  const maxChars = options.maxDescriptionChars ?? defaults.maxDescriptionChars
   return Tool.make({
-    name: options.name ?? toolName(card.name),
+    name: options.name ?? toolName(String(card.name ?? "")),
     description: options.description ??
-      `Asks the A2A agent "${card.name}": ${card.description}${skills === "" ? "" : `\nIts skills:\n${skills}`}`,
+      (described.length > maxChars ? `${described.slice(0, maxChars)}… (cut at ${maxChars} characters)` : described),
     parameters: ToolInput,
     execute: ({ prompt }, context) =>
       ask(remote, prompt, { onUpdate: context.update }).pipe(
         Effect.map((answer) => ({
           content: answer.text,
-          details: { taskId: answer.taskId, contextId: answer.contextId, data: answer.data }
+          details: {
+            taskId: answer.taskId,
+            contextId: answer.contextId,
+            data: answer.data,
+            truncated: answer.truncated
+          }
         })),
         Effect.mapError((error) => new Errors.ToolExecutionFailed({ description: error.message, details: error }))
       )
@@ -695,15 +833,18 @@ export const tool: (
 // Helpers
 // -----------------------------------------------------------------------------
 
-const withHeaders = (options: ClientOptions): typeof fetch => {
-  const base = options.fetch ?? globalThis.fetch
-  const extra = options.headers
-  if (extra === undefined) return base
-  return (input, init) => {
-    const headers = new Headers(init?.headers)
-    for (const [name, value] of Object.entries(extra)) headers.set(name, value)
-    return base(input, { ...init, headers })
+/** One of the client's own typed errors, thrown inside the SDK (by the guard or a bounded body). */
+const ownError = <Tag extends "A2aOriginRefused" | "A2aLimitExceeded">(
+  error: unknown,
+  tags: ReadonlyArray<Tag>
+): Extract<A2aOriginRefused | A2aLimitExceeded, { readonly _tag: Tag }> | undefined => {
+  for (let cause = error, depth = 0; cause !== undefined && depth < 5; depth++) {
+    if (tags.some((tag) => Predicate.isTagged(cause, tag))) {
+      return cause as Extract<A2aOriginRefused | A2aLimitExceeded, { readonly _tag: Tag }>
+    }
+    cause = cause instanceof Error ? cause.cause : undefined
   }
+  return undefined
 }
 
 const userMessage = (prompt: string, skill: string | undefined): A2aMessage => ({
@@ -717,22 +858,13 @@ const userMessage = (prompt: string, skill: string | undefined): A2aMessage => (
   referenceTaskIds: []
 })
 
-const partsOf = (parts: A2aMessage["parts"]): { text: Array<string>; data: Array<unknown> } => ({
-  text: parts.flatMap((part) => part.content?.$case === "text" ? [part.content.value] : []),
-  data: parts.flatMap((part) => part.content?.$case === "data" ? [part.content.value] : [])
-})
-
-const isFinal = (state: TaskState): boolean =>
-  state === TaskState.TASK_STATE_COMPLETED || state === TaskState.TASK_STATE_FAILED ||
-  state === TaskState.TASK_STATE_CANCELED || state === TaskState.TASK_STATE_REJECTED ||
-  state === TaskState.TASK_STATE_INPUT_REQUIRED || state === TaskState.TASK_STATE_AUTH_REQUIRED
-
-const stateName = (state: TaskState): string => TaskState[state]?.replace("TASK_STATE_", "").toLowerCase() ?? "unknown"
-
 const toolName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "a2a_agent"
 
+// an error of the SDK can carry the agent's whole answer: the model reads the first 2000 characters
 const describe = (error: unknown): string => {
   const message = error instanceof Error ? error.message : String(error)
   const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
-  return `${message}${cause}`
+  return shorten(`${message}${cause}`)
 }
+
+const shorten = (text: string, max = 2000): string => text.length > max ? `${text.slice(0, max)}…` : text

@@ -428,6 +428,10 @@ describe("effect-agent mcp-server", () => {
       )
       const { tools } = yield* Effect.promise(() => client.listTools())
       assert.deepStrictEqual(tools.map((tool) => tool.name), ["ask_agent"])
+      // the workspace is named by its folder's name, not its absolute path
+      assert.notInclude(JSON.stringify(tools), dir)
+      assert.notInclude(JSON.stringify(tools), Fs.realpathSync(dir))
+      assert.include(tools[0]?.description, NodePath.basename(dir))
       const progress: Array<string> = []
       const result = yield* Effect.promise(() =>
         client.callTool({ name: "ask_agent", arguments: { prompt: "what is here?" } }, CallToolResultSchema, {

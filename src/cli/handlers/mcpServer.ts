@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as NodePath from "node:path"
 import * as Agent from "../../Agent.js"
 import type * as Model from "../../Model.js"
 import * as Permissions from "../../services/Permissions.js"
@@ -114,8 +115,9 @@ export const run = (options: Input) =>
     const Mcp = yield* Flags.loadMcp("mcp-server")
     const agent = Agent.make({
       name: options.name,
-      description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands ` +
-        "there. Ask it for a task in plain words.",
+      // the folder's name only: the description is shown to every client, the absolute path is not theirs
+      description: `A coding agent working in the folder ${JSON.stringify(NodePath.basename(setup.root))}: ` +
+        "it reads and changes files and runs commands there. Ask it for a task in plain words.",
       instructions: setup.instructions,
       tools: Tools.all,
       maxTurns: setup.maxTurns

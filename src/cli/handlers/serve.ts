@@ -214,7 +214,9 @@ const a2aRoutes = (setup: Setup, systemPrompt: string) =>
     return A2a.layerRoutes([
       Agent.make({
         name: "agent",
-        description: `A coding agent working in ${setup.root}: it reads and changes files and runs commands there`,
+        // the folder's name only: the card is public to every client, the absolute path is not theirs
+        description: `A coding agent working in the folder ${JSON.stringify(NodePath.basename(setup.root))}: ` +
+          "it reads and changes files and runs commands there",
         instructions: systemPrompt,
         tools: [...Tools.all, ...mcpTools],
         maxTurns: setup.input.maxTurns

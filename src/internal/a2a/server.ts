@@ -30,6 +30,7 @@ import {
 } from "@a2a-js/sdk/server"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
@@ -55,8 +56,9 @@ export interface Options extends Executor.Options {
   /** The path of the JSON-RPC endpoint (default `"/a2a"`). */
   readonly path?: `/${string}` | undefined
   /**
-   * The endpoint's public URL, as the card gives it to clients (default: `http://` and the request's
-   * `Host` header, then `path`). Set it behind a proxy.
+   * The endpoint's public URL, as the card gives it to clients (default: the address the server is
+   * bound to, then `path`; `127.0.0.1` for a server bound to all interfaces, never the request's
+   * `Host`). Set it behind a proxy, or when clients reach the server by another name.
    */
   readonly url?: string | undefined
   /** The largest request body, in bytes (default 1 MiB). */
@@ -110,14 +112,7 @@ export const makeApp = <Ag extends Agent.Any>(
     const legacy = new LegacyJsonRpcTransportHandler(handler)
     const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes
 
-    const cardHandler = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      const url = options.url ?? `http://${request.headers["host"] ?? "127.0.0.1"}${path}`
-      const served: AgentCard = {
-        ...card,
-        supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
-      }
-      return HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
-    }).pipe(Effect.orDie)
+    const cardHandler = cardHandlerOf(card, options.url, path)
 
     const rpcHandler = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -328,6 +323,37 @@ const makeCard = (agents: ReadonlyArray<Agent.Any>, options: Options, path: stri
     })),
     signatures: []
   }
+}
+
+/**
+ * The card, its endpoint as configured: the `url` option, or the address the server is bound to (never
+ * the request's `Host`, which a page that rebinds a name of its own to this server would choose).
+ */
+const cardHandlerOf = (card: AgentCard, configured: string | undefined, path: string) =>
+  Effect.gen(function*() {
+    const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+    const url = configured ??
+      `${Option.match(server, { onNone: () => "", onSome: ({ address }) => origin(address) })}${path}`
+    const served: AgentCard = {
+      ...card,
+      supportedInterfaces: card.supportedInterfaces.map((entry) => ({ ...entry, url }))
+    }
+    return yield* HttpServerResponse.json(AgentCard.toJSON(served), { headers: { "cache-control": "no-cache" } })
+  }).pipe(Effect.orDie)
+
+/**
+ * The origin of a bound address, as a client reaches it: a server bound to all interfaces is named by
+ * its loopback address (the `url` option names it otherwise); a Unix socket has none (the card gives the
+ * path alone).
+ */
+const origin = (address: HttpServer.Address): string => {
+  if (address._tag !== "TcpAddress") return ""
+  const host = address.hostname === "0.0.0.0" || address.hostname === ""
+    ? "127.0.0.1"
+    : address.hostname === "::"
+    ? "::1"
+    : address.hostname
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`
 }
 
 const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> =>
