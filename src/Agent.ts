@@ -300,7 +300,7 @@ export const layerChildSessionsMemory: Layer.Layer<ChildSessions> = Layer.sync(C
 })
 
 /**
- * Child sessions as JSON Lines session files in `directory` (created if missing), one per call:
+ * Child sessions as JSON Lines session files in `directory` (created if missing, 0700), one per call:
  * `childSessionPath(directory, toolCallId)`. Each is a `Session.openJsonl` file, so it survives a crash
  * and `Session.readJsonl` reads it back.
  *
@@ -315,7 +315,7 @@ export const layerChildSessionsJsonl = (
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const path = yield* Path.Path
-      yield* fs.makeDirectory(directory, { recursive: true }).pipe(
+      yield* fs.makeDirectory(directory, { recursive: true, mode: 0o700 }).pipe(
         Effect.mapError((error) =>
           new Errors.SessionStoreFailed({ path: directory, description: `creating the directory: ${error.message}` })
         )

@@ -376,8 +376,9 @@ export const layerSingleRunner = (options?: {
  * the shards locked in the database. The other runners reach this one at `address` (it listens there,
  * or at `listen`), and each session runs on the runner that holds its shard; when a runner dies, the
  * others take its sessions over once its shard locks expire (`shardLockExpiration`, 35 seconds unless
- * `shardingConfig` says otherwise). The runners' port takes the cluster's messages without
- * authentication: only the cluster's machines may reach it.
+ * `shardingConfig` says otherwise). The runners' port listens on the host of `listen` only, and takes
+ * the cluster's messages without authentication or encryption (a prompt sent there runs): only the
+ * cluster's machines may reach it (loopback, a private network, or a WireGuard or TLS tunnel).
  *
  * @example
  * import * as Durable from "effect-agent/Durable"

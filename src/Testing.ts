@@ -20,6 +20,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
+import * as Outgoing from "./internal/outgoing.js"
 import * as Arbitraries from "./internal/testing/arbitraries.js"
 import * as Cassette from "./internal/testing/cassette.js"
 import * as HttpServer from "./internal/testing/httpServer.js"
@@ -98,9 +99,10 @@ export interface CassetteOptions {
   /** Replay the recorded delays between events through `Clock` (so `TestClock` controls them). */
   readonly realtime?: boolean | undefined
   /**
-   * Values that must never reach the file (API keys, tokens), besides every environment variable
-   * whose name says it holds a secret (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*COOKIE*`).
-   * Each is replaced by `[redacted]` wherever it appears.
+   * Values that must never reach the file (API keys, tokens), besides every credential the real model
+   * sends (see `record`) and every environment variable whose name says it holds a secret (`*KEY*`,
+   * `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*COOKIE*`). Each is replaced by `[redacted]`
+   * wherever it appears.
    */
   readonly secrets?: ReadonlyArray<string | Redacted.Redacted<string>> | undefined
 }
@@ -108,9 +110,11 @@ export interface CassetteOptions {
 /**
  * Records every request the wrapped Model answers, and its streamed response event by event with
  * its time from the request's start, to a JSON Lines cassette (written afresh). Provide the real model
- * to it: `Testing.record(file).pipe(Layer.provide(OpenAiCompat.layer(...)))`. The Model service never
- * sees HTTP headers, so API keys, `Authorization` and cookies cannot reach the file; secret values that
- * appear in the content itself (a key echoed in an error) are replaced too (see `CassetteOptions`).
+ * to it: `Testing.record(file).pipe(Layer.provide(OpenAiCompat.layer(...)))`. No header is written, and
+ * every credential the real model sends (the API key however it was given: the `apiKey` option, a
+ * header named like a key, token or secret, a `?key=` in the base URL) is replaced by `[redacted]`
+ * wherever it appears in what is written, a key echoed in an error body included; so are the values
+ * `CassetteOptions` names, and any URL query parameter named like a credential.
  *
  * @example
  * ```ts
@@ -202,9 +206,18 @@ const cassetteModel = (
   real: Model.Service | undefined,
   options: CassetteOptions | undefined
 ): Model.Service => {
-  const secrets = Cassette.secretsOf(
-    (options?.secrets ?? []).map((secret) => Redacted.isRedacted(secret) ? Redacted.value(secret) : secret)
-  )
+  const given = (options?.secrets ?? []).map((secret) => Redacted.isRedacted(secret) ? Redacted.value(secret) : secret)
+  // what a request is matched by is scrubbed of the secrets known before any request, so a replay,
+  // which sends none, computes the same digest
+  const known = Cassette.secretsOf(given)
+  // what is written is scrubbed of those and of every credential the real model has sent
+  let secrets = known
+  const sent = new Set<string>()
+  const hear = (request: Outgoing.Request) => {
+    const before = sent.size
+    for (const value of Cassette.credentialsIn(request)) sent.add(value)
+    if (sent.size > before) secrets = Cassette.secretsOf([...given, ...sent])
+  }
   if (mode === "record") Cassette.truncate(file)
   const exchanges = mode === "record" ? [] : Cassette.read(file)
   let next = exchanges.reduce((max, exchange) => Math.max(max, exchange.n), 0) + 1
@@ -243,6 +256,7 @@ const cassetteModel = (
           events.push({ ms, event })
           return onEvent(event)
         })).pipe(
+          Effect.locally(Outgoing.current, hear),
           Effect.tap((message) =>
             Effect.flatMap(elapsed, (ms) => {
               events.push({ ms, event: { _tag: "Finish", message } })
@@ -256,7 +270,7 @@ const cassetteModel = (
   return Model.make({
     respond: (request, onEvent) =>
       Effect.suspend(() => {
-        const normalized = Cassette.scrubbed(Cassette.normalize(request), secrets)
+        const normalized = Cassette.scrubbed(Cassette.normalize(request), known)
         const digest = Cassette.digest(normalized)
         if (mode === "record") return recordThrough(real!, request, normalized, digest, onEvent)
         const found = lookup(digest)

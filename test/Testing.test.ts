@@ -5,6 +5,7 @@
  */
 import { createAnthropic } from "@ai-sdk/anthropic"
 import { NodeHttpClient } from "@effect/platform-node"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -18,6 +19,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as AiSdk from "../src/AiSdk.js"
@@ -290,6 +292,115 @@ describe("Testing cassettes", () => {
         })).pipe(Effect.provide(Testing.replay(file, { secrets: [cookie] })), Effect.flip)
       assert.strictEqual(replayed._tag, "ModelAuthenticationFailed")
     }).pipe(Effect.scoped))
+
+  describe("every credential sent is kept out of the file, however it was given", () => {
+    /** The four providers: their path under the server, and their layer with the given options. */
+    const providers: ReadonlyArray<{
+      readonly name: string
+      readonly prefix: string
+      readonly layer: (options: {
+        readonly baseUrl: string
+        readonly apiKey?: Redacted.Redacted | undefined
+        readonly headers?: Readonly<Record<string, string>> | undefined
+      }) => Layer.Layer<Model.Model, any, HttpClient.HttpClient>
+    }> = [
+      { name: "OpenAI-compatible", prefix: "/v1", layer: (o) => OpenAiCompat.layer({ model: "m", retry, ...o }) },
+      { name: "OpenAI Responses", prefix: "/v1", layer: (o) => OpenAiResponses.layer({ model: "m", retry, ...o }) },
+      { name: "Anthropic", prefix: "", layer: (o) => Anthropic.layer({ model: "m", retry, ...o }) },
+      { name: "Gemini", prefix: "/v1beta", layer: (o) => Google.layer({ model: "m", retry, ...o }) }
+    ]
+    /** The ways a key is given: an option, a header (with its value), a query parameter of the base URL. */
+    const ways: ReadonlyArray<{ readonly name: string; readonly given: (key: string, url: string) => any }> = [
+      { name: "the apiKey option", given: (key, url) => ({ baseUrl: url, apiKey: Redacted.make(key) }) },
+      ...[
+        ["authorization", "Bearer "],
+        ["x-api-key", ""],
+        ["x-goog-api-key", ""],
+        ["api-key", ""],
+        ["x-gateway-token", ""]
+      ].map(([header, scheme]) => ({
+        name: `a ${header} header`,
+        given: (key: string, url: string) => ({ baseUrl: url, headers: { [header!]: `${scheme}${key}` } })
+      })),
+      { name: "?key= in the base URL", given: (key, url) => ({ baseUrl: `${url}?key=${key}` }) }
+    ]
+    for (const provider of providers) {
+      for (const way of ways) {
+        it.effect(`${provider.name}, the key in ${way.name}, echoed by the server`, () =>
+          Effect.gen(function*() {
+            const dir = yield* tempDir
+            const file = path.join(dir, "run.jsonl")
+            // a fresh key that no environment variable holds
+            const key = `sk-${crypto.randomUUID().replace(/-/g, "")}`
+            // the server echoes the key in its error message (once whole, once where the summary cuts it)
+            // and the whole request, URL and headers, in the body
+            const server = yield* Testing.fakeHttpServer((request) => {
+              const start = `Incorrect API key provided: ${key}; again: `
+              return {
+                _tag: "Status",
+                status: 400,
+                body: JSON.stringify({
+                  error: { message: `${start.padEnd(190, ".")}${key}`, type: "invalid_request_error" },
+                  request: { url: request.url, headers: request.headers }
+                })
+              }
+            })
+            const model = provider.layer(way.given(key, `${server.url}${provider.prefix}`)).pipe(Layer.provide(http))
+            const request = { messages: [Message.user("hi")], tools: [] }
+            const recorded = yield* Effect.flatMap(Model.Model, (m) => m.complete(request)).pipe(
+              Effect.provide(Testing.record(file).pipe(Layer.provide(model))),
+              Effect.flip
+            )
+            // the key was sent, and the error the provider answered holds it
+            assert.strictEqual(server.requests.length, 1)
+            const sent = server.requests[0]!
+            assert.include(`${sent.url} ${JSON.stringify(sent.headers)}`, key)
+            // a key in the base URL's query goes in the endpoint's query, not into its path
+            assert.notInclude(sent.url.split("?")[0], key)
+            assert.include(JSON.stringify(recorded), key)
+            const text = fs.readFileSync(file, "utf8")
+            for (let i = 0; i + 8 <= key.length; i++) assert.notInclude(text, key.slice(i, i + 8), text)
+            assert.include(text, "Incorrect API key provided: [redacted]")
+            // the replay needs no key, and answers the same typed failure, redacted
+            const replayed = yield* Effect.flatMap(Model.Model, (m) => m.complete(request)).pipe(
+              Effect.provide(Testing.replay(file)),
+              Effect.flip
+            )
+            assert.strictEqual(replayed._tag, recorded._tag)
+            assert.include(replayed.message, "[redacted]")
+            assert.notInclude(JSON.stringify(replayed), key.slice(0, 8))
+          }).pipe(Effect.scoped))
+      }
+    }
+
+    it.effect("an AI SDK model: the key in a header given to AiSdk.layer, echoed by the server", () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = path.join(dir, "run.jsonl")
+        const key = `sk-${crypto.randomUUID().replace(/-/g, "")}`
+        const server = yield* Testing.fakeHttpServer((request) => ({
+          _tag: "Status",
+          status: 400,
+          body: JSON.stringify({
+            error: { message: `Incorrect token provided: ${key}`, type: "invalid_request_error" },
+            request: { url: request.url, headers: request.headers }
+          })
+        }))
+        const model = AiSdk.layer(createAnthropic({ baseURL: `${server.url}/v1`, apiKey: "unused" })("claude-test"), {
+          headers: { "x-gateway-token": key }
+        })
+        const request = { messages: [Message.user("hi")], tools: [] }
+        const recorded = yield* Effect.flatMap(Model.Model, (m) => m.complete(request)).pipe(
+          Effect.provide(Testing.record(file).pipe(Layer.provide(model))),
+          Effect.flip
+        )
+        assert.strictEqual(server.requests[0]!.headers["x-gateway-token"], key)
+        assert.include(JSON.stringify(recorded), key)
+        const text = fs.readFileSync(file, "utf8")
+        assert.notInclude(text, key.slice(0, 8))
+        assert.include(text, "Incorrect token provided: [redacted]")
+      }).pipe(Effect.scoped))
+  })
 
   it.effect("record-missing answers known requests from the file and appends only the new one", () =>
     Effect.gen(function*() {

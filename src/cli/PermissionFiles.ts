@@ -159,9 +159,10 @@ export const trust = (
       const store = trustFile(environment)
       const trusted = readTrusted(store)
       trusted[realPathOf(file)] = digest
-      NodeFs.mkdirSync(NodePath.dirname(store), { recursive: true })
+      // the user's alone: another local user who could write it could trust a workspace's file for them
+      NodeFs.mkdirSync(NodePath.dirname(store), { recursive: true, mode: 0o700 })
       const temp = `${store}.${process.pid}.tmp`
-      NodeFs.writeFileSync(temp, `${JSON.stringify(trusted, null, 2)}\n`)
+      NodeFs.writeFileSync(temp, `${JSON.stringify(trusted, null, 2)}\n`, { mode: 0o600 })
       NodeFs.renameSync(temp, store)
     },
     catch: (error) =>

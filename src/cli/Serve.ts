@@ -37,16 +37,17 @@ export const options = {
     Options.withDescription("a SQLite file, or postgres://… (default: serve.db in the user's data directory)")
   ),
   runnerAddress: Options.text("runner-address").pipe(
-    Options.withPseudoName("host:port"),
+    Options.withPseudoName("[host:]port"),
     Options.mapEffect(parseAddress),
     Options.optional,
     Options.withDescription(
       "join the cluster of the serve processes on the --database, as a runner that the others reach at " +
-        "<host:port> (it listens there): any of them serves any session, whose runs go to the runner that " +
-        "holds it, and the others take a dead runner's sessions over. Runners on several machines need " +
-        "postgres://…; on one SQLite file they must all be on this machine (127.0.0.1). The runners' port " +
-        "takes the cluster's messages without the token: let only the cluster's machines reach it " +
-        "(default: one runner, alone on the database)"
+        "<host:port> (it listens there, on that host only; a port alone is 127.0.0.1:<port>): any of them " +
+        "serves any session, whose runs go to the runner that holds it, and the others take a dead " +
+        "runner's sessions over. Runners on several machines need postgres://…; on one SQLite file they " +
+        "must all be on this machine (127.0.0.1). The runners' port takes the cluster's messages without " +
+        "the token (a prompt sent there runs): let only the cluster's machines reach it, over a private " +
+        "network or a tunnel (default: one runner, alone on the database)"
     )
   ),
   a2a: Options.boolean("a2a").pipe(
@@ -68,19 +69,20 @@ export interface Address {
 }
 
 /**
- * Reads `--runner-address`: `host:port`, with the port from 1 to 65535.
+ * Reads `--runner-address`: `host:port`, with the port from 1 to 65535; a port alone is on loopback
+ * (`127.0.0.1:<port>`), so the runner's port is reachable from another machine only when a host says so.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export function parseAddress(text: string): Effect.Effect<Address, ValidationError.ValidationError> {
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text)
+  const match = /^(?:(?:\[([^\]]+)\]|([^:[\]]+)):)?(\d{1,5})$/.exec(text)
   const port = Number(match?.[3])
   return match !== null && port >= 1 && port <= 65535
-    ? Effect.succeed({ host: match[1] ?? match[2]!, port })
+    ? Effect.succeed({ host: match[1] ?? match[2] ?? "127.0.0.1", port })
     : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-      `effect-agent: --runner-address ${JSON.stringify(text)} is not <host:port> (for example 10.0.0.5:4242, ` +
-        "or [::1]:4242)"
+      `effect-agent: --runner-address ${JSON.stringify(text)} is not [host:]port (for example 4242 for ` +
+        "127.0.0.1:4242, 10.0.0.5:4242, or [::1]:4242)"
     )))
 }
 

@@ -54,7 +54,8 @@ export const newPath = (dir: string, now: Date = new Date(), id: string = crypto
  * @category Constructors
  */
 export const create = (dir: string): string => {
-  Fs.mkdirSync(dir, { recursive: true })
+  // the folders it makes hold the user's conversations: theirs alone (a folder that exists keeps its mode)
+  Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   return newPath(dir)
 }
 

@@ -17,7 +17,7 @@ import type * as Redacted from "effect/Redacted"
 import type * as Errors from "../Errors.js"
 
 // The parts, one concern a file in internal/provider/
-export { type ConfigOptions, constructors, type Definition, secret } from "./provider/constructors.js"
+export { type ConfigOptions, constructors, type Definition, endpoint, secret } from "./provider/constructors.js"
 export { causeOf, classify, connectionFailure, isRetryable, statedFailure } from "./provider/errors.js"
 export { defaultIdleTimeout, idleStream, withIdleTimeout } from "./provider/idle.js"
 export { streamEvents } from "./provider/request.js"

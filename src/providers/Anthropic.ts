@@ -95,7 +95,7 @@ const constructors = Provider.constructors<Options>({
   adds: ["/v1/messages", "/v1"],
   env: { apiKey: "ANTHROPIC_API_KEY", baseUrl: "ANTHROPIC_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
-    const url = `${baseUrl}/v1/messages`
+    const url = Provider.endpoint(baseUrl, "/v1/messages")
     const headers: Record<string, string> = {
       "content-type": "application/json",
       "anthropic-version": options.version ?? "2023-06-01",

@@ -115,7 +115,7 @@ const constructors = Provider.constructors<Options>({
   defaultBaseUrl,
   env: { apiKey: ["GEMINI_API_KEY", "GOOGLE_API_KEY"], baseUrl: "GEMINI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
-    const url = `${baseUrl}/models/${encodeURIComponent(options.model)}:streamGenerateContent?alt=sse`
+    const url = Provider.endpoint(baseUrl, `/models/${encodeURIComponent(options.model)}:streamGenerateContent?alt=sse`)
     const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
     const apiKey = Provider.secret(options.apiKey)
     if (apiKey !== undefined) headers["x-goog-api-key"] = apiKey

@@ -97,7 +97,7 @@ const constructors = Provider.constructors<Options>({
   adds: ["/chat/completions"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
-    const url = `${baseUrl}/chat/completions`
+    const url = Provider.endpoint(baseUrl, "/chat/completions")
     const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
     const apiKey = Provider.secret(options.apiKey)
     if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`

@@ -103,7 +103,7 @@ const constructors = Provider.constructors<Options>({
   adds: ["/responses"],
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL" },
   build: ({ baseUrl, client, options, provider }) => {
-    const url = `${baseUrl}/responses`
+    const url = Provider.endpoint(baseUrl, "/responses")
     const headers: Record<string, string> = { "content-type": "application/json", ...options.headers }
     const apiKey = Provider.secret(options.apiKey)
     if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`

@@ -329,7 +329,8 @@ export const readJsonl = Effect.fn("Session.readJsonl")(function*(path: string, 
 
 /**
  * Opens a session file as the single writer, for the life of the Scope: takes the lock (a directory
- * `.session-<device>-<inode>.lock` beside the file's real path), creates the file or reads it back, repairs the
+ * `.session-<device>-<inode>.lock` beside the file's real path), creates the file (readable by its user
+ * alone, 0600, like the lock's files) or reads it back, repairs the
  * current branch (a torn last line is dropped; a tool call without a result gets an error result; a
  * torn response becomes an `aborted` message) and records the repair in the file, on that branch,
  * then appends every entry as it is added and fsyncs at every `sync` and every `fork`. A new file is

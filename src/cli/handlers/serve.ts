@@ -170,6 +170,18 @@ const checkCluster = (address: Option.Option<Address>, postgres: boolean) =>
         "serve processes on this machine"
     })
 
+/**
+ * Creates a SQLite database file the user's alone, and the folders it needs likewise: the file (0600)
+ * before SQLite opens it, which gives its `-wal` and `-shm` files the database's mode; folders 0700. A
+ * file or folder that exists keeps its mode.
+ */
+const createPrivately = (database: string): void => {
+  if (database === ":memory:" || database.startsWith("file:")) return
+  const file = NodePath.resolve(database)
+  Fs.mkdirSync(NodePath.dirname(file), { recursive: true, mode: 0o700 })
+  Fs.closeSync(Fs.openSync(file, "a", 0o600))
+}
+
 /** The runner on the store: the durable session entity and run workflow, on one runner or in a cluster. */
 const runnerLayer = (setup: Setup, DurableModule: typeof Durable, systemPrompt: string) => {
   const { database } = setup
@@ -179,7 +191,7 @@ const runnerLayer = (setup: Setup, DurableModule: typeof Durable, systemPrompt: 
       (PgClient) => DurableModule.checkedSql(database, PgClient.layer({ url: Redacted.make(database) }))
     ))
     : Layer.unwrapEffect(Effect.sync(() => {
-      Fs.mkdirSync(NodePath.dirname(NodePath.resolve(database)), { recursive: true })
+      createPrivately(database)
       return DurableModule.layerSqlite({ filename: database })
     }))
   const address = setup.input.runnerAddress

@@ -14,6 +14,7 @@ import type * as AiSdk from "../../AiSdk.js"
 import * as Errors from "../../Errors.js"
 import type * as Message from "../../Message.js"
 import type * as Model from "../../Model.js"
+import * as Outgoing from "../outgoing.js"
 import type * as Provider from "../provider.js"
 import { fromError, idleTimedOut, type Phase } from "./errors.js"
 import type * as Prompt from "./prompt.js"
@@ -78,6 +79,9 @@ export const attempt = (
       (error, phase, url) => fail(context, error, phase, url)
     )
     const body = Effect.gen(function*() {
+      // the headers the options add are sent with the call (what else the provider sends, it keeps)
+      const headers = context.settings.headers
+      if (headers !== undefined) yield* Outgoing.report({ url: "", headers: definedValues(headers) })
       // the events of one part, handed over before the next part is read
       const events: Array<Model.Delta> = []
       while (true) {
@@ -163,4 +167,11 @@ const callOptions = (call: Call, context: Context, request: Model.Request): Lang
     options.toolChoice = { type: "auto" }
   }
   return options
+}
+
+/** A headers record without its undefined values. */
+const definedValues = (headers: Readonly<Record<string, string | undefined>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value
+  return out
 }

@@ -52,11 +52,14 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     const client = yield* HttpClient.HttpClient
     const provider = definition.provider(options)
     const given = yield* checkBaseUrl(provider, options.baseUrl ?? definition.defaultBaseUrl)
-    const added = definition.adds?.find((path) => given.toLowerCase().endsWith(path))
-    const baseUrl = added === undefined ? given : given.slice(0, -added.length)
+    // a query (`?key=…`, Google's way of passing a key) stays at the end, after the paths the provider adds
+    const { path: givenPath, query } = splitQuery(given)
+    const added = definition.adds?.find((path) => givenPath.toLowerCase().endsWith(path))
+    const baseUrl = `${added === undefined ? givenPath : givenPath.slice(0, -added.length)}${query}`
     if (added !== undefined) {
       yield* Effect.logWarning(
-        `${provider}: the base URL ${given} ends in ${added}, which ${provider} adds itself: using ${baseUrl}`
+        `${provider}: the base URL ${redactQuery(given)} ends in ${added}, which ${provider} adds itself: ` +
+          `using ${redactQuery(baseUrl)}`
       )
     }
     if (options.apiKey === undefined && baseUrl === trimSlash(definition.defaultBaseUrl)) {
@@ -93,12 +96,37 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
 export const secret = (apiKey: Redacted.Redacted | undefined): string | undefined =>
   apiKey === undefined ? undefined : Redacted.value(apiKey)
 
+/**
+ * The URL of an endpoint: `path` (which may have a query of its own) after the base URL's path, and the
+ * base URL's query, if it has one, before the path's (`https://host/v1beta?key=k` and
+ * `/models/m:streamGenerateContent?alt=sse` give `https://host/v1beta/models/m:streamGenerateContent?key=k&alt=sse`).
+ */
+export const endpoint = (baseUrl: string, path: string): string => {
+  const base = splitQuery(baseUrl)
+  const own = splitQuery(path)
+  const query = [base.query, own.query].map((part) => part.replace(/^\?/, "")).filter((part) => part !== "")
+  return `${base.path}${own.path}${query.length === 0 ? "" : `?${query.join("&")}`}`
+}
+
+/** A URL's path part (without trailing slashes) and its query (with its `?`, or empty); the fragment is dropped. */
+const splitQuery = (url: string): { readonly path: string; readonly query: string } => {
+  const withoutFragment = url.split("#")[0]!
+  const at = withoutFragment.indexOf("?")
+  return at === -1
+    ? { path: trimSlash(withoutFragment), query: "" }
+    : { path: trimSlash(withoutFragment.slice(0, at)), query: withoutFragment.slice(at) }
+}
+
+/** A URL with its query's values replaced, for a message (a query may carry a key). */
+const redactQuery = (url: string): string => url.replace(/([?&][^=&#]*=)[^&#]*/g, "$1***")
+
 /** Removes the trailing slashes of a base URL. */
 const trimSlash = (url: string): string => url.replace(/\/+$/, "")
 
 /** A base URL must be an absolute http(s) URL; anything else could never be reached. */
 const checkBaseUrl = (provider: string, raw: string): Effect.Effect<string, Errors.ModelConfigInvalid> => {
-  const url = trimSlash(raw.trim())
+  const { path, query } = splitQuery(raw.trim())
+  const url = `${path}${query}`
   let parsed: URL | undefined
   try {
     parsed = new URL(url)

@@ -15,6 +15,7 @@ import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"
 import * as Errors from "../../Errors.js"
 import type * as Model from "../../Model.js"
+import * as Outgoing from "../outgoing.js"
 import type { Options } from "../provider.js"
 import { classify, hasError, preview, transportError } from "./errors.js"
 import { defaultIdleTimeout, idleStream, withIdleTimeout } from "./idle.js"
@@ -60,6 +61,7 @@ export const streamEvents = (options: {
         HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
         HttpClientRequest.bodyUnsafeJson(options.body)
       )
+      yield* Outgoing.report({ url, headers: request.headers })
       const response = yield* client.execute(request).pipe(
         Effect.mapError((error) => transportError(provider, url, error)),
         withIdleTimeout(idle, silent)

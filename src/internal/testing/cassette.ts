@@ -102,6 +102,9 @@ export const digest = (normalized: Normalized): string =>
 
 const secretName = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|COOKIE|CREDENTIAL/i
 
+/** The shortest value of a variable or a request taken for a secret (shorter ones would blank out ordinary words). */
+const shortestSecret = 8
+
 /**
  * The values to keep out of a cassette: the given ones and every environment variable whose name
  * says it holds a secret (`OPENAI_API_KEY`, `GITHUB_TOKEN`, …), when 8 characters or longer (shorter
@@ -110,23 +113,99 @@ const secretName = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|COOKIE|CREDENTIAL/i
 export const secretsOf = (given: ReadonlyArray<string>): ReadonlyArray<string> => {
   const values = new Set(given.filter((value) => value.length > 0))
   for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && value.length >= 8 && secretName.test(name)) values.add(value)
+    if (value !== undefined && value.length >= shortestSecret && secretName.test(name)) values.add(value)
   }
   // longest first, so a secret that contains another is replaced whole
   return [...values].sort((a, b) => b.length - a.length)
 }
 
+/**
+ * The credentials a request carries as it leaves: the value of every header named like one
+ * (`authorization` with and without its scheme, `x-api-key`, `x-goog-api-key`, `api-key`, a cookie and
+ * each of its values, any `*key*`, `*token*`, `*secret*`) and of every URL query parameter named like
+ * one (`?key=`, `?access_token=`), as sent and decoded; 8 characters or longer.
+ */
+export const credentialsIn = (request: {
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+}): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (!credentialName.test(name)) continue
+    found.push(value)
+    // `Bearer <token>`, `Basic <base64>`
+    const scheme = /^\s*\S+\s+(\S+)\s*$/.exec(value)
+    if (scheme !== null) found.push(scheme[1]!)
+    // `a=1; session=<value>`
+    if (/cookie/i.test(name)) {
+      for (const part of value.split(";")) found.push(part.slice(part.indexOf("=") + 1).trim())
+    }
+  }
+  for (const [name, value] of queryParameters(request.url)) {
+    if (!credentialName.test(name)) continue
+    found.push(value)
+    try {
+      found.push(decodeURIComponent(value.replace(/\+/g, " ")))
+    } catch {
+      // not percent-encoded correctly: the value as sent
+    }
+  }
+  return found.filter((value) => value.length >= shortestSecret)
+}
+
+/** The name of a header or a query parameter that carries a credential. */
+const credentialName = /key|token|secret|password|passwd|auth|cookie|credential|signature|^sig$/i
+
+/** The query parameters of a URL as they are written in it (not decoded). */
+const queryParameters = (url: string): Array<readonly [string, string]> => {
+  const at = url.indexOf("?")
+  if (at === -1) return []
+  return url.slice(at + 1).split("#")[0]!.split("&").flatMap((pair) => {
+    const equals = pair.indexOf("=")
+    return equals <= 0 ? [] : [[pair.slice(0, equals), pair.slice(equals + 1)] as const]
+  })
+}
+
 /** The placeholder written in place of a secret. */
 export const redacted = "[redacted]"
 
-/** A line's JSON text with every secret replaced (inside any string, also as part of one). */
+/**
+ * A URL query parameter named like a credential (`?key=`, `&access_token=`), in a URL anywhere in a
+ * text: its value is replaced even when nothing told the cassette of it.
+ */
+const credentialParameter =
+  /([?&](?:[\w.-]*(?:key|token|secret|password|passwd|auth|credential|signature)[\w.-]*|sig)=)([^&#"\s\\]+)/gi
+
+/** How much of a secret a summary cut at its end (`sk-live-3f9a…`) must show to be replaced. */
+const shortestCut = 6
+
+/**
+ * A line's JSON text with every secret replaced (inside any string, also as part of one, and its
+ * beginning where a summary cut it with `…`), and the value of every URL query parameter named like a
+ * credential.
+ */
 export const scrub = (json: string, secrets: ReadonlyArray<string>): string => {
   let out = json
   for (const secret of secrets) {
     const escaped = JSON.stringify(secret).slice(1, -1)
     if (out.includes(escaped)) out = out.split(escaped).join(redacted)
+    if (out.includes("…")) out = scrubCut(out, escaped)
   }
-  return out
+  return out.replace(credentialParameter, (_match, name: string) => `${name}${redacted}`)
+}
+
+/** `text` with every beginning of `secret` that a summary cut with `…` (`sk-live-3f9a…`) replaced. */
+const scrubCut = (text: string, secret: string): string => {
+  let out = ""
+  let from = 0
+  for (let at = text.indexOf("…"); at !== -1; at = text.indexOf("…", at + 1)) {
+    let length = Math.min(secret.length - 1, at - from)
+    while (length >= shortestCut && text.slice(at - length, at) !== secret.slice(0, length)) length--
+    if (length < shortestCut) continue
+    out += text.slice(from, at - length) + redacted
+    from = at
+  }
+  return out + text.slice(from)
 }
 
 /** A normalized request as it is stored: with its secrets replaced. */

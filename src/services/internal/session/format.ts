@@ -8,6 +8,15 @@ import * as CompactionEntry from "../../../internal/compactionEntry.js"
 import * as Message from "../../../Message.js"
 import type * as Tree from "../tree.js"
 
+/**
+ * The mode of a session file and of the files of its lock, when they are created: a conversation is
+ * its user's alone (a file that exists keeps its mode).
+ */
+export const fileMode = 0o600
+
+/** The mode of a folder made for a session's lock. */
+export const folderMode = 0o700
+
 /** The format version of a new file: 2 (every entry has an id and a parentId). */
 export const formatVersion = 2
 

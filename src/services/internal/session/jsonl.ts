@@ -29,7 +29,9 @@ export const start = (
     if (opened.truncateTo !== undefined) {
       yield* fs.truncate(path, opened.truncateTo).pipe(Effect.mapError(fail("dropping a torn line")))
     }
-    const file = yield* fs.open(path, { flag: "a" }).pipe(Effect.mapError(fail("opening the session")))
+    const file = yield* fs.open(path, { flag: "a", mode: Format.fileMode }).pipe(
+      Effect.mapError(fail("opening the session"))
+    )
     if (opened.out !== "") {
       yield* file.writeAll(encoder.encode(opened.out)).pipe(Effect.mapError(fail("writing the session")))
       yield* file.sync.pipe(Effect.mapError(fail("syncing the session")))
@@ -137,7 +139,7 @@ export const copy = (
     let out = JSON.stringify(header) + "\n"
     for (const message of contents.messages) out += lines.record({ type: "message", message })
     if (contents.compaction !== undefined) out += lines.record({ type: "compaction", compaction: contents.compaction })
-    yield* fs.writeFileString(to, out, { flag: "wx" }).pipe(
+    yield* fs.writeFileString(to, out, { flag: "wx", mode: Format.fileMode }).pipe(
       Effect.mapError((error) =>
         error._tag === "SystemError" && error.reason === "AlreadyExists"
           ? new Errors.SessionStoreFailed({ path: to, description: "the file exists already; copy to a new path" })

@@ -9,6 +9,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type * as Errors from "../../../Errors.js"
 import { SessionLocked, storeFailed } from "./errors.js"
+import * as Format from "./format.js"
 
 /*
  * One writer per file, whatever name it is opened by: the lock is a directory beside the file's real
@@ -91,7 +92,7 @@ const gone = (error: unknown) => (error as NodeJS.ErrnoException).code === "ENOE
 
 /** The lock directory of the file at `path`, which is created (empty) if missing, so that it has an inode. */
 const lockPathOf = (path: string): string => {
-  NodeFs.closeSync(NodeFs.openSync(path, "a"))
+  NodeFs.closeSync(NodeFs.openSync(path, "a", Format.fileMode))
   const real = NodeFs.realpathSync(path)
   const info = NodeFs.statSync(real)
   return NodePath.join(NodePath.dirname(real), `.session-${info.dev}-${info.ino}.lock`)
@@ -105,8 +106,10 @@ const prepare = (lockPath: string, temp: string, token: string): void => {
   for (let attempt = 0;; attempt++) {
     try {
       // a recursive mkdir fails with ENOENT too when a release renames the directory while it looks
-      NodeFs.mkdirSync(lockPath, { recursive: true })
-      return NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`)
+      NodeFs.mkdirSync(lockPath, { recursive: true, mode: Format.folderMode })
+      return NodeFs.writeFileSync(temp, `${process.pid}\n${startTimeOf(process.pid)}\n${token}\n`, {
+        mode: Format.fileMode
+      })
     } catch (error) {
       if (!gone(error) || attempt >= 100) throw error
     }
@@ -216,7 +219,7 @@ const release = (lockPath: string, mine: string, token: string): void => {
     } catch {
       // the directory cannot be moved: release it in place
       const releasing = NodePath.join(lockPath, `tmp-${token}-released`)
-      NodeFs.writeFileSync(releasing, released)
+      NodeFs.writeFileSync(releasing, released, { mode: Format.fileMode })
       NodeFs.renameSync(releasing, mine)
       return
     }
