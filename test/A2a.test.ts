@@ -473,6 +473,8 @@ describe("A2a.layer: who may ask", () => {
         assert.strictEqual(deep.status, 200)
         assert.strictEqual(JSON.parse(deep.body).error.code, -32700)
       }
+    }).pipe(Effect.scoped))
+})
 
 // -----------------------------------------------------------------------------
 // Where the tasks live
