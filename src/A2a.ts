@@ -46,8 +46,8 @@ import type * as Agent from "./Agent.js"
 import * as Errors from "./Errors.js"
 import * as A2aClient from "./internal/a2a/client.js"
 import * as A2aServer from "./internal/a2a/server.js"
-import * as HttpGuard from "./internal/httpGuard.js"
 import * as A2aStore from "./internal/a2a/store.js"
+import * as HttpGuard from "./internal/httpGuard.js"
 import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------

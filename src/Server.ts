@@ -27,6 +27,7 @@ import type * as Durable from "./Durable.js"
 import * as HttpGuard from "./internal/httpGuard.js"
 import * as Api from "./internal/server/api.js"
 import * as Docs from "./internal/server/docs.js"
+import * as Guard from "./internal/server/guard.js"
 import * as Handlers from "./internal/server/handlers.js"
 import * as WebChat from "./internal/server/webChat.js"
 
@@ -226,7 +227,7 @@ export const layer = (
 > => {
   const host = options.host ?? "127.0.0.1"
   if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
-  return HttpApiBuilder.serve(WebChat.middleware(Handlers.policyOf(options))).pipe(
+  return HttpApiBuilder.serve(WebChat.middleware(Guard.policyOf(options))).pipe(
     Layer.provide(options.routes === undefined ? layerDocs : Layer.merge(layerDocs, options.routes)),
     Layer.provide(layerApi(options)),
     Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))

@@ -30,7 +30,9 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/sqliteShared",
       "internal/processGroup",
       "internal/limits",
-      "internal/pairing"
+      "internal/pairing",
+      "internal/httpGuard",
+      "internal/outgoing"
     ]
   },
   {
@@ -77,6 +79,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "Durable",
       "Server",
       "internal/server/*",
+      "internal/httpBody",
       "internal/durable/*",
       "Testing",
       "internal/testing/*"

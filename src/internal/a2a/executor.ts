@@ -175,20 +175,7 @@ export const make = <Ag extends Agent.Any>(
   options: Options & { readonly openSession: NonNullable<Options["openSession"]> }
 ): AgentExecutor & { readonly interruptAll: Effect.Effect<void> } => {
   const running = new Map<string, Running>()
-  // one run at a time in a context; a context's lock is kept while a run holds it or waits for it
-  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
-  const openSession = options.openSession
-  const rules = options.permissions
-
-  const lockOf = (contextId: string) => {
-    const entry = locks.get(contextId) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
-    locks.set(contextId, entry)
-    entry.users++
-    const release = () => {
-      if (--entry.users === 0) locks.delete(contextId)
-    }
-    return { lock: entry.lock, release }
-  }
+  const lockOf = contextLocks()
 
   const start = (context: RequestContext, bus: ExecutionEventBus): Running => {
     const { taskId, contextId } = context
@@ -196,31 +183,11 @@ export const make = <Ag extends Agent.Any>(
     const agent = agentOf(agents, message, context.request.metadata)
     const publish = publisher(bus, taskId, contextId)
     const { lock, release } = lockOf(contextId)
-    const onEvent = (event: Event.AgentEvent<unknown>): Effect.Effect<void> =>
-      Effect.sync(() => {
-        const line = describe(event)
-        if (line !== undefined) publish.status(TaskState.TASK_STATE_WORKING, line)
-      })
-    const ask = (request: Permissions.Request) =>
-      Effect.gen(function*() {
-        const answer = yield* Deferred.make<Permissions.Decision>()
-        record.approval = { request, answer }
-        publish.status(TaskState.TASK_STATE_INPUT_REQUIRED, question(request), approvalData(request))
-        return yield* Deferred.await(answer).pipe(Effect.ensuring(Effect.sync(() => (record.approval = undefined))))
-      })
-    const run = Effect.gen(function*() {
-      const session = yield* openSession(contextId)
-      return yield* Agent.run(agent, promptOf(message), { onEvent }).pipe(
-        Effect.provideService(Session.Session, session),
-        rules === undefined
-          ? (effect) => effect
-          : Effect.provide(Permissions.layerRules({ ...rules, confirm: rules.confirm ?? ask }))
-      )
-    }).pipe(lock.withPermits(1), Effect.ensuring(Effect.sync(release))) as unknown as Effect.Effect<
-      { readonly output: unknown },
-      unknown
-    >
     const record: Running = { fiber: undefined, done: Promise.resolve(), approval: undefined }
+    const run = taskRun(agent, promptOf(message), () => options.openSession(contextId), options.permissions, {
+      onEvent: progress(publish),
+      ask: asker(record, publish)
+    }).pipe(lock.withPermits(1), Effect.ensuring(Effect.sync(release)))
     running.set(taskId, record)
     const fiber = Runtime.runFork(runtime)(run)
     record.fiber = fiber
@@ -236,14 +203,7 @@ export const make = <Ag extends Agent.Any>(
         bus.publish(AgentEvent.task(context.task))
         return answerTask(context, publish, existing)
       }
-      bus.publish(AgentEvent.task({
-        id: context.taskId,
-        contextId: context.contextId,
-        status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() },
-        artifacts: [],
-        history: [context.userMessage],
-        metadata: undefined
-      }))
+      bus.publish(AgentEvent.task(submittedTask(context)))
       return start(context, bus).done
     },
     cancelTask: async (taskId, bus) => {
@@ -261,6 +221,73 @@ export const make = <Ag extends Agent.Any>(
     )
   }
 }
+
+/**
+ * One run at a time in a context: the lock of a context id, with its release; a context's lock is kept
+ * while a run holds it or waits for it.
+ */
+const contextLocks = () => {
+  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
+  return (contextId: string) => {
+    const entry = locks.get(contextId) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
+    locks.set(contextId, entry)
+    entry.users++
+    const release = () => {
+      if (--entry.users === 0) locks.delete(contextId)
+    }
+    return { lock: entry.lock, release }
+  }
+}
+
+/**
+ * A task's run: `agent` on `prompt` in the context's session, its calls checked with `rules` (a call
+ * left to a person goes to `ask`, unless the rules' own `confirm` decides it) when there are rules.
+ */
+const taskRun = (
+  agent: Agent.Any,
+  prompt: string,
+  openSession: () => Effect.Effect<Session.Service, unknown>,
+  rules: Permissions.Rules | undefined,
+  hooks: {
+    readonly onEvent: (event: Event.AgentEvent<unknown>) => Effect.Effect<void>
+    readonly ask: (request: Permissions.Request) => Effect.Effect<Permissions.Decision>
+  }
+): Effect.Effect<{ readonly output: unknown }, unknown> =>
+  Effect.gen(function*() {
+    const session = yield* openSession()
+    return yield* Agent.run(agent, prompt, { onEvent: hooks.onEvent }).pipe(
+      Effect.provideService(Session.Session, session),
+      rules === undefined
+        ? (effect) => effect
+        : Effect.provide(Permissions.layerRules({ ...rules, confirm: rules.confirm ?? hooks.ask }))
+    )
+  }) as unknown as Effect.Effect<{ readonly output: unknown }, unknown>
+
+/** The run's events as `working` status updates, those that have a line to show. */
+const progress = (publish: ReturnType<typeof publisher>) => (event: Event.AgentEvent<unknown>): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const line = describe(event)
+    if (line !== undefined) publish.status(TaskState.TASK_STATE_WORKING, line)
+  })
+
+/** Asks the client about a call: the task goes `input-required`, and the run waits for the answer. */
+const asker = (record: Running, publish: ReturnType<typeof publisher>) => (request: Permissions.Request) =>
+  Effect.gen(function*() {
+    const answer = yield* Deferred.make<Permissions.Decision>()
+    record.approval = { request, answer }
+    publish.status(TaskState.TASK_STATE_INPUT_REQUIRED, question(request), approvalData(request))
+    return yield* Deferred.await(answer).pipe(Effect.ensuring(Effect.sync(() => (record.approval = undefined))))
+  })
+
+/** A new task as first published: `submitted`, with the message that asks it. */
+const submittedTask = (context: RequestContext) => ({
+  id: context.taskId,
+  contextId: context.contextId,
+  status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() },
+  artifacts: [],
+  history: [context.userMessage],
+  metadata: undefined
+})
 
 // -----------------------------------------------------------------------------
 // Helpers

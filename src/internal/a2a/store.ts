@@ -98,97 +98,129 @@ export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service, 
     const retention = Duration.decode(options.retention ?? defaultRetention)
     const runtime = yield* Effect.runtime<never>()
     const now = () => Runtime.runSync(runtime)(Clock.currentTimeMillis)
-    // least recently saved first: the first finished entry is the oldest finished task
-    const entries = new Map<string, Entry>()
-    const tasksOfContext = new Map<string, number>()
-    const sessions = new Map<string, Session.Service>()
-    const pending: Array<{ readonly messageId: string; taken: boolean }> = []
-
-    const remove = (taskId: string) => {
-      const entry = entries.get(taskId)
-      if (entry === undefined) return
-      entries.delete(taskId)
-      const left = (tasksOfContext.get(entry.task.contextId) ?? 1) - 1
-      if (left > 0) return tasksOfContext.set(entry.task.contextId, left)
-      tasksOfContext.delete(entry.task.contextId)
-      sessions.delete(entry.task.contextId)
-    }
-    const prune = (at: number) => {
-      const cutoff = at - Duration.toMillis(retention)
-      for (const [id, entry] of entries) if (entry.finished && entry.updatedAt < cutoff) remove(id)
-    }
-    const running = () => {
-      let count = 0
-      for (const entry of entries.values()) if (!entry.finished) count++
-      return count
-    }
-    // a new task takes the place its request was admitted with (the task's history has its message)
-    const take = (task: Task) => {
-      const ids = new Set((task.history ?? []).map((message) => message.messageId))
-      const index = pending.findIndex((admission) => ids.has(admission.messageId))
-      if (index !== -1) pending.splice(index, 1)[0]!.taken = true
-    }
+    const state = emptyMemory()
+    const prune = () => pruneMemory(state, now() - Duration.toMillis(retention))
 
     const tasks: TaskStore = {
-      save: async (task, context) => {
-        const { owner, tenant } = scopeOf(context)
-        if (entries.has(task.id)) entries.delete(task.id)
-        else {
-          take(task)
-          tasksOfContext.set(task.contextId, (tasksOfContext.get(task.contextId) ?? 0) + 1)
-        }
-        entries.set(task.id, {
-          task: structuredClone(task),
-          tenant,
-          owner,
-          updatedAt: now(),
-          finished: isFinished(task)
-        })
-        // running tasks and the places taken for new ones are never evicted: admission keeps them within the limit
-        while (entries.size + pending.length > maxTasks) {
-          const oldest = [...entries].find(([, entry]) => entry.finished)
-          if (oldest === undefined) break
-          remove(oldest[0])
-        }
-      },
+      save: async (task, context) => saveMemory(state, task, scopeOf(context), now, maxTasks),
       load: async (taskId, context) => {
-        const entry = entries.get(taskId)
+        const entry = state.entries.get(taskId)
         return entry !== undefined && inScope(entry, context) ? structuredClone(entry.task) : undefined
       },
       list: async (params, context) =>
-        page([...entries.values()].filter((entry) => inScope(entry, context)).map((entry) => entry.task), params)
+        page([...state.entries.values()].filter((entry) => inScope(entry, context)).map((entry) => entry.task), params)
     }
-    yield* Effect.forkScoped(Effect.repeat(Effect.sync(() => prune(now())), Schedule.spaced(pruneInterval(retention))))
+    yield* Effect.forkScoped(Effect.repeat(Effect.sync(prune), Schedule.spaced(pruneInterval(retention))))
     return {
       tasks,
-      session: (contextId) =>
-        Effect.sync(() => {
-          const known = sessions.get(contextId)
-          if (known !== undefined) return known
-          const session = Session.makeMemory()
-          sessions.set(contextId, session)
-          return session
-        }),
+      session: (contextId) => Effect.sync(() => memorySession(state, contextId)),
       admit: async (messageId) => {
-        prune(now())
-        if (running() + pending.length >= maxTasks) {
-          throw new UnsupportedOperationError(
-            `this server has ${maxTasks} tasks running or starting, as many as it keeps (maxTasks): ` +
-              `try again when one has ended, or cancel one (tasks/cancel)`
-          )
-        }
-        const admission = { messageId, taken: false }
-        pending.push(admission)
-        return {
-          release: () => {
-            if (admission.taken) return
-            admission.taken = true
-            pending.splice(pending.indexOf(admission), 1)
-          }
-        }
+        prune()
+        return admitMemory(state, messageId, maxTasks)
       }
     }
   })
+
+/** The in-memory store's state. */
+interface Memory {
+  /** The tasks, least recently saved first: the first finished entry is the oldest finished task. */
+  readonly entries: Map<string, Entry>
+  /** How many tasks each context has: its conversation goes with its last. */
+  readonly tasksOfContext: Map<string, number>
+  /** The conversations of the contexts. */
+  readonly sessions: Map<string, Session.Service>
+  /** The places taken for new tasks not yet saved. */
+  readonly pending: Array<{ readonly messageId: string; taken: boolean }>
+}
+
+const emptyMemory = (): Memory => ({ entries: new Map(), tasksOfContext: new Map(), sessions: new Map(), pending: [] })
+
+/** Removes a task, and its context's conversation with the context's last task. */
+const removeTask = (memory: Memory, taskId: string) => {
+  const entry = memory.entries.get(taskId)
+  if (entry === undefined) return
+  memory.entries.delete(taskId)
+  const left = (memory.tasksOfContext.get(entry.task.contextId) ?? 1) - 1
+  if (left > 0) return memory.tasksOfContext.set(entry.task.contextId, left)
+  memory.tasksOfContext.delete(entry.task.contextId)
+  memory.sessions.delete(entry.task.contextId)
+}
+
+/** Removes the tasks that finished before `cutoff`. */
+const pruneMemory = (memory: Memory, cutoff: number) => {
+  for (const [id, entry] of memory.entries) if (entry.finished && entry.updatedAt < cutoff) removeTask(memory, id)
+}
+
+const runningCount = (memory: Memory) => {
+  let count = 0
+  for (const entry of memory.entries.values()) if (!entry.finished) count++
+  return count
+}
+
+/** A new task takes the place its request was admitted with (the task's history has its message). */
+const takePlace = (memory: Memory, task: Task) => {
+  const ids = new Set((task.history ?? []).map((message) => message.messageId))
+  const index = memory.pending.findIndex((admission) => ids.has(admission.messageId))
+  if (index !== -1) memory.pending.splice(index, 1)[0]!.taken = true
+}
+
+/** Saves a task (as the most recently saved), then evicts the oldest finished tasks over `maxTasks`. */
+const saveMemory = (
+  memory: Memory,
+  task: Task,
+  scope: { readonly tenant: string; readonly owner: string },
+  now: () => number,
+  maxTasks: number
+) => {
+  const { entries, pending, tasksOfContext } = memory
+  if (entries.has(task.id)) entries.delete(task.id)
+  else {
+    takePlace(memory, task)
+    tasksOfContext.set(task.contextId, (tasksOfContext.get(task.contextId) ?? 0) + 1)
+  }
+  entries.set(task.id, {
+    task: structuredClone(task),
+    tenant: scope.tenant,
+    owner: scope.owner,
+    updatedAt: now(),
+    finished: isFinished(task)
+  })
+  // running tasks and the places taken for new ones are never evicted: admission keeps them within the limit
+  while (entries.size + pending.length > maxTasks) {
+    const oldest = [...entries].find(([, entry]) => entry.finished)
+    if (oldest === undefined) break
+    removeTask(memory, oldest[0])
+  }
+}
+
+/** The conversation of a context, made when it has none. */
+const memorySession = (memory: Memory, contextId: string): Session.Service => {
+  const known = memory.sessions.get(contextId)
+  if (known !== undefined) return known
+  const session = Session.makeMemory()
+  memory.sessions.set(contextId, session)
+  return session
+}
+
+/** Takes a place for a new task, or throws the protocol's error when the running and starting ones fill the store. */
+const admitMemory = (memory: Memory, messageId: string, maxTasks: number): Admission => {
+  const { pending } = memory
+  if (runningCount(memory) + pending.length >= maxTasks) {
+    throw new UnsupportedOperationError(
+      `this server has ${maxTasks} tasks running or starting, as many as it keeps (maxTasks): ` +
+        `try again when one has ended, or cancel one (tasks/cancel)`
+    )
+  }
+  const admission = { messageId, taken: false }
+  pending.push(admission)
+  return {
+    release: () => {
+      if (admission.taken) return
+      admission.taken = true
+      pending.splice(pending.indexOf(admission), 1)
+    }
+  }
+}
 
 // -----------------------------------------------------------------------------
 // In the SQL database
@@ -207,52 +239,11 @@ export const makeSql = (
     const sql = yield* SqlClient.SqlClient
     const retention = Duration.decode(options.retention ?? defaultRetention)
     yield* SessionSql.migrate()
-    yield* Effect.all([
-      sql`CREATE TABLE IF NOT EXISTS effect_agent_a2a_tasks (
-        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, owner TEXT NOT NULL, context_id TEXT NOT NULL,
-        state TEXT NOT NULL, finished INTEGER NOT NULL, status_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
-        task TEXT NOT NULL)`,
-      sql`CREATE INDEX IF NOT EXISTS effect_agent_a2a_tasks_finished
-        ON effect_agent_a2a_tasks (finished, updated_at)`,
-      sql`CREATE INDEX IF NOT EXISTS effect_agent_a2a_tasks_context ON effect_agent_a2a_tasks (context_id)`
-    ], { discard: true }).pipe(Effect.mapError(failed("creating the A2A task table")))
+    yield* createTables(sql)
     const runtime = yield* Effect.runtime<never>()
     const run = <A>(effect: Effect.Effect<A, unknown>) => Runtime.runPromise(runtime)(effect)
-
-    const write = (task: Task, tenant: string, owner: string) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        sql`INSERT INTO effect_agent_a2a_tasks ${
-          sql.insert({
-            id: task.id,
-            tenant,
-            owner,
-            context_id: task.contextId,
-            state: TaskState[task.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED] ?? "",
-            finished: isFinished(task) ? 1 : 0,
-            status_at: statusAt(task),
-            updated_at: now,
-            task: JSON.stringify(Task.toJSON(task))
-          })
-        } ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
-          finished = excluded.finished, status_at = excluded.status_at, updated_at = excluded.updated_at,
-          task = excluded.task`)
-
-    const prune = Effect.gen(function*() {
-      const cutoff = (yield* Clock.currentTimeMillis) - Duration.toMillis(retention)
-      const gone = yield* sql<{ readonly context_id: string }>`SELECT DISTINCT context_id FROM effect_agent_a2a_tasks
-        WHERE finished = 1 AND updated_at < ${cutoff}`
-      if (gone.length === 0) return
-      yield* sql`DELETE FROM effect_agent_a2a_tasks WHERE finished = 1 AND updated_at < ${cutoff}`
-      // a context's conversation goes with its last task
-      for (const { context_id } of gone) {
-        const left = yield* sql`SELECT 1 FROM effect_agent_a2a_tasks WHERE context_id = ${context_id} LIMIT 1`
-        if (left.length > 0) continue
-        const sessionId = `${sessionPrefix}${context_id}`
-        yield* sql`DELETE FROM effect_agent_compactions WHERE session_id = ${sessionId}`
-        yield* sql`DELETE FROM effect_agent_messages WHERE session_id = ${sessionId}`
-        yield* sql`DELETE FROM effect_agent_sessions WHERE id = ${sessionId}`
-      }
-    }).pipe(sql.withTransaction)
+    const write = writeSql(sql)
+    const prune = pruneSql(sql, retention)
 
     // the tasks this server saved running and not yet finished, and who waits for them to end
     const open = new Set<string>()
@@ -268,16 +259,7 @@ export const makeSql = (
         else open.add(task.id)
         for (const notify of onSave) notify()
       },
-      load: (taskId, context) => {
-        const { owner, tenant } = scopeOf(context)
-        return run(
-          Effect.map(
-            sql<{ readonly task: string }>`SELECT task FROM effect_agent_a2a_tasks
-              WHERE id = ${taskId} AND tenant = ${tenant} AND owner = ${owner}`,
-            (rows) => rows[0] === undefined ? undefined : Task.fromJSON(JSON.parse(rows[0].task))
-          )
-        )
-      },
+      load: (taskId, context) => run(loadSql(sql, scopeOf(context), taskId)),
       list: (params, context) => run(listSql(sql, scopeOf(context), params))
     }
     yield* Effect.forkScoped(
@@ -290,27 +272,11 @@ export const makeSql = (
       Effect.promise(() => settled(open, onSave, closeWait)).pipe(
         Effect.zipRight(Effect.suspend(() => {
           closed = true
-          return Effect.forEach([...open], (taskId) => cancelStopped(taskId), { discard: true })
+          return Effect.forEach([...open], (taskId) => cancelStopped(sql, write, taskId), { discard: true })
         })),
         Effect.catchAll((error) => Effect.logWarning("A2A: saving the tasks the stop aborted failed", error))
       )
     )
-
-    /** A task still running as the server stops, saved canceled. */
-    const cancelStopped = (taskId: string) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<{ readonly task: string; readonly tenant: string; readonly owner: string }>`
-          SELECT task, tenant, owner FROM effect_agent_a2a_tasks WHERE id = ${taskId} AND finished = 0`
-        const row = rows[0]
-        if (row === undefined) return
-        const task = Task.fromJSON(JSON.parse(row.task))
-        task.status = {
-          state: TaskState.TASK_STATE_CANCELED,
-          message: agentMessage(task, "the task was canceled: the server stopped while it ran"),
-          timestamp: new Date().toISOString()
-        }
-        yield* write(task, row.tenant, row.owner)
-      })
 
     return {
       tasks,
@@ -318,6 +284,84 @@ export const makeSql = (
         SessionSql.makeSql(`${sessionPrefix}${contextId}`).pipe(Effect.provideService(SqlClient.SqlClient, sql)),
       admit: (_messageId) => run(prune).then(() => ({ release: () => {} }))
     }
+  })
+
+/** Creates the task table and its indexes when missing. */
+const createTables = (sql: SqlClient.SqlClient) =>
+  Effect.all([
+    sql`CREATE TABLE IF NOT EXISTS effect_agent_a2a_tasks (
+      id TEXT PRIMARY KEY, tenant TEXT NOT NULL, owner TEXT NOT NULL, context_id TEXT NOT NULL,
+      state TEXT NOT NULL, finished INTEGER NOT NULL, status_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
+      task TEXT NOT NULL)`,
+    sql`CREATE INDEX IF NOT EXISTS effect_agent_a2a_tasks_finished
+      ON effect_agent_a2a_tasks (finished, updated_at)`,
+    sql`CREATE INDEX IF NOT EXISTS effect_agent_a2a_tasks_context ON effect_agent_a2a_tasks (context_id)`
+  ], { discard: true }).pipe(Effect.mapError(failed("creating the A2A task table")))
+
+/** Saves a task of the scope (`tenant`, `owner`), stamped with the clock's time. */
+const writeSql = (sql: SqlClient.SqlClient) => (task: Task, tenant: string, owner: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    sql`INSERT INTO effect_agent_a2a_tasks ${
+      sql.insert({
+        id: task.id,
+        tenant,
+        owner,
+        context_id: task.contextId,
+        state: TaskState[task.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED] ?? "",
+        finished: isFinished(task) ? 1 : 0,
+        status_at: statusAt(task),
+        updated_at: now,
+        task: JSON.stringify(Task.toJSON(task))
+      })
+    } ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
+      finished = excluded.finished, status_at = excluded.status_at, updated_at = excluded.updated_at,
+      task = excluded.task`)
+
+/** Deletes the tasks finished longer than `retention` ago, and the conversations of contexts left without one. */
+const pruneSql = (sql: SqlClient.SqlClient, retention: Duration.Duration) =>
+  Effect.gen(function*() {
+    const cutoff = (yield* Clock.currentTimeMillis) - Duration.toMillis(retention)
+    const gone = yield* sql<{ readonly context_id: string }>`SELECT DISTINCT context_id FROM effect_agent_a2a_tasks
+      WHERE finished = 1 AND updated_at < ${cutoff}`
+    if (gone.length === 0) return
+    yield* sql`DELETE FROM effect_agent_a2a_tasks WHERE finished = 1 AND updated_at < ${cutoff}`
+    // a context's conversation goes with its last task
+    for (const { context_id } of gone) {
+      const left = yield* sql`SELECT 1 FROM effect_agent_a2a_tasks WHERE context_id = ${context_id} LIMIT 1`
+      if (left.length > 0) continue
+      const sessionId = `${sessionPrefix}${context_id}`
+      yield* sql`DELETE FROM effect_agent_compactions WHERE session_id = ${sessionId}`
+      yield* sql`DELETE FROM effect_agent_messages WHERE session_id = ${sessionId}`
+      yield* sql`DELETE FROM effect_agent_sessions WHERE id = ${sessionId}`
+    }
+  }).pipe(sql.withTransaction)
+
+/** A task of the scope, if it has one by that id. */
+const loadSql = (
+  sql: SqlClient.SqlClient,
+  scope: { readonly tenant: string; readonly owner: string },
+  taskId: string
+) =>
+  Effect.map(
+    sql<{ readonly task: string }>`SELECT task FROM effect_agent_a2a_tasks
+      WHERE id = ${taskId} AND tenant = ${scope.tenant} AND owner = ${scope.owner}`,
+    (rows) => rows[0] === undefined ? undefined : Task.fromJSON(JSON.parse(rows[0].task))
+  )
+
+/** A task still running as the server stops, saved canceled. */
+const cancelStopped = (sql: SqlClient.SqlClient, write: ReturnType<typeof writeSql>, taskId: string) =>
+  Effect.gen(function*() {
+    const rows = yield* sql<{ readonly task: string; readonly tenant: string; readonly owner: string }>`
+      SELECT task, tenant, owner FROM effect_agent_a2a_tasks WHERE id = ${taskId} AND finished = 0`
+    const row = rows[0]
+    if (row === undefined) return
+    const task = Task.fromJSON(JSON.parse(row.task))
+    task.status = {
+      state: TaskState.TASK_STATE_CANCELED,
+      message: agentMessage(task, "the task was canceled: the server stopped while it ran"),
+      timestamp: new Date().toISOString()
+    }
+    yield* write(task, row.tenant, row.owner)
   })
 
 /** How long a closing store waits for the last events of the runs the stop aborted to be saved. */

@@ -1,17 +1,12 @@
 /**
- * The handlers of the server's API, its guard (token, body size, one-line decode errors, CORS) and the
- * store queries they need beside the `Durable` entity's RPCs.
+ * The handlers of the server's API and the store queries they need beside the `Durable` entity's RPCs,
+ * wired with the guard of `guard.ts` (token, body size, one-line decode errors, CORS) into one layer.
  */
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as EntityId from "@effect/cluster/EntityId"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpApiError from "@effect/platform/HttpApiError"
-import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpMethod from "@effect/platform/HttpMethod"
-import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -19,7 +14,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
@@ -28,35 +22,15 @@ import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { unansweredCalls } from "../durable/approvals.js"
-import * as HttpBody from "../httpBody.js"
-import * as HttpGuard from "../httpGuard.js"
 import * as Api from "./api.js"
-import * as Docs from "./docs.js"
+import * as Guard from "./guard.js"
 import * as Protocols from "./protocols.js"
 import * as ServerStream from "./stream.js"
 
 /** The options the handlers and the guard take (`Server.HandlerOptions`). */
-export interface HandlerOptions {
-  /**
-   * The bearer token every request must carry (but for the web chat's page and the reference page, which
-   * hold no secret). Without one, only requests whose `Host` is a loopback name (or one of
-   * `allowedHosts`) are served, and `layer` listens on loopback only.
-   */
-  readonly token?: string | Redacted.Redacted<string> | undefined
-  /**
-   * More `Host` names served without a token (names only, no port: e.g. `"agent.internal"`, for a
-   * proxy on this machine that passes its own name on). Default none: loopback names only.
-   */
-  readonly allowedHosts?: ReadonlyArray<string> | undefined
-  /** The largest body, in bytes (default 1 MiB); a larger one is 413. */
-  readonly maxBodyBytes?: number | undefined
+export interface HandlerOptions extends Guard.Options {
   /** The runner's permission policy, to tell which tool calls wait for an approval. */
   readonly policy?: Durable.Policy | undefined
-  /**
-   * Origins allowed by CORS, and the only origins besides the server's own whose pages may ask it
-   * (default: none, CORS off; a request with another `Origin` is refused, 403).
-   */
-  readonly cors?: ReadonlyArray<string> | undefined
   /** How many events the server queues for one client at most (default 256). */
   readonly sseBacklog?: number | undefined
   /**
@@ -73,7 +47,6 @@ export interface HandlerOptions {
   readonly model?: string | undefined
 }
 
-export const defaultMaxBodyBytes = 1024 * 1024
 export const defaultSseBacklog = 256
 export const defaultSseMaxBytes = 4 * 1024 * 1024
 export const defaultHeartbeat: Duration.DurationInput = "15 seconds"
@@ -83,162 +56,6 @@ const sseLimits = (options: HandlerOptions): ServerStream.Limits => ({
   maxEvents: options.sseBacklog ?? defaultSseBacklog,
   stall: options.heartbeat ?? defaultHeartbeat
 })
-
-// -----------------------------------------------------------------------------
-// Who may ask
-// -----------------------------------------------------------------------------
-
-/** Compares in constant time (both sides hashed first, so their lengths do not show either). */
-export const tokenMatches: (expected: string, given: string) => boolean = HttpGuard.tokenMatches
-
-/** A fresh token: 32 random bytes, base64url. */
-export const makeToken: () => string = HttpGuard.makeToken
-
-const tokenOf = (options: HandlerOptions) =>
-  options.token === undefined
-    ? undefined
-    : Redacted.isRedacted(options.token)
-    ? Redacted.value(options.token)
-    : options.token
-
-/** Who may ask the server: its token, the names it serves without one, and the origins CORS allows. */
-export const policyOf = (options: HandlerOptions): HttpGuard.Policy => ({
-  token: tokenOf(options),
-  allowedHosts: options.allowedHosts,
-  allowedOrigins: options.cors
-})
-
-/**
- * Why a request may not be served, or `undefined`. With `open` (a page that holds no secret: the web
- * chat, the reference page), no token is asked for, but the `Host` and `Origin` are checked as for every
- * request: a server with a token serves its pages on any name, one without on loopback names only.
- */
-export const refusalOf = (
-  policy: HttpGuard.Policy,
-  request: HttpServerRequest.HttpServerRequest,
-  open = false
-): HttpGuard.Refusal | undefined => {
-  const headers = request.headers
-  const authorization = open && policy.token !== undefined ? `Bearer ${policy.token}` : headers["authorization"]
-  return HttpGuard.refusal(policy, { host: headers["host"], origin: headers["origin"], authorization })
-}
-
-/** A refusal as the API's error (its body `{"_tag", "message"}` on one line). */
-export const refused = (refusal: HttpGuard.Refusal): Api.Unauthorized | Api.Forbidden =>
-  refusal.status === 401
-    ? new Api.Unauthorized({ message: refusal.message })
-    : new Api.Forbidden({ message: refusal.message })
-
-/** A refusal as a response, for what is served outside the API (the web chat's files). */
-export const refusalResponse = (refusal: HttpGuard.Refusal): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.unsafeJson(
-    { _tag: refusal.status === 401 ? "Unauthorized" : "Forbidden", message: refusal.message },
-    { status: refusal.status }
-  )
-
-const unauthorized = new Api.Unauthorized({ message: "A bearer token is required (Authorization: Bearer <token>)" })
-
-/** Whether the request is for a page that needs no token (the reference page and its scripts). */
-const isOpen = (request: HttpServerRequest.HttpServerRequest) => Docs.isDocsPath(request.url.split(/[?#]/, 1)[0] ?? "")
-
-/**
- * The `Authorization` middleware (which `HttpApiBuilder` applies to every route of the router): a bearer
- * token matching the server's, when it has one, but for the reference page (the scheme's name in any
- * case, read from the request's header).
- */
-export const layerAuthorization = (options: HandlerOptions) =>
-  Layer.succeed(Api.Authorization, {
-    bearer: (given) =>
-      Effect.flatMap(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (request) => {
-        const token = tokenOf(options)
-        if (token === undefined || (Option.isSome(request) && isOpen(request.value))) return Effect.void
-        const bearer = Option.isSome(request)
-          ? HttpGuard.bearerOf(request.value.headers["authorization"])
-          : Redacted.value(given)
-        return bearer !== undefined && tokenMatches(token, bearer) ? Effect.void : Effect.fail(unauthorized)
-      })
-  })
-
-/** Every issue of a decode error, on one line. */
-export const oneLine = (error: HttpApiError.HttpApiDecodeError): string => {
-  const issues = error.issues.map((issue) =>
-    `${issue.path.length === 0 ? "body" : issue.path.map(String).join(".")}: ${issue.message.replace(/\s+/g, " ")}`
-  )
-  return issues.length === 0 ? error.message.replace(/\s+/g, " ") : issues.join("; ")
-}
-
-/** Whether the body is read as JSON (HttpApi takes a body without a content type as JSON too). */
-const isJson = (request: HttpServerRequest.HttpServerRequest) => {
-  const type = request.headers["content-type"]
-  return type === undefined || type.toLowerCase().includes("json")
-}
-
-/**
- * The guard around the whole application (the API, `/openapi.json`, `/docs` and the routes beside
- * them): who may ask (`HttpGuard.refusal`: the `Host`, the `Origin`, the token; the reference page
- * needs no token), the body limit (enforced while the body is read, chunked too), a body that is not
- * JSON or nested too deep (400), decode errors on one line, and CORS when asked for.
- */
-export const layerGuard = (options: HandlerOptions) =>
-  HttpApiBuilder.middleware(Api.Api, (app: HttpApp.Default) => {
-    const policy = policyOf(options)
-    const limit = options.maxBodyBytes ?? defaultMaxBodyBytes
-    const tooLarge = new Api.PayloadTooLarge({ message: `The body is over the limit of ${limit} bytes` })
-    type Guarded = Effect.Effect<
-      HttpServerResponse.HttpServerResponse,
-      Api.Unauthorized | Api.Forbidden | Api.BadRequest | Api.PayloadTooLarge | Api.ServerError
-    >
-    const handled = (request: HttpServerRequest.HttpServerRequest): Guarded =>
-      app.pipe(
-        Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-        Effect.catchAll(
-          (error: unknown): Effect.Effect<never, Api.BadRequest | Api.PayloadTooLarge | Api.ServerError> => {
-            const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
-            if (tag === "HttpApiDecodeError") {
-              return Effect.fail(new Api.BadRequest({ message: oneLine(error as HttpApiError.HttpApiDecodeError) }))
-            }
-            if (tag === "RequestError") {
-              return Effect.fail(
-                new Api.BadRequest({
-                  message: `The body is not JSON: ${describe((error as { cause?: unknown }).cause)}`
-                })
-              )
-            }
-            // anything else (a route not found) goes on as it was
-            return Effect.fail(error as Api.ServerError)
-          }
-        )
-      )
-    const withBody = (request: HttpServerRequest.HttpServerRequest): Guarded =>
-      Effect.flatMap(HttpBody.read(request, limit), (read): Guarded => {
-        if (read._tag === "TooLarge") return Effect.fail(tooLarge)
-        if (read._tag === "Failed") {
-          return Effect.fail(new Api.BadRequest({ message: `The body could not be read: ${read.message}` }))
-        }
-        if (!isJson(request) || read.bytes.length === 0) return handled(HttpBody.withBody(request, read.bytes))
-        const parsed = HttpBody.parseJson(Buffer.from(read.bytes).toString("utf8"))
-        return parsed._tag === "Problem"
-          ? Effect.fail(new Api.BadRequest({ message: `The body is not JSON: ${parsed.message}` }))
-          : handled(HttpBody.withBody(request, read.bytes, parsed.value))
-      })
-    const guarded = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Guarded => {
-      const refusal = refusalOf(policy, request, isOpen(request))
-      if (refusal !== undefined) return Effect.fail(refused(refusal))
-      return HttpMethod.hasBody(request.method) ? withBody(request) : handled(request)
-    })
-    if (options.cors === undefined || options.cors.length === 0) return guarded
-    const cors = HttpMiddleware.cors({
-      allowedOrigins: options.cors,
-      allowedHeaders: ["authorization", "content-type", "last-event-id"],
-      exposedHeaders: ["content-type"]
-    })(guarded)
-    // a preflight carries no token: it is answered by CORS once its Host and Origin are served
-    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (request.method !== "OPTIONS") return cors
-      const refusal = refusalOf(policy, request, true)
-      return refusal === undefined ? cors : Effect.fail(refused(refusal))
-    })
-  })
 
 // -----------------------------------------------------------------------------
 // Startup
@@ -690,7 +507,12 @@ export const layerProtocols = (options: HandlerOptions) =>
 
 /** The handlers of every group, and the guard; need a `SqlClient` and the cluster's `Sharding`. */
 export const layerHandlers = (options: HandlerOptions) =>
-  Layer.mergeAll(layerSessions(options), layerProtocols(options), layerAuthorization(options), layerGuard(options))
+  Layer.mergeAll(
+    layerSessions(options),
+    layerProtocols(options),
+    Guard.layerAuthorization(options),
+    Guard.layerGuard(options)
+  )
     .pipe(Layer.provideMerge(Layer.effectDiscard(Effect.orDie(Durable.migrate))))
 
 export const describe = (error: unknown): string =>

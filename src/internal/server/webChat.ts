@@ -14,7 +14,7 @@ import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import type * as HttpGuard from "../httpGuard.js"
-import * as Handlers from "./handlers.js"
+import * as Guard from "./guard.js"
 
 /** The page's files by URL path, with their file name in the page's directory and content type. */
 export const files: Readonly<Record<string, { readonly file: string; readonly type: string }>> = {
@@ -60,8 +60,8 @@ export const middleware =
       const path = request.url.split(/[?#]/, 1)[0] ?? ""
       const found = Object.prototype.hasOwnProperty.call(files, path) ? files[path] : undefined
       if (found === undefined) return app
-      const refusal = Handlers.refusalOf(policy, request, true)
-      if (refusal !== undefined) return Effect.succeed(Handlers.refusalResponse(refusal))
+      const refusal = Guard.refusalOf(policy, request, true)
+      if (refusal !== undefined) return Effect.succeed(Guard.refusalResponse(refusal))
       return Effect.matchEffect(Effect.tryPromise(() => Fs.promises.readFile(NodePath.join(dir, found.file))), {
         onFailure: () => Effect.succeed(notBuilt),
         onSuccess: (body) =>
