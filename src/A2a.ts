@@ -427,11 +427,7 @@ export const layer = <Ag extends Agent.Any, E = never, R = never>(
   options: LayerOptions<E, R> = {}
 ): Layer.Layer<HttpServer.HttpServer, TokenRequired | HttpServerError.ServeError | E, Requirements<Ag> | R> => {
   const host = options.host ?? "127.0.0.1"
-  const token = options.token === undefined
-    ? undefined
-    : Redacted.isRedacted(options.token)
-    ? Redacted.value(options.token)
-    : options.token
+  const token = HttpGuard.tokenValue(options.token)
   if (token === undefined && !HttpGuard.isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
   return HttpApiBuilder.Router.serve(A2aServer.guard({ token, allowedHosts: options.allowedHosts })).pipe(
     Layer.provide(layerRoutes(agents, options)),

@@ -13,6 +13,7 @@
  * The checks are plain functions over the request's headers, so every server, whatever its HTTP stack,
  * asks the same question and answers with the same words.
  */
+import * as Redacted from "effect/Redacted"
 import * as Crypto from "node:crypto"
 
 /** What a surface allows beyond its own defaults. */
@@ -67,6 +68,10 @@ const digest = (text: string) => Crypto.createHash("sha256").update(text, "utf8"
 /** Compares in constant time (both sides hashed first, so their lengths do not show either). */
 export const tokenMatches = (expected: string, given: string): boolean =>
   Crypto.timingSafeEqual(digest(expected), digest(given))
+
+/** The token of an option that takes it as a string or a `Redacted` (none: `undefined`). */
+export const tokenValue = (token: string | Redacted.Redacted<string> | undefined): string | undefined =>
+  token === undefined ? undefined : Redacted.isRedacted(token) ? Redacted.value(token) : token
 
 /** A fresh token: 32 random bytes, base64url. */
 export const makeToken = (): string => Crypto.randomBytes(32).toString("base64url")

@@ -357,11 +357,7 @@ export const serveHttp = <Ag extends Agent.Any>(
 > =>
   Effect.gen(function*() {
     const listenHost = options.host ?? "127.0.0.1"
-    const token = options.token === undefined
-      ? undefined
-      : Redacted.isRedacted(options.token)
-      ? Redacted.value(options.token)
-      : options.token
+    const token = HttpGuard.tokenValue(options.token)
     if (token === undefined && !HttpGuard.isLoopback(listenHost)) {
       return yield* new McpTokenRequired({ host: listenHost })
     }

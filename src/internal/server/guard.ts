@@ -156,12 +156,7 @@ export const layerGuard = (options: Options) =>
 // Helpers
 // -----------------------------------------------------------------------------
 
-const tokenOf = (options: Options) =>
-  options.token === undefined
-    ? undefined
-    : Redacted.isRedacted(options.token)
-    ? Redacted.value(options.token)
-    : options.token
+const tokenOf = (options: Options) => HttpGuard.tokenValue(options.token)
 
 const unauthorized = new Api.Unauthorized({ message: "A bearer token is required (Authorization: Bearer <token>)" })
 
