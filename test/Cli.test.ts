@@ -52,6 +52,32 @@ const assertFailure = (outcome: Cli.Outcome, code: number, lines: ReadonlyArray<
 
 describe("the effect-agent command", () => {
   it.scopedLive(
+    "a mistyped subcommand is not sent to the model: it asks \"did you mean\" and exits 2; after --, the word is a prompt",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* ChatServer.make(() => ChatServer.text(["done"]))
+        const dir = yield* Cli.tempDir
+        const options = againstServer(server.url, dir, NodePath.join(dir, "s.jsonl"))
+        for (const [word, meant] of [["serv", "serve"], ["mcp-servr", "mcp-server"], ["expor", "export"]]) {
+          const typo = yield* Cli.run(main, [word!, ...options], { OPENAI_API_KEY: "sk-test" })
+          assert.strictEqual(typo.code, 2, typo.stderr)
+          assert.include(typo.stderr, `"${word}" is not a command: did you mean \`effect-agent ${meant}\`?`)
+          assert.include(typo.stderr, `effect-agent ${options.join(" ")} -- ${word}`)
+        }
+        assert.strictEqual(server.requests.length, 0, "no request reached the model")
+        const prompt = yield* Cli.run(main, [...options, "--", "serv"], { OPENAI_API_KEY: "sk-test" })
+        assert.strictEqual(prompt.code, 0, prompt.stderr)
+        assert.strictEqual(prompt.stdout.trim(), "done")
+        assert.strictEqual(server.requests[0]!.messages.at(-1).content, "serv")
+        // a one-word prompt far from every subcommand is a prompt as it always was
+        const hello = yield* Cli.run(main, ["hello", ...options], { OPENAI_API_KEY: "sk-test" })
+        assert.strictEqual(hello.code, 0, hello.stderr)
+        assert.strictEqual(server.requests.length, 2)
+      }),
+    120_000
+  )
+
+  it.scopedLive(
     "--mcp: the config file's servers' tools are offered and called, and the servers end with the command",
     () =>
       Effect.gen(function*() {

@@ -40,6 +40,41 @@ export const namesOf = (command: Command.Command<any, any, any, any>): ReadonlyA
 export const names: ReadonlyArray<string> = subcommands.flatMap(namesOf)
 
 /**
+ * The subcommand a first word was probably meant to be (`serv` → `serve`), or `undefined`: a word of
+ * three letters or more, not a subcommand, within one edit of a name of five letters or fewer, or two
+ * of a longer one (`meant("serv")` is `"serve"`, `meant("hello")` is `undefined`). A prompt that
+ * really is such a word is given after `--`.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const meant = (word: string | undefined, among: ReadonlyArray<string> = names): string | undefined => {
+  if (word === undefined || word.length < 3 || !/^[a-z][a-z-]*$/i.test(word) || among.includes(word)) return
+  const lower = word.toLowerCase()
+  let best: { readonly name: string; readonly distance: number } | undefined
+  for (const name of among) {
+    const distance = editDistance(lower, name)
+    if (distance <= (name.length <= 5 ? 1 : 2) && (best === undefined || distance < best.distance)) {
+      best = { name, distance }
+    }
+  }
+  return best?.name
+}
+
+/** The Levenshtein distance of two short words. */
+const editDistance = (a: string, b: string): number => {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]!
+}
+
+/**
  * What `--help` prints: the command with its subcommands, or one subcommand's own help.
  *
  * @since 0.1.0

@@ -21,6 +21,7 @@ import * as Option from "effect/Option"
 import * as ChildGroups from "./ChildGroups.js"
 import * as Commands from "./Commands.js"
 import * as Help from "./Help.js"
+import * as Preflight from "./Preflight.js"
 import * as Process from "./Process.js"
 import * as Report from "./Report.js"
 import * as Root from "./Root.js"
@@ -29,8 +30,18 @@ import * as Signals from "./Signals.js"
 const { report, writeErr } = Process
 
 const help = Help.requested(process.argv.slice(2), Commands.names)
+// a mistyped subcommand is not sent to the model as a prompt (a paid request, one that may act)
+const mistyped = help === undefined ? Commands.meant(process.argv[2]) : undefined
 const cli = help !== undefined
   ? () => Effect.sync(() => process.stdout.write(Commands.helpText(help, Help.colorFor(process.stdout, process.env))))
+  : mistyped !== undefined
+  ? () =>
+    new Preflight.UsageError({
+      description: `${JSON.stringify(process.argv[2])} is not a command: did you mean \`effect-agent ${mistyped}\`?`,
+      hint: `to ask the agent ${JSON.stringify(process.argv[2])}, put -- before the prompt: effect-agent ${
+        [...process.argv.slice(3), "--", process.argv[2]].join(" ")
+      }`
+    })
   : Commands.names.includes(process.argv[2] ?? "")
   ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(Commands.subcommands)), {
     name: "effect-agent",
