@@ -729,3 +729,41 @@ describe("Web chat", () => {
       yield* noProblems(page)
     }), 180_000)
 })
+
+describe("the API reference page", () => {
+  it.scopedLive(
+    "/docs#token=… shows the API's operations with the token filled in, asks no other host, logs no error",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* Effect.acquireRelease(
+          step(() => chat.browser.newPage({ viewport: { width: 1100, height: 900 } })),
+          (page) => Effect.promise(() => page.context().close())
+        )
+        const errors: Array<string> = []
+        const elsewhere: Array<string> = []
+        page.on("console", (message) => {
+          if (message.type() === "error") errors.push(message.text())
+        })
+        page.on("pageerror", (error) => errors.push(error.message))
+        page.on("request", (request) => {
+          if (!request.url().startsWith(`${chat.url}/`)) elsewhere.push(request.url())
+        })
+        yield* step(() => page.goto(`${chat.url}/docs#token=${token}`))
+        // the reference drew the operations of the document it read with the token
+        yield* step(() => page.getByText("Steer the run going on").first().waitFor())
+        // the token left the address bar, and stands in the reference's authentication field
+        assert.notInclude(yield* step(async () => page.url()), token)
+        const fields = yield* step(() =>
+          page.locator("input").evaluateAll((inputs) =>
+            inputs.map((input) => (input as unknown as { readonly value: string }).value)
+          )
+        )
+        assert.include(fields, token)
+        assert.deepStrictEqual(elsewhere, [])
+        assert.deepStrictEqual(errors, [])
+        yield* shot(page, "docs")
+      }),
+    120_000
+  )
+})

@@ -20,10 +20,10 @@ export const paths = { page: "/docs", scalar: "/docs/scalar.js", script: "/docs/
 export const isDocsPath = (path: string): boolean =>
   path === paths.page || path === paths.scalar || path === paths.script
 
-/** Scripts and their requests from the server only; Scalar writes its styles inline. */
+/** Scripts and their requests from the server only; Scalar writes its styles inline and compiles a WebAssembly module (`'wasm-unsafe-eval'` allows that, not `eval`). */
 export const contentSecurityPolicy = [
   "default-src 'none'",
-  "script-src 'self'",
+  "script-src 'self' 'wasm-unsafe-eval'",
   "style-src 'self' 'unsafe-inline'",
   "img-src 'self' data:",
   "font-src 'self'",
@@ -46,6 +46,7 @@ const html = `<!doctype html>
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>effect-agent API</title>
+    <link rel="icon" href="data:," />
   </head>
   <body>
     <p id="status">Loading the API reference…</p>
