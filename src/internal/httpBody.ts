@@ -20,8 +20,17 @@ export type Read =
   | { readonly _tag: "TooLarge" }
   | { readonly _tag: "Failed"; readonly message: string }
 
-/** Reads node's request within `limit` bytes; past it, the rest is read and dropped. */
-const readNode = (source: Http.IncomingMessage, limit: number): Promise<Read> =>
+/**
+ * Reads node's request within `limit` bytes: at once `TooLarge` when its `Content-Length` says so, else
+ * when the bytes read pass the limit (nothing more is kept; chunked bodies are counted the same way).
+ * Past the limit, the rest is read and dropped (`"drain"`: the client gets its answer, not a reset), or
+ * never read (`"stop"`: the server answers and closes the connection).
+ */
+export const readNode = (
+  source: Http.IncomingMessage,
+  limit: number,
+  rest: "drain" | "stop" = "drain"
+): Promise<Read> =>
   new Promise((resolve) => {
     const chunks: Array<Buffer> = []
     let size = 0
@@ -32,23 +41,25 @@ const readNode = (source: Http.IncomingMessage, limit: number): Promise<Read> =>
       source.off("aborted", onAborted)
       resolve(read)
     }
-    const drop = () => {
-      // flowing with no listener: what comes is thrown away; an error after this one is nobody's
+    const leave = () => {
+      // an error after the answer is nobody's
       source.on("error", () => undefined)
-      source.resume()
+      // flowing with no listener: what comes is thrown away
+      if (rest === "drain") source.resume()
+      else source.pause()
     }
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size <= limit) return void chunks.push(chunk)
       done({ _tag: "TooLarge" })
-      drop()
+      leave()
     }
     const onEnd = () => done({ _tag: "Body", bytes: Buffer.concat(chunks) })
     const onError = (error: Error) => done({ _tag: "Failed", message: error.message })
     const onAborted = () => done({ _tag: "Failed", message: "the client went away before the body was whole" })
     if (Number(source.headers["content-length"] ?? 0) > limit) {
       resolve({ _tag: "TooLarge" })
-      return drop()
+      return leave()
     }
     source.on("data", onData)
     source.on("end", onEnd)

@@ -42,6 +42,7 @@ import * as Agent from "../../Agent.js"
 import type * as Event from "../../Event.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Session from "../../services/Session.js"
+import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
 import { describe, failureText } from "../runText.js"
 import { McpListenFailed, McpMessageTooLarge, McpTokenRequired } from "./errors.js"
@@ -447,8 +448,11 @@ async (request: NodeHttp.IncomingMessage, response: NodeHttp.ServerResponse): Pr
     }
     return known.handleRequest(request, response)
   }
-  const text = await readBody(request, endpoint.maxBodyBytes)
-  if (text === undefined) return tooLarge(response, endpoint.maxBodyBytes)
+  // over the limit, the rest of the body is never read: the answer closes the connection
+  const read = await HttpBody.readNode(request, endpoint.maxBodyBytes, "stop")
+  if (read._tag === "TooLarge") return tooLarge(response, endpoint.maxBodyBytes)
+  if (read._tag === "Failed") throw new Error(read.message)
+  const text = Buffer.from(read.bytes).toString("utf8")
   let body: unknown
   try {
     body = JSON.parse(text)
@@ -537,31 +541,6 @@ const rpcError = (response: NodeHttp.ServerResponse, status: number, code: numbe
   response.writeHead(status, { "content-type": "application/json" })
   response.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }))
 }
-
-/**
- * The body as text, or `undefined` as soon as it is over `limit` bytes: at once when its
- * `Content-Length` says so (nothing is read), else when the bytes read pass the limit (nothing more is
- * kept). Chunked bodies are counted the same way.
- */
-const readBody = (request: NodeHttp.IncomingMessage, limit: number): Promise<string | undefined> =>
-  new Promise((resolve, reject) => {
-    if (Number(request.headers["content-length"] ?? 0) > limit) return resolve(undefined)
-    const chunks: Array<Buffer> = []
-    let bytes = 0
-    const onData = (chunk: Buffer) => {
-      bytes += chunk.length
-      if (bytes <= limit) return void chunks.push(chunk)
-      request.off("data", onData)
-      request.off("end", onEnd)
-      request.pause()
-      chunks.length = 0
-      resolve(undefined)
-    }
-    const onEnd = () => resolve(Buffer.concat(chunks).toString("utf8"))
-    request.on("data", onData)
-    request.on("end", onEnd)
-    request.on("error", reject)
-  })
 
 /** 413, and the connection closed once the answer is sent: the rest of the body is never read. */
 const tooLarge = (response: NodeHttp.ServerResponse, limit: number): void => {
