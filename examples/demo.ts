@@ -6,7 +6,7 @@
  *   npm run demo
  *   npm run demo -- "what is in this folder?"
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -70,6 +70,6 @@ const program = Effect.gen(function*() {
 
 program.pipe(
   Effect.provide(Layer.mergeAll(model, Session.layerMemory())),
-  Effect.provide(Layer.provideMerge(Workspace.layer(process.cwd()), NodeContext.layer)),
+  Effect.provide(Layer.provideMerge(Workspace.layer(process.cwd()), NodeServices.layer)),
   NodeRuntime.runMain
 )

@@ -4,7 +4,7 @@
  *
  *   npx tsx examples/mcp.ts
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
@@ -61,6 +61,6 @@ program.pipe(
     // MCP tools are permissioned like the built-in ones: here nothing may be moved
     Permissions.layerRules({ deny: [{ tools: ["mcp__fs__move_file"], reason: "moving files is not allowed" }] })
   )),
-  Effect.provide(Layer.merge(NodeHttpClient.layerUndici, NodeContext.layer)),
+  Effect.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer)),
   NodeRuntime.runMain
 )

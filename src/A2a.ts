@@ -30,10 +30,10 @@ import {
 } from "@a2a-js/sdk/client"
 import { A2AError } from "@a2a-js/sdk/errors"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpServer from "@effect/platform/HttpServer"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type * as HttpServer from "effect/http/HttpServer"
+import type * as HttpServerError from "effect/http/HttpServerError"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -256,7 +256,7 @@ export interface StoreSqlOptions extends A2aStore.SqlOptions {}
  * @category Task Stores
  */
 export const layerStoreMemory = (options?: StoreMemoryOptions): Layer.Layer<A2aStore.Store> =>
-  Layer.scoped(A2aStore.Store, A2aStore.makeMemory(options))
+  Layer.effect(A2aStore.Store, A2aStore.makeMemory(options))
 
 /**
  * The tasks in the SQL database of the `SqlClient` (SQLite or PostgreSQL; the table
@@ -293,7 +293,7 @@ export const layerStoreMemory = (options?: StoreMemoryOptions): Layer.Layer<A2aS
 export const layerStoreSql = (
   options?: StoreSqlOptions
 ): Layer.Layer<A2aStore.Store, Errors.SessionStoreFailed, SqlClient.SqlClient> =>
-  Layer.scoped(A2aStore.Store, A2aStore.makeSql(options))
+  Layer.effect(A2aStore.Store, A2aStore.makeSql(options))
 
 /**
  * The options of the A2A server: the card (`name`, `description`, `version`), the endpoint (`path`,
@@ -342,7 +342,7 @@ export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
  *
  * @example
  * ```ts
- * import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+ * import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
  * import { Layer } from "effect"
  * import { Agent, Message, Model } from "effect-agent"
  * import * as A2a from "effect-agent/A2a"
@@ -493,7 +493,7 @@ export interface ClientOptions {
    */
   readonly maxResultBytes?: number | undefined
   /** How long a task's stream may go on (default 10 minutes); then the task is canceled: `A2aTimedOut`. */
-  readonly streamTimeout?: Duration.DurationInput | undefined
+  readonly streamTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -595,7 +595,7 @@ export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Re
         skill: options.skill,
         limits: {
           maxResultBytes: options.maxResultBytes ?? defaults.maxResultBytes,
-          streamTimeout: Duration.decode(options.streamTimeout ?? defaults.streamTimeout)
+          streamTimeout: Duration.fromInputUnsafe(options.streamTimeout ?? defaults.streamTimeout)
         }
       }
     },
@@ -626,7 +626,7 @@ export const connect: (url: string, options?: ClientOptions) => Effect.Effect<Re
  *     A2aTaskFailed: (error) => Effect.succeed(`failed: ${error.reason}`),
  *     A2aTaskCanceled: () => Effect.succeed("canceled")
  *   }),
- *   Effect.catchAll((error) => Effect.succeed(error.message))
+ *   Effect.catch((error) => Effect.succeed(error.message))
  * )
  * ```
  *
@@ -715,8 +715,8 @@ const answerOf = (
       return Effect.fail(new A2aTaskCanceled({ url, taskId, reason: statusText || "no reason given" }))
     case TaskState.TASK_STATE_INPUT_REQUIRED:
     case TaskState.TASK_STATE_AUTH_REQUIRED:
-      return Effect.zipRight(
-        Effect.sync(() => (task.finalState = undefined)).pipe(Effect.zipRight(cancel)),
+      return Effect.andThen(
+        Effect.sync(() => (task.finalState = undefined)).pipe(Effect.andThen(cancel)),
         Effect.fail(
           new A2aTaskFailed({
             url,
@@ -728,7 +728,7 @@ const answerOf = (
         )
       )
     case undefined:
-      return Effect.zipRight(
+      return Effect.andThen(
         cancel,
         Effect.fail(new A2aTaskFailed({ url, taskId, state: "", reason: "the stream ended before the task did" }))
       )
@@ -761,7 +761,7 @@ export interface ToolOptions extends ClientOptions {
  * @category Calling
  */
 export const ToolInput = Schema.Struct({
-  prompt: Schema.String.annotations({ description: "What to ask the agent, in plain words" })
+  prompt: Schema.String.annotate({ description: "What to ask the agent, in plain words" })
 })
 
 /**

@@ -8,8 +8,8 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -76,7 +76,7 @@ export interface AgentRunOptions {
   readonly maxTurns?: number | undefined
   readonly maxOutputRepairs?: number | undefined
   readonly concurrency?: number | undefined
-  readonly toolTimeout?: Duration.DurationInput | undefined
+  readonly toolTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -375,7 +375,7 @@ export interface AsToolOptions<P, D extends OnDenied> {
   /** The tool's description (default: the agent's description). */
   readonly description?: string | undefined
   /** Bounds the child run: it is interrupted (its calls get results) and the parent reads a timeout. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /** A denial inside the child: terminal for the parent too (`"fail"`, the default) or fed back. */
   readonly onDenied?: D | undefined
   /**
@@ -410,7 +410,7 @@ export type ToolError<Ag, D extends OnDenied> = D extends "feedBack"
  * @category Constructors
  */
 export const TaskParameters = Schema.Struct({
-  task: Schema.String.annotations({ description: "The task, with everything the agent needs to know to do it" })
+  task: Schema.String.annotate({ description: "The task, with everything the agent needs to know to do it" })
 })
 
 /**
@@ -476,7 +476,7 @@ export const asTool: {
           )
         )
         // a child fiber of the call; interrupting the call interrupts it and waits for its finalizers
-        const fiber = yield* Effect.fork(Effect.locally(child, currentDepth, depth))
+        const fiber = yield* Effect.forkChild(Effect.locally(child, currentDepth, depth))
         const result = yield* Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
         return agent.output === undefined
           ? result.output as string

@@ -6,11 +6,11 @@
  *
  * @since 0.1.0
  */
-import type * as AiError from "@effect/ai/AiError"
-import * as LanguageModel from "@effect/ai/LanguageModel"
-import type * as Prompt from "@effect/ai/Prompt"
-import type * as Response from "@effect/ai/Response"
-import * as AiTool from "@effect/ai/Tool"
+import type * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as AiTool from "effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -152,7 +152,7 @@ export const toPrompt = (
  */
 export const toAiTool = (definition: Tool.Definition): AiTool.Any =>
   Object.assign(AiTool.make(definition.name, { description: definition.description }), {
-    parametersSchema: Schema.Unknown.annotations({ jsonSchema: definition.parameters })
+    parametersSchema: Schema.Unknown.annotate({ jsonSchema: definition.parameters })
   }) as any
 
 // -----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ export interface Options {
   /** How failures before the first delta are retried (the built-in providers' policy and defaults). */
   readonly retry?: Provider.RetryOptions | undefined
   /** The longest wait for the response or its next part (default 5 minutes), then `ModelUnavailable`. */
-  readonly idleTimeout?: Duration.DurationInput | undefined
+  readonly idleTimeout?: Duration.Input | undefined
   /** Prices per million tokens; adds `usage.cost`. */
   readonly pricing?: Provider.Pricing | undefined
 }
@@ -149,7 +149,7 @@ export const toTools = (
  * providers' policy while nothing was emitted and the failure is worth another attempt.
  */
 const make = (model: LanguageModel, version: Versions.Version, options: Options): Model.Service => {
-  const idle = Duration.decode(options.idleTimeout ?? Provider.defaultIdleTimeout)
+  const idle = Duration.fromInputUnsafe(options.idleTimeout ?? Provider.defaultIdleTimeout)
   const context: Call.Context = {
     model,
     provider: options.provider ?? model.provider,
@@ -170,7 +170,7 @@ const make = (model: LanguageModel, version: Versions.Version, options: Options)
         // the first attempt runs bare, and the retry schedule starts at its failure, replayed as the
         // schedule's first input (so the retries are the same): `Effect.retry` builds a schedule driver
         // and provides a context on every call, which showed in the profile of a turn
-        return Effect.catchAll(once, (error) => {
+        return Effect.catch(once, (error) => {
           if (emitted || !retryable(error)) return Effect.fail(error)
           let replay: Errors.ModelError | undefined = error
           const again = Effect.suspend(() => {

@@ -10,15 +10,15 @@
  *
  * @since 0.1.0
  */
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as RunnerAddress from "@effect/cluster/RunnerAddress"
-import type * as Sharding from "@effect/cluster/Sharding"
-import type * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import type * as Sharding from "effect/cluster/Sharding"
+import type * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SingleRunner from "effect/cluster/SingleRunner"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import type * as SocketServer from "@effect/platform/SocketServer"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import type * as SocketServer from "effect/socket/SocketServer"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -419,7 +419,7 @@ export const layerCluster = (options: {
         runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
       }
     })),
-    Layer.catchAll((error) => error._tag === "SocketServerError" ? Layer.fail(error) : Layer.die(error))
+    Layer.catch((error) => error._tag === "SocketServerError" ? Layer.fail(error) : Layer.die(error))
   )
 }
 
@@ -438,7 +438,7 @@ export const checkedSql = <E, R>(
     new DatabaseUnreachable({ url: redactUrl(url), description: DurableErrors.describe(error) })
   return Layer.flatMap(
     // a driver may also throw (SQLite, for a missing directory)
-    Layer.catchAllCause(sql, (cause) => Layer.fail(unreachable(Cause.squash(cause)))),
+    Layer.catchCause(sql, (cause) => Layer.fail(unreachable(Cause.squash(cause)))),
     (context) =>
       Layer.effectContext(
         Effect.as(
@@ -460,15 +460,15 @@ export const checkedSql = <E, R>(
  */
 export const layerSqlite = (options: {
   readonly filename: string
-  readonly busyTimeout?: Duration.DurationInput | undefined
+  readonly busyTimeout?: Duration.Input | undefined
 }): Layer.Layer<SqlClient.SqlClient, DatabaseUnreachable> =>
   checkedSql(
     options.filename,
-    Layer.scoped(
+    Layer.effect(
       SqlClient.SqlClient,
       SqliteShared.make({
         filename: options.filename,
-        busyTimeout: Duration.decode(options.busyTimeout ?? "10 seconds"),
+        busyTimeout: Duration.fromInputUnsafe(options.busyTimeout ?? "10 seconds"),
         load: () => import("@effect/sql-sqlite-node/SqliteClient")
       })
     )

@@ -18,7 +18,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Mailbox from "effect/Mailbox"
+import * as Mailbox from "effect/Queue"
 import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -74,7 +74,7 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
   /** How many tool calls of one turn may run at once (default 8). */
   readonly concurrency?: number | undefined
   /** The timeout of a tool call when the tool sets none (default: none). */
-  readonly toolTimeout?: Duration.DurationInput | undefined
+  readonly toolTimeout?: Duration.Input | undefined
   /**
    * Decides what is sent to the model from the history (a projection: the history is never changed).
    * Its output must still pair every tool call with its result; it is checked before the request
@@ -321,13 +321,13 @@ export const stream: {
             loop(
               options,
               toolsOf(options.tools),
-              onEvent === undefined ? sink : EventSink.of((event) => Effect.zipRight(onEvent(event), sink.emit(event))),
+              onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
               options.signal
             ),
             "Loop.stream"
           ).pipe(
-            Effect.onExit((exit) => mailbox.done(Exit.isInterrupted(exit) ? Exit.void : Exit.asVoid(exit))),
-            Effect.fork
+            Effect.onExit((exit) => mailbox.done(Exit.hasInterrupts(exit) ? Exit.void : Exit.asVoid(exit))),
+            Effect.forkChild
           ),
           (fiber) => {
             started = { mailbox, fiber }
@@ -340,7 +340,7 @@ export const stream: {
       Channel.flatMap(Channel.fromEffect(start), drainMailbox),
       // the mailbox first, so a run finalizing after the consumer left never waits on it
       () =>
-        started === undefined ? Effect.void : Effect.zipRight(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
+        started === undefined ? Effect.void : Effect.andThen(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
     )
   }))
 
@@ -413,8 +413,8 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
   return Effect.runPromiseExit(
     Effect.gen(function*() {
       // in a fiber of its own: an abort interrupts the run, not this
-      const exit = yield* Fiber.await(yield* Effect.fork(run))
-      if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
+      const exit = yield* Fiber.await(yield* Effect.forkChild(run))
+      if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) return yield* Effect.failCause(exit.cause)
       return (yield* session.messages).slice()
     }).pipe(Effect.scoped)
   ).then((exit) => Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause)))
@@ -662,7 +662,7 @@ const finalize = <E, R>(
 ) =>
   Effect.gen(function*() {
     if (Exit.isFailure(exit)) {
-      const aborted = Exit.isInterrupted(exit)
+      const aborted = Exit.hasInterrupts(exit)
       const reason = aborted ? undefined : failureReason(exit.cause)
       const cut = run.streaming
       if (cut !== undefined && !cut.isEmpty) {
@@ -682,7 +682,7 @@ const finalize = <E, R>(
       stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
     })
     if (ended !== undefined) yield* ended
-  }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
 
 // -----------------------------------------------------------------------------
 // Helpers
@@ -721,7 +721,7 @@ const lastStopReason = (state: RunState.RunState): Message.StopReason => state.a
 const lastText = (state: RunState.RunState): string => state.answer === undefined ? "" : Message.textOf(state.answer)
 
 const failureReason = <E>(cause: Cause.Cause<E>): string => {
-  const failure = Cause.failureOption(cause)
+  const failure = Cause.findErrorOption(cause)
   return Option.isSome(failure)
     ? ToolBatch.messageOf(failure.value)
     : ToolBatch.defectMessage(Option.getOrUndefined(Cause.dieOption(cause)))
@@ -733,6 +733,6 @@ const outcomeOf = <E>(
 ): Event.Outcome<unknown> =>
   Exit.isSuccess(exit)
     ? { _tag: "Completed", stopReason: lastStopReason(state), output: exit.value.output }
-    : Exit.isInterrupted(exit)
+    : Exit.hasInterrupts(exit)
     ? { _tag: "Aborted" }
-    : { _tag: "Failed", error: Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.squash(exit.cause)) }
+    : { _tag: "Failed", error: Option.getOrElse(Cause.findErrorOption(exit.cause), () => Cause.squash(exit.cause)) }

@@ -10,12 +10,12 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -43,14 +43,14 @@ export interface CommonOptions {
   /** The server's name: it names its tools (`mcp__<name>__<tool>`) and its errors. */
   readonly name: string
   /** How long each request of the handshake (`initialize`, each page of `tools/list`) may take (default 30 seconds). */
-  readonly initializeTimeout?: Duration.DurationInput | undefined
+  readonly initializeTimeout?: Duration.Input | undefined
   /**
    * The timeout of each call of the server's tools. Without it a call is bounded by the run's
    * `toolTimeout` and by `defaults.callTimeout` (5 minutes), whichever is shorter.
    */
-  readonly toolTimeout?: Duration.DurationInput | undefined
+  readonly toolTimeout?: Duration.Input | undefined
   /** Timeouts of single tools, by the server's own tool name; they win over `toolTimeout`. */
-  readonly toolTimeouts?: { readonly [tool: string]: Duration.DurationInput } | undefined
+  readonly toolTimeouts?: { readonly [tool: string]: Duration.Input } | undefined
   /**
    * The largest message the server may send (a tool's result, a page of its tool list), in bytes
    * (default `defaults.maxMessageBytes`, 16 MiB). A larger one is dropped as it arrives: the call
@@ -277,7 +277,7 @@ export const connect: (options: ServerOptions) => Effect.Effect<Server, McpError
  * @category Layers
  */
 export const layer = (servers: ReadonlyArray<ServerOptions>): Layer.Layer<Mcp, McpError> =>
-  Layer.scoped(
+  Layer.effect(
     Mcp,
     Effect.gen(function*() {
       const seen = new Set<string>()
@@ -329,7 +329,7 @@ export const http = (options: HttpOptions): Layer.Layer<Mcp, McpError> => layer(
  * @category Layers
  */
 export const fromConfig = (path: string): Layer.Layer<Mcp, McpError, FileSystem.FileSystem> =>
-  Layer.unwrapEffect(Effect.map(readConfig(path), layer))
+  Layer.unwrap(Effect.map(readConfig(path), layer))
 
 /**
  * Reads an `mcpServers` JSON file into server options.
@@ -351,7 +351,7 @@ export const readConfig: (
     try: () => JSON.parse(text) as unknown,
     catch: (error) => new McpErrors.McpConfigInvalid({ source: path, reason: `not JSON: ${McpErrors.describe(error)}` })
   })
-  return yield* Either.mapLeft(
+  return yield* Result.mapError(
     parseConfig(json, NodePath.dirname(NodePath.resolve(path))),
     (reason) => new McpErrors.McpConfigInvalid({ source: path, reason })
   )
@@ -363,7 +363,7 @@ export const readConfig: (
  * @since 0.1.0
  * @category Constructors
  */
-export const parseConfig = (json: unknown, base?: string): Either.Either<ReadonlyArray<ServerOptions>, string> =>
+export const parseConfig = (json: unknown, base?: string): Result.Result<ReadonlyArray<ServerOptions>, string> =>
   McpConfig.parse(json, base)
 
 /**

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Errors from "./Errors.js"
 import * as Pairing from "./internal/pairing.js"
@@ -250,7 +250,7 @@ export type Message = UserMessage | AssistantMessage | ToolResultMessage
  * @since 0.1.0
  * @category Constructors
  */
-export const decodeMessages = Schema.decodeUnknown(Schema.Array(Message))
+export const decodeMessages = Schema.decodeUnknownEffect(Schema.Array(Message))
 
 // -----------------------------------------------------------------------------
 // Constructors
@@ -428,9 +428,9 @@ export const addUsage = (self: Usage, that: Usage): Usage => {
 export const validateHistory = (
   messages: ReadonlyArray<Message>,
   ids?: Set<string> | undefined
-): Either.Either<ReadonlyArray<Message>, Errors.HistoryInvalid> => {
+): Result.Result<ReadonlyArray<Message>, Errors.HistoryInvalid> => {
   const violation = Pairing.checkFrom(messages, 0, ids ?? new Set())
-  return violation === undefined ? Either.right(messages) : Either.left(violation)
+  return violation === undefined ? Result.succeed(messages) : Result.fail(violation)
 }
 
 /**

@@ -220,12 +220,12 @@ export const fallback = (primary: Service, ...others: ReadonlyArray<Service>): S
             began = true
             return onEvent(event)
           }
-          return Effect.catchAll(
+          return Effect.catch(
             models[position]!.respond(request, forward),
             (error) =>
               began || position + 1 >= models.length || !canFallBack(error)
                 ? Effect.fail(error)
-                : Effect.zipRight(
+                : Effect.andThen(
                   Effect.logWarning(
                     `model ${position + 1} of ${models.length} failed, asking the next: ${error.message}`
                   ),
@@ -249,7 +249,7 @@ export const layerFallback = <
 >(
   ...layers: Layers
 ): Layer.Layer<Model, Layer.Layer.Error<Layers[number]>, Layer.Layer.Context<Layers[number]>> =>
-  Layer.scoped(
+  Layer.effect(
     Model,
     Effect.map(
       Effect.forEach(layers, (layer) => Effect.map(Layer.build(layer), (context) => Context.get(context, Model))),
@@ -333,7 +333,7 @@ export const streamFromRespond = (
   respond: Service["respond"],
   request: Request
 ): Stream.Stream<Event, Errors.ModelError> =>
-  Stream.asyncPush<Event, Errors.ModelError>(
+  Stream.callback<Event, Errors.ModelError>(
     (emit) =>
       respond(request, (event) => Effect.sync(() => emit.single(event))).pipe(
         Effect.matchEffect({

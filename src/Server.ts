@@ -11,13 +11,13 @@
  *
  * @since 0.1.0
  */
-import type * as Sharding from "@effect/cluster/Sharding"
+import type * as Sharding from "effect/cluster/Sharding"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import type * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpServer from "@effect/platform/HttpServer"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type * as HttpServer from "effect/http/HttpServer"
+import type * as HttpServerError from "effect/http/HttpServerError"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -256,7 +256,7 @@ export const layer = (
  */
 export const abortRuns: (options?: {
   readonly policy?: Durable.Policy | undefined
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly local?: boolean | undefined
 }) => Effect.Effect<
   number,

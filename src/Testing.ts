@@ -10,9 +10,9 @@
  */
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
-import type * as FastCheck from "effect/FastCheck"
+import type * as FastCheck from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -179,8 +179,8 @@ export const cassette = <E, R>(
   file: string,
   model: Layer.Layer<Model.Model, E, R>,
   options?: CassetteOptions & { readonly mode?: Mode | undefined }
-): Layer.Layer<Model.Model, E | ConfigError.ConfigError, R> =>
-  Layer.unwrapEffect(Effect.map(
+): Layer.Layer<Model.Model, E | Config.ConfigError, R> =>
+  Layer.unwrap(Effect.map(
     options?.mode === undefined ? modeFromEnvironment : Effect.succeed(options.mode),
     (mode): Layer.Layer<Model.Model, E, R> =>
       mode === "replay"
@@ -506,7 +506,7 @@ export const scripted = (script: Script): { readonly model: Model.Service; reado
   const controller = new AbortController()
   let deltas = 0
   const count = (onEvent: (event: Model.Delta) => Effect.Effect<void>) => (event: Model.Delta) =>
-    Effect.zipRight(
+    Effect.andThen(
       onEvent(event),
       Effect.sync(() => {
         deltas++
@@ -521,7 +521,7 @@ export const scripted = (script: Script): { readonly model: Model.Service; reado
     model: Model.make({
       respond: (request, onEvent) =>
         script.abortAfter === 0
-          ? Effect.zipRight(Effect.sync(() => controller.abort()), service.respond(request, count(onEvent)))
+          ? Effect.andThen(Effect.sync(() => controller.abort()), service.respond(request, count(onEvent)))
           : service.respond(request, count(onEvent))
     }),
     signal: controller.signal

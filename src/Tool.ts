@@ -7,8 +7,8 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as JSONSchema from "effect/JSONSchema"
+import * as Result from "effect/Result"
+import * as JSONSchema from "effect/JsonSchema"
 import * as ParseResult from "effect/ParseResult"
 import type * as Schema from "effect/Schema"
 import * as Errors from "./Errors.js"
@@ -81,7 +81,7 @@ export interface Tool<in out Input, out E = never, out R = never> {
    */
   readonly key?: ((input: Input) => Effect.Effect<string | undefined, never, R>) | undefined
   /** Interrupts the call after this long; the model gets an error result naming the limit. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /**
    * Whether running the call again with the same input is safe (a durable run re-runs a call cut off
    * by a crash only if it is; otherwise the call gets an error result instead of running twice).
@@ -103,7 +103,7 @@ export interface Any {
   readonly execute: (input: any, context: Context) => Effect.Effect<Output, any, any>
   readonly execution: Execution
   readonly key?: ((input: any) => Effect.Effect<string | undefined, never, any>) | undefined
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly idempotent?: boolean | undefined
 }
 
@@ -174,7 +174,7 @@ export const make = <Input, E = never, R = never>(options: {
   readonly execute: (input: Input, context: Context) => Effect.Effect<Output, E, R>
   readonly execution?: Execution | undefined
   readonly key?: ((input: Input) => string | undefined | Effect.Effect<string | undefined, never, R>) | undefined
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly idempotent?: boolean | undefined
 }): Tool<Input, E, R> => {
   if (options.timeout !== undefined) checkTimeout(options.timeout, `the timeout of tool ${options.name}`)
@@ -199,13 +199,13 @@ export const make = <Input, E = never, R = never>(options: {
 /**
  * Checks a timeout option (a tool's, an agent's, a run's `toolTimeout`): one under 1 ms (`1e-300`, 0,
  * a negative or NaN number) would time every call out at once, so it is refused with a `RangeError`
- * naming `what`, as `Duration.decode` refuses an input it cannot read.
+ * naming `what`, as `Duration.fromInputUnsafe` refuses an input it cannot read.
  *
  * @since 0.1.0
  * @category Constructors
  */
-export const checkTimeout = (timeout: Duration.DurationInput, what: string): Duration.Duration => {
-  const duration = Duration.decode(timeout)
+export const checkTimeout = (timeout: Duration.Input, what: string): Duration.Duration => {
+  const duration = Duration.fromInputUnsafe(timeout)
   const millis = Duration.toMillis(duration)
   if (!(millis >= 1)) {
     throw new RangeError(
@@ -253,9 +253,9 @@ export const maxInputDepth = 100
 export const decodeInput = <Input>(
   tool: { readonly name: string; readonly parameters: Schema.Schema<Input, any, never> },
   input: unknown
-): Either.Either<Input, Errors.ToolInputInvalid> => {
+): Result.Result<Input, Errors.ToolInputInvalid> => {
   if (depthExceeds(input, maxInputDepth)) {
-    return Either.left(
+    return Result.fail(
       new Errors.ToolInputInvalid({
         toolName: tool.name,
         issues: `- (root): the arguments are nested deeper than ${maxInputDepth} levels`,
@@ -263,7 +263,7 @@ export const decodeInput = <Input>(
       })
     )
   }
-  return Either.mapLeft(
+  return Result.mapError(
     decoderOf(tool.parameters)(input),
     (error) => {
       const issues = ParseResult.ArrayFormatter.formatIssueSync(error)
@@ -305,18 +305,18 @@ const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
 /** The decoder of a parameters Schema, made once per Schema. */
 const decoderOf = <Input>(
   parameters: Schema.Schema<Input, any, never>
-): (input: unknown) => Either.Either<Input, ParseResult.ParseIssue> => {
+): (input: unknown) => Result.Result<Input, ParseResult.ParseIssue> => {
   let decode = decoders.get(parameters)
   if (decode === undefined) {
     decode = ParseResult.decodeUnknownEither(parameters, decodeOptions)
     decoders.set(parameters, decode)
   }
-  return decode as (input: unknown) => Either.Either<Input, ParseResult.ParseIssue>
+  return decode as (input: unknown) => Result.Result<Input, ParseResult.ParseIssue>
 }
 
 const decoders = new WeakMap<
   Schema.Schema<any, any, never>,
-  (input: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  (input: unknown) => Result.Result<unknown, ParseResult.ParseIssue>
 >()
 
 /**

@@ -13,21 +13,21 @@ import {
   JsonRpcTransportHandler,
   ServerCallContext
 } from "@a2a-js/sdk/server"
-import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServer from "effect/http/HttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
+import * as FiberId from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
@@ -126,7 +126,7 @@ const waiting = (started: Deferred.Deferred<void>, gate: Deferred.Deferred<void>
     name: "wait",
     description: "Waits",
     parameters: Schema.Struct({}),
-    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
+    execute: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
   })
   return Agent.make({
     name: "waiter",
@@ -251,7 +251,7 @@ describe("A2a.layer, called by @a2a-js/sdk's client", () => {
       assert.strictEqual(canceled.status?.state, TaskState.TASK_STATE_CANCELED)
       const messages = yield* sessions.opened[0]!.messages
       assert.isTrue(messages.some((message) => message.role === "toolResult"), "the call is closed")
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
       const read = yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: undefined }))
       assert.strictEqual(read.status?.state, TaskState.TASK_STATE_CANCELED)
     }).pipe(Effect.scoped))
@@ -501,7 +501,7 @@ const blocking = (started: Deferred.Deferred<void>, gate: Deferred.Deferred<void
     name: "wait",
     description: "Waits",
     parameters: Schema.Struct({}),
-    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
+    execute: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), "waited"))
   })
   return Agent.make({
     name: "blocker",
@@ -886,11 +886,11 @@ const sdkServer = (): Effect.Effect<
       res.end(JSON.stringify(result))
     })
     yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.listen(0, "127.0.0.1", () => resume(Effect.void))
       }),
       () =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           for (const cancel of cancels.values()) cancel()
           server.closeAllConnections()
           server.close(() => resume(Effect.void))
@@ -902,12 +902,12 @@ const sdkServer = (): Effect.Effect<
 
 const callOf = (tool: Tool.Tool<{ readonly prompt: string }, Errors.ToolExecutionFailed>, prompt: string) => {
   const updates: Array<unknown> = []
-  const updated = Deferred.unsafeMake<void>(FiberId.none)
+  const updated = Deferred.makeUnsafe<void>(FiberId.none)
   const context: Tool.Context = {
     toolCallId: "t1",
     toolName: tool.name,
     update: (progress) =>
-      Effect.zipRight(Effect.sync(() => updates.push(progress)), Deferred.succeed(updated, undefined))
+      Effect.andThen(Effect.sync(() => updates.push(progress)), Deferred.succeed(updated, undefined))
   }
   return { updates, updated, run: tool.execute({ prompt }, context) }
 }
@@ -950,7 +950,7 @@ describe("A2a.tool, against an @a2a-js/sdk server", () => {
       assert.strictEqual(remote.canceled.length, 1)
 
       // nobody at the URL: reading the card fails
-      const port = yield* Effect.async<number>((resume) => {
+      const port = yield* Effect.callback<number>((resume) => {
         const server = Http.createServer()
         server.listen(0, "127.0.0.1", () => {
           const { port } = server.address() as AddressInfo
@@ -977,7 +977,7 @@ describe("A2a.tool, against an @a2a-js/sdk server", () => {
       const remote = yield* sdkServer()
       const tool = yield* A2a.tool(remote.url)
       const call = callOf(tool, "wait")
-      const fiber = yield* Effect.fork(call.run)
+      const fiber = yield* Effect.forkChild(call.run)
       const taskId = yield* Deferred.await(remote.waiting)
       // the task's id reached the call with its first update
       yield* Deferred.await(call.updated)
@@ -1027,11 +1027,11 @@ const recorder = (
       handle(request, res, base)
     })
     yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.listen(0, "127.0.0.1", () => resume(Effect.void))
       }),
       () =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           server.closeAllConnections()
           server.close(() => resume(Effect.void))
         })
@@ -1287,7 +1287,7 @@ describe("A2a.tool, against a hostile agent", () => {
 
 /** A GET with a hand-set `Host` header, as a page that rebinds its name would send it. */
 const getWithHost = (url: string, host: string, headers: Record<string, string> = {}) =>
-  Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
+  Effect.callback<{ readonly status: number; readonly body: string }>((resume) => {
     const request = Http.get(url, { headers: { ...headers, host } }, (response) => {
       let body = ""
       response.setEncoding("utf8")

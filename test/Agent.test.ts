@@ -4,15 +4,15 @@
  * timeout reaching the child with every call in both histories paired, the child's terminal errors and
  * denials reaching the parent, its messages in a session named by the call id).
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
 import * as NodePath from "node:path"
@@ -261,11 +261,11 @@ describe("Agent.asTool", () => {
         input: "go",
         tools: [Agent.asTool(slow)],
         onEvent: (event) => Effect.sync(() => events.push(event))
-      }).pipe(Effect.provide(layer), Effect.fork)
+      }).pipe(Effect.provide(layer), Effect.forkChild)
       yield* TestClock.adjust(10)
       yield* Fiber.interrupt(fiber)
       const parent = yield* session.messages
-      assert.isTrue(Either.isRight(Message.validateHistory(parent)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(parent)))
       assert.strictEqual(Message.textOf(parent.at(-1)!), "Operation aborted")
       const childEvents = events.flatMap((e) => e._tag === "Subagent" ? [e.event] : [])
       assertPaired(childEvents)
@@ -283,7 +283,7 @@ describe("Agent.asTool", () => {
       const { layer } = scriptedRun([delegate("p1", "wait", "slow")])
       const fiber = yield* Loop.run({ input: "go", tools: [Agent.asTool(slow)] }).pipe(
         Effect.provide(layer),
-        Effect.fork
+        Effect.forkChild
       )
       yield* TestClock.adjust(10)
       yield* Fiber.interrupt(fiber)
@@ -301,7 +301,7 @@ describe("Agent.asTool", () => {
       const { layer, model } = scriptedRun([delegate("p1", "wait", "slow"), Message.assistant("gave up")])
       const fiber = yield* Loop.run({ input: "go", tools: [Agent.asTool(slow, { timeout: "5 seconds" })] }).pipe(
         Effect.provide(Layer.merge(layer, Agent.layerChildSessionsMemory)),
-        Effect.fork
+        Effect.forkChild
       )
       yield* TestClock.adjust("6 seconds")
       const result = yield* Fiber.join(fiber)
@@ -326,7 +326,7 @@ describe("Agent.asTool", () => {
         Effect.flip
       )
       assert.instanceOf(error, BudgetExhausted)
-      assert.isTrue(Either.isRight(Message.validateHistory(yield* session.messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(yield* session.messages)))
     }))
 
   it.effect("permissions apply inside the child; a denial ends the parent's run by default", () =>
@@ -384,10 +384,10 @@ describe("Agent.asTool", () => {
       const { layer } = scriptedRun([delegate("call_7", "How?"), Message.assistant("ok")])
       yield* Loop.run({ input: "go", tools: [Agent.asTool(researcher())] }).pipe(
         Effect.provide(Layer.merge(layer, Agent.layerChildSessionsJsonl(`${dir}/children`))),
-        Effect.provide(NodeContext.layer)
+        Effect.provide(NodeServices.layer)
       )
       const transcript = yield* Session.readJsonl(Agent.childSessionPath(`${dir}/children`, "call_7")).pipe(
-        Effect.provide(NodeContext.layer)
+        Effect.provide(NodeServices.layer)
       )
       assert.deepStrictEqual(transcript.messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
       assert.strictEqual(Message.textOf(transcript.messages.at(-1)!), "Runs are fibers.")
@@ -516,7 +516,7 @@ describe("a sub-agent after a crash", () => {
         assert.isTrue(killed)
         const parent = yield* Effect.scoped(Session.openJsonl(NodePath.join(dir, "parent.jsonl")))
         const history = yield* parent.service.messages
-        assert.isTrue(Either.isRight(Message.validateHistory(history)))
+        assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
         const call = history.flatMap((m) => m.role === "assistant" ? Message.toolCalls(m) : []).find((c) =>
           c.name === "waiter"
         )!
@@ -525,9 +525,9 @@ describe("a sub-agent after a crash", () => {
         const messages = yield* transcript.service.messages
         assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "toolResult"])
         assert.strictEqual(Message.textOf(messages[0]!), "wait for me")
-        assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+        assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
         assert.isAbove(transcript.report.repairs.length, 0)
-      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     60_000
   )
 })

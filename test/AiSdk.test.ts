@@ -6,7 +6,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as AiSdk from "../src/AiSdk.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
@@ -434,7 +434,7 @@ describe("AiSdk.fromLanguageModel", () => {
       const session = Session.makeMemory()
       const fiber = yield* Loop.run({ input: "hi", tools: [] }).pipe(
         Effect.provide(Layer.merge(AiSdk.layer(mock), Layer.succeed(Session.Session, session))),
-        Effect.fork
+        Effect.forkChild
       )
       yield* Effect.promise(() => started)
       yield* Effect.sleep("20 millis")
@@ -499,7 +499,7 @@ describe("AiSdk.fromLanguageModel", () => {
       const fiber = yield* service.respond(
         { messages: [Message.user("hi")], tools: [] },
         (delta) => Effect.sync(() => void deltas.push(delta))
-      ).pipe(Effect.fork)
+      ).pipe(Effect.forkChild)
       yield* Effect.promise(() => started)
       // the delta was handed over while the stream stays open: then the attempt is interrupted
       while (deltas.length === 0) yield* Effect.yieldNow()
@@ -541,7 +541,7 @@ describe("AiSdk.fromLanguageModel", () => {
       const message = yield* model.respond(
         { messages: [Message.user("hi")], tools: [] },
         (event) =>
-          Effect.zipRight(
+          Effect.andThen(
             Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))),
             Effect.sync(() => void (event._tag === "TextDelta" ? deltas.push(event.delta) : undefined))
           )

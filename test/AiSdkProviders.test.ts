@@ -192,7 +192,7 @@ describe("AiSdk over @ai-sdk/anthropic", () => {
             Layer.succeed(Session.Session, session)
           )
         ),
-        Effect.fork
+        Effect.forkChild
       )
       while (server.requests.length === 0 || server.requests[0]!.sent() === 0) yield* Effect.sleep("5 millis")
       yield* Effect.sleep("100 millis")

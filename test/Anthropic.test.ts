@@ -686,7 +686,7 @@ describe("Anthropic failures", () => {
         let updates = 0
         const fiber = yield* Loop.stream({ input: "gcd?" }).pipe(
           Stream.runForEach((event) => Effect.sync(() => event._tag === "MessageUpdate" && updates++)),
-          Effect.fork
+          Effect.forkChild
         )
         while (updates < 2) yield* Effect.sleep("5 millis")
         yield* Fiber.interrupt(fiber)
@@ -713,7 +713,7 @@ describe("Anthropic failures", () => {
           model.stream({ messages: [Message.user("hi")], tools: [] }),
           (event) => Effect.sync(() => seen.push(event))
         )
-      }).pipe(Effect.provide(provider(server)), Effect.fork)
+      }).pipe(Effect.provide(provider(server)), Effect.forkChild)
       while (seen.length < 2) yield* Effect.sleep("5 millis")
       yield* Fiber.interrupt(fiber)
       yield* Effect.promise(() => server.requests[0]!.closedEarly).pipe(Effect.timeout("2 seconds"))

@@ -135,7 +135,7 @@ describe("bash", () => {
   it.live("abort kills the whole process tree and leaves no process behind", () =>
     inWorkspace((root) =>
       Effect.gen(function*() {
-        const fiber = yield* Effect.fork(call(Tools.bash, { command: tree }))
+        const fiber = yield* Effect.forkChild(call(Tools.bash, { command: tree }))
         const pids = yield* pidsIn(NodePath.join(root, "pids"), 4)
         assert.strictEqual(pids.filter(isRunning).length, 4)
         yield* Fiber.interrupt(fiber)
@@ -149,7 +149,7 @@ describe("bash", () => {
         const tool = Tools.Bash.make({ killGrace: "300 millis" })
         // the shell and its child both ignore SIGTERM
         const command = "trap '' TERM; (trap '' TERM; sleep 30) & echo $! >> pids; echo $$ >> pids; wait"
-        const fiber = yield* Effect.fork(call(tool, { command }))
+        const fiber = yield* Effect.forkChild(call(tool, { command }))
         const pids = yield* pidsIn(NodePath.join(root, "pids"), 2)
         const started = Date.now()
         yield* Fiber.interrupt(fiber)
@@ -165,7 +165,7 @@ describe("bash", () => {
       Effect.gen(function*() {
         const escape = "setsid sleep 30 & echo $! >> pids; setsid sh -c 'sleep 30 & echo $! >> pids; wait' &"
         // abort
-        const fiber = yield* Effect.fork(call(Tools.bash, { command: `${escape} wait` }))
+        const fiber = yield* Effect.forkChild(call(Tools.bash, { command: `${escape} wait` }))
         const aborted = yield* pidsIn(NodePath.join(root, "pids"), 2)
         assert.strictEqual(aborted.filter(isRunning).length, 2)
         yield* Fiber.interrupt(fiber)
@@ -216,7 +216,7 @@ describe("bash", () => {
       const fiber = yield* Loop.run({ input: "run it", tools: [Tools.bash] }).pipe(
         Effect.provide(layer),
         Effect.provide(toolsLayer(root)),
-        Effect.fork
+        Effect.forkChild
       )
       const pids = yield* pidsIn(NodePath.join(root, "pids"), 4)
       yield* Fiber.interrupt(fiber)

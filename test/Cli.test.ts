@@ -26,7 +26,7 @@ afterAll(() => Cli.removeBundle(main))
 const againstServer = (url: string, dir: string, session: string) => [...Cli.againstServer(url, dir, session), "--yes"]
 
 /** A port nothing listens on: a server was bound to it and closed. */
-const closedPort = Effect.async<number>((resume) => {
+const closedPort = Effect.callback<number>((resume) => {
   const server = Http.createServer()
   server.listen(0, "127.0.0.1", () => {
     const { port } = server.address() as AddressInfo
@@ -51,7 +51,7 @@ const assertFailure = (outcome: Cli.Outcome, code: number, lines: ReadonlyArray<
 }
 
 describe("the effect-agent command", () => {
-  it.scopedLive(
+  it.live(
     "a mistyped subcommand is not sent to the model: it asks \"did you mean\" and exits 2; after --, the word is a prompt",
     () =>
       Effect.gen(function*() {
@@ -77,7 +77,7 @@ describe("the effect-agent command", () => {
     120_000
   )
 
-  it.scopedLive(
+  it.live(
     "--mcp: the config file's servers' tools are offered and called, and the servers end with the command",
     () =>
       Effect.gen(function*() {
@@ -133,7 +133,7 @@ describe("the effect-agent command", () => {
     60_000
   )
 
-  it.scopedLive("runs a two-turn conversation against an OpenAI-compatible server and stores the session", () =>
+  it.live("runs a two-turn conversation against an OpenAI-compatible server and stores the session", () =>
     Effect.gen(function*() {
       const server = yield* ProviderServer.make([
         {
@@ -181,7 +181,7 @@ describe("the effect-agent command", () => {
 })
 
 describe("the command's honest endings", () => {
-  it.scopedLive("an answer cut off at the output limit says so", () =>
+  it.live("an answer cut off at the output limit says so", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() =>
         ChatServer.text(["It was a dark ", "and stormy"], { finishReason: "length", outputTokens: 4096 })
@@ -200,7 +200,7 @@ describe("the command's honest endings", () => {
       assert.notInclude(outcome.stderr, "[completed")
     }))
 
-  it.scopedLive("an answer that stopped by itself is completed", () =>
+  it.live("an answer that stopped by itself is completed", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() => ChatServer.text(["Hello."]))
       const dir = yield* Cli.tempDir
@@ -214,7 +214,7 @@ describe("the command's honest endings", () => {
 
 // each test starts one or two processes, all at once: on a busy machine that takes a while
 describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
-  it.scopedLive("an unknown provider: one line listing the valid ones, exit 2", () =>
+  it.live("an unknown provider: one line listing the valid ones, exit 2", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--provider", "gemini", "hi"])
       assertFailure(outcome, 2, [
@@ -222,13 +222,13 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
-  it.scopedLive("an unknown option is not taken as the prompt: exit 2", () =>
+  it.live("an unknown option is not taken as the prompt: exit 2", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--bogus", "hi"])
       assertFailure(outcome, 2, [/^effect-agent: unknown option --bogus$/, /see --help/])
     }))
 
-  it.scopedLive("a base URL without http://: rejected before any request, exit 2", () =>
+  it.live("a base URL without http://: rejected before any request, exit 2", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const outcome = yield* Cli.run(main, ["--provider", "openai", "--workspace", dir, "hi"], {
@@ -241,7 +241,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
-  it.scopedLive("no API key for the provider's own endpoint: rejected before any request, exit 2", () =>
+  it.live("no API key for the provider's own endpoint: rejected before any request, exit 2", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const outcome = yield* Cli.run(main, ["--provider", "openai", "--workspace", dir, "hi"], {
@@ -259,7 +259,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assertFailure(anthropic, 2, [/^effect-agent: ANTHROPIC_API_KEY is not set/, /set ANTHROPIC_API_KEY/])
     }))
 
-  it.scopedLive("a workspace that does not exist, or is a file: exit 2", () =>
+  it.live("a workspace that does not exist, or is a file: exit 2", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const missing = NodePath.join(dir, "nope")
@@ -271,7 +271,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assertFailure(notDir, 2, [new RegExp(`^effect-agent: workspace ${file} is not a directory$`), /--workspace/])
     }))
 
-  it.scopedLive("--session into a missing directory: exit 2 naming the directory", () =>
+  it.live("--session into a missing directory: exit 2 naming the directory", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const missing = NodePath.join(dir, "no", "such")
@@ -288,7 +288,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
-  it.scopedLive("-c says which session it continued, and that it starts a new one when there is none", () =>
+  it.live("-c says which session it continued, and that it starts a new one when there is none", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() => ChatServer.text(["ok"]))
       const dir = yield* Cli.tempDir
@@ -309,7 +309,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.strictEqual(server.requests.at(-1)!.messages.filter((m: any) => m.role === "user").length, 2)
     }))
 
-  it.scopedLive("nothing listening on the base URL: the cause, the URL and what to do, exit 1", () =>
+  it.live("nothing listening on the base URL: the cause, the URL and what to do, exit 1", () =>
     Effect.gen(function*() {
       const port = yield* closedPort
       const dir = yield* Cli.tempDir
@@ -327,7 +327,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.match(outcome.stderr, /^\[failed: \d+ turns?, 0 tokens\]$/m)
     }))
 
-  it.scopedLive("an HTTP 404: the status and what to check, exit 1; --verbose adds where it happened", () =>
+  it.live("an HTTP 404: the status and what to check, exit 1; --verbose adds where it happened", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() => ChatServer.text(["unused"]))
       const dir = yield* Cli.tempDir
@@ -345,7 +345,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.match(verbose.stderr, /^\s+at /m)
     }))
 
-  it.scopedLive("a server that is not the API (HTTP 501, an HTML page): one request, one line; --verbose shows the page", () =>
+  it.live("a server that is not the API (HTTP 501, an HTML page): one request, one line; --verbose shows the page", () =>
     Effect.gen(function*() {
       // what `python3 -m http.server` answers to a POST
       const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        <meta charset=\"utf-8\">\n" +
@@ -354,7 +354,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
         "        <p>Error code explanation: 501 - Server does not support this operation.</p>\n    </body>\n</html>\n"
       let requests = 0
       const server = yield* Effect.acquireRelease(
-        Effect.async<Http.Server>((resume) => {
+        Effect.callback<Http.Server>((resume) => {
           const server = Http.createServer((req, res) => {
             requests++
             req.resume()
@@ -364,7 +364,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
           server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
         }),
         (server) =>
-          Effect.async<void>((resume) => {
+          Effect.callback<void>((resume) => {
             server.close(() => resume(Effect.void))
           })
       )
@@ -380,7 +380,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.include(verbose.stderr, "Message: Unsupported method ('POST').")
     }))
 
-  it.scopedLive("--provider anthropic with a base URL ending in /v1: corrected with a note; a 404's hint fits Anthropic", () =>
+  it.live("--provider anthropic with a base URL ending in /v1: corrected with a note; a 404's hint fits Anthropic", () =>
     Effect.gen(function*() {
       const server = yield* ProviderServer.make([
         {
@@ -413,7 +413,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
-  it.scopedLive("a session file open by another process: who holds it and what to do, exit 1", () =>
+  it.live("a session file open by another process: who holds it and what to do, exit 1", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const session = NodePath.join(dir, "s.jsonl")
@@ -426,7 +426,7 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
-  it.scopedLive(
+  it.live(
     "--provider openai-responses and --fallback google:<model> when the first is down",
     () =>
       Effect.gen(function*() {

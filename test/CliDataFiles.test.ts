@@ -36,7 +36,7 @@ const userFolder = (path: string): string => {
 }
 
 describe("the files the command creates are its user's alone", { timeout: 120_000 }, () => {
-  it.scopedLive("a session it starts: its folders 0700, its file 0600; the user's data folder keeps its mode", () =>
+  it.live("a session it starts: its folders 0700, its file 0600; the user's data folder keeps its mode", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() => ChatServer.text(["Hello."]))
       const dir = yield* Cli.tempDir
@@ -65,7 +65,7 @@ describe("the files the command creates are its user's alone", { timeout: 120_00
       )
     }))
 
-  it.scopedLive("a session file named with --session: 0600, in the user's folder, which keeps its mode", () =>
+  it.live("a session file named with --session: 0600, in the user's folder, which keeps its mode", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(() => ChatServer.text(["Hello."]))
       const dir = yield* Cli.tempDir
@@ -78,7 +78,7 @@ describe("the files the command creates are its user's alone", { timeout: 120_00
       assert.deepStrictEqual({ file: modeOf(file), workspace: modeOf(workspace) }, { file: "600", workspace: "755" })
     }))
 
-  it.scopedLive("a session's lock, while it is held: its folder 0700, its files 0600", () =>
+  it.live("a session's lock, while it is held: its folder 0700, its files 0600", () =>
     Effect.gen(function*() {
       const dir = userFolder(NodePath.join(yield* Cli.tempDir, "sessions"))
       const file = NodePath.join(dir, "s.jsonl")
@@ -98,7 +98,7 @@ describe("the files the command creates are its user's alone", { timeout: 120_00
       )
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
-  it.scopedLive("trust: the folder of the trust record 0700, the record 0600", () =>
+  it.live("trust: the folder of the trust record 0700, the record 0600", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const workspace = userFolder(NodePath.join(dir, "work"))
@@ -120,7 +120,7 @@ describe("the files the command creates are its user's alone", { timeout: 120_00
       )
     }))
 
-  it.scopedLive("serve: its data folder 0700; serve.db, -wal and -shm 0600 after a write", () =>
+  it.live("serve: its data folder 0700; serve.db, -wal and -shm 0600 after a write", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const workspace = userFolder(NodePath.join(dir, "work"))

@@ -47,7 +47,7 @@ const entries = (help: string, section: string): Array<{ readonly head: string; 
 }
 
 describe("the command's help", () => {
-  it.scopedLive(
+  it.live(
     "--help lists every subcommand and describes every option, with no placeholder and no colour in a pipe",
     () =>
       Effect.gen(function*() {
@@ -97,7 +97,7 @@ describe("the command's help", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive("on a terminal --help has colours, unless NO_COLOR is set", () =>
+  it.live("on a terminal --help has colours, unless NO_COLOR is set", () =>
     Effect.gen(function*() {
       const main = yield* bundled
       const colored = yield* Pty.run(main, ["--help"])
@@ -107,7 +107,7 @@ describe("the command's help", () => {
       assert.notMatch(plain, /\x1b/)
     }), { timeout: 60_000 })
 
-  it.scopedLive(
+  it.live(
     "--verbose: a failure the command explains logs no \"Fiber terminated\" lines",
     () =>
       Effect.gen(function*() {

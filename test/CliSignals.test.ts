@@ -8,7 +8,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Fs from "node:fs/promises"
@@ -53,7 +53,7 @@ const trial = (options: {
   readonly signals: ReadonlyArray<NodeJS.Signals>
   readonly gapMillis: number
 }) =>
-  Effect.async<Outcome>((resume) => {
+  Effect.callback<Outcome>((resume) => {
     const [command, args] = options.via === "npm"
       ? ["npm", ["run", "agent", "--", ...options.args]]
       : [process.execPath, [main, ...options.args]]
@@ -121,7 +121,7 @@ const assertAbortedCleanly = (outcome: Outcome, session: string, via: "npm" | "n
     assert.isFalse(lock, `lock left behind\n${context}`)
     const contents = yield* Session.readJsonl(session).pipe(Effect.provide(NodeFileSystem.layer), Effect.orDie)
     assert.isUndefined(contents.torn, "no torn line")
-    assert.isTrue(Either.isRight(Message.validateHistory(contents.messages)), "every tool call paired")
+    assert.isTrue(Result.isSuccess(Message.validateHistory(contents.messages)), "every tool call paired")
     return contents.messages
   })
 
@@ -158,7 +158,7 @@ const trials = <A>(count: number, run: (index: number) => Effect.Effect<A>) =>
   Effect.forEach(Array.from({ length: count }, (_, i) => i), run, { concurrency: 4 })
 
 describe("Ctrl-C through npm run agent", () => {
-  it.scopedLive(
+  it.live(
     "two SIGINTs to the process group while a reply streams: 130, [aborted], partial reply saved",
     () =>
       Effect.gen(function*() {
@@ -188,7 +188,7 @@ describe("Ctrl-C through npm run agent", () => {
     120_000
   )
 
-  it.scopedLive(
+  it.live(
     "two SIGINTs to the process group while bash runs: 130, [aborted], the call paired",
     () =>
       Effect.gen(function*() {
@@ -224,7 +224,7 @@ describe("Ctrl-C through npm run agent", () => {
 })
 
 describe("signals to node itself", () => {
-  it.scopedLive("double SIGINT exits with exactly 130; SIGTERM aborts like Ctrl-C", () =>
+  it.live("double SIGINT exits with exactly 130; SIGTERM aborts like Ctrl-C", () =>
     Effect.gen(function*() {
       const server = yield* ChatServer.make(answer)
       const dir = yield* tempDir
@@ -250,7 +250,7 @@ describe("signals to node itself", () => {
       )
     }), 60_000)
 
-  it.scopedLive(
+  it.live(
     "a SIGTERM during cleanup stops a child that ignores SIGTERM at once, session still valid",
     () =>
       Effect.gen(function*() {
@@ -293,7 +293,7 @@ describe("a signal while a large session opens", () => {
     return Fs.writeFile(path, lines.join("\n") + "\n")
   }
 
-  it.scopedLive(
+  it.live(
     "one SIGTERM or SIGINT ends the run: 130, no request sent, the session as it was",
     () =>
       Effect.gen(function*() {

@@ -34,7 +34,7 @@ const workspace = Effect.gen(function*() {
 /** `mcp-server --http 0` with `args`, once it prints its URL: the URL and everything on stderr so far. */
 const startMcp = (dir: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly stderr: string; readonly kill: () => void }, string>((resume) => {
+    Effect.callback<{ readonly url: string; readonly stderr: string; readonly kill: () => void }, string>((resume) => {
       const child = Reaper.spawnGroup(
         process.execPath,
         [main, "mcp-server", "--provider", "demo", "--workspace", dir, "--http", "0", ...args],
@@ -102,7 +102,7 @@ const serveStatus = (url: string, token?: string) =>
   )
 
 describe("the token of mcp-server --http", () => {
-  it.scopedLive("is EFFECT_AGENT_TOKEN when it is set, and is not printed", () =>
+  it.live("is EFFECT_AGENT_TOKEN when it is set, and is not printed", () =>
     Effect.gen(function*() {
       const { dir } = yield* workspace
       const { stderr, url } = yield* startMcp(dir, [], { EFFECT_AGENT_TOKEN: fromEnv })
@@ -113,7 +113,7 @@ describe("the token of mcp-server --http", () => {
       assert.strictEqual(yield* mcpStatus(url, fromEnv), 200)
     }), { timeout: 60_000 })
 
-  it.scopedLive(
+  it.live(
     "is --token-file's content, trimmed, before EFFECT_AGENT_TOKEN; --token goes before both",
     () =>
       Effect.gen(function*() {
@@ -133,7 +133,7 @@ describe("the token of mcp-server --http", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "an empty or unreadable --token-file is a usage error that names the file",
     () =>
       Effect.gen(function*() {
@@ -163,7 +163,7 @@ describe("the token of mcp-server --http", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "without --http, --token and --host are a usage error rather than ignored",
     () =>
       Effect.gen(function*() {
@@ -187,7 +187,7 @@ describe("the token of mcp-server --http", () => {
 })
 
 describe("the token of serve", () => {
-  it.scopedLive("is EFFECT_AGENT_TOKEN when it is set", () =>
+  it.live("is EFFECT_AGENT_TOKEN when it is set", () =>
     Effect.gen(function*() {
       const { dir } = yield* workspace
       const { url } = yield* startServe(dir, [], { EFFECT_AGENT_TOKEN: fromEnv })
@@ -196,7 +196,7 @@ describe("the token of serve", () => {
       assert.strictEqual(yield* serveStatus(url, fromEnv), 200)
     }), { timeout: 60_000 })
 
-  it.scopedLive(
+  it.live(
     "is --token-file's content, trimmed, before EFFECT_AGENT_TOKEN; --token goes before both",
     () =>
       Effect.gen(function*() {
@@ -214,7 +214,7 @@ describe("the token of serve", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive("an empty --token-file is a usage error that names the file", () =>
+  it.live("an empty --token-file is a usage error that names the file", () =>
     Effect.gen(function*() {
       const { dir } = yield* workspace
       const empty = NodePath.join(dir, "empty")

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as Compaction from "../src/Compaction.js"
 import * as Errors from "../src/Errors.js"
@@ -30,7 +30,7 @@ describe("Compaction.cutPoint", () => {
       assert.notStrictEqual(oldHistory[cut]?.role, "toolResult")
       assert.isAbove(cut, 0)
       assert.isBelow(cut, oldHistory.length)
-      assert.isTrue(Either.isRight(Message.validateHistory(oldHistory.slice(cut))))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(oldHistory.slice(cut))))
     }
     // a budget for the last two messages keeps exactly them
     const lastTwo = Compaction.estimateTokens(oldHistory[4]!) + Compaction.estimateTokens(oldHistory[5]!)

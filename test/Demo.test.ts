@@ -11,7 +11,7 @@ import * as Reaper from "./utils/reaper.js"
 
 /** Runs the demo (as `npm run demo -- …` does, through tsx) with `args`; returns its stdout. */
 const demo = (args: ReadonlyArray<string>) =>
-  Effect.async<{ readonly code: number | null; readonly stdout: string }>((resume) => {
+  Effect.callback<{ readonly code: number | null; readonly stdout: string }>((resume) => {
     const child = Reaper.watch(ChildProcess.spawn(
       process.execPath,
       ["--import", "tsx", NodePath.join(Cli.root, "examples", "demo.ts"), ...args],

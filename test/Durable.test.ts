@@ -1,12 +1,12 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -41,8 +41,8 @@ const runner = (store: Store, model: Model.Service, options: Durable.Options = {
 class TestStore extends Context.Tag("test/TestStore")<TestStore, Store>() {}
 
 const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
-  ["SQLite", Layer.scoped(TestStore, Effect.map(tempDir("effect-agent-durable-"), (dir) => sqlite(dir)))],
-  ["PostgreSQL", Layer.scoped(TestStore, postgres)]
+  ["SQLite", Layer.effect(TestStore, Effect.map(tempDir("effect-agent-durable-"), (dir) => sqlite(dir)))],
+  ["PostgreSQL", Layer.effect(TestStore, postgres)]
 ]
 
 /** Runs `f` with a `SqlClient` of `store` of its own. */
@@ -155,7 +155,7 @@ for (const [storeName, storeLayer] of stores) {
             description: "Returns its input, once let go",
             parameters: Schema.Struct({ text: Schema.String }),
             execute: ({ text }) =>
-              blocking ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(text),
+              blocking ? Effect.andThen(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(text),
             idempotent: true
           })
           const options = { tools: [echo, slow] }
@@ -270,7 +270,7 @@ for (const [storeName, storeLayer] of stores) {
           const store = yield* freshStore
           const model = Model.make({
             respond: (_, onEvent) =>
-              Effect.zipRight(
+              Effect.andThen(
                 onEvent({ _tag: "TextDelta", index: 0, delta: "half an answer" }),
                 Effect.fail(
                   new Errors.ModelAuthenticationFailed({ provider: "test", description: "the key was revoked" })
@@ -363,7 +363,7 @@ for (const [storeName, storeLayer] of stores) {
                 )
               }
             })
-            const restore = yield* cutRepliesWhen(() => cutting, () => Deferred.unsafeDone(cut, Exit.void))
+            const restore = yield* cutRepliesWhen(() => cutting, () => Deferred.doneUnsafe(cut, Exit.void))
             const runId = yield* Effect.gen(function*() {
               const client = (yield* Durable.client)("last")
               const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
@@ -419,7 +419,7 @@ for (const [storeName, storeLayer] of stores) {
             const model = Model.make({
               complete: () =>
                 Deferred.succeed(started, undefined).pipe(
-                  Effect.zipRight(Deferred.await(release)),
+                  Effect.andThen(Deferred.await(release)),
                   Effect.as(Message.assistant("done"))
                 )
             })
@@ -429,9 +429,9 @@ for (const [storeName, storeLayer] of stores) {
               yield* Deferred.await(started)
               for (const suffix of ["", "-wal", "-shm"]) NodeFs.rmSync(`${store.target}${suffix}`, { force: true })
               yield* Deferred.succeed(release, undefined)
-              const waited = yield* Effect.either(client.Wait({ runId: run.runId }))
-              assert.isTrue(Either.isLeft(waited), `the run reported ${JSON.stringify(waited)}`)
-              if (Either.isLeft(waited)) {
+              const waited = yield* Effect.result(client.Wait({ runId: run.runId }))
+              assert.isTrue(Result.isFailure(waited), `the run reported ${JSON.stringify(waited)}`)
+              if (Result.isFailure(waited)) {
                 const error = waited.left
                 assert.strictEqual(error._tag, "StoreFailed")
                 if (error._tag === "StoreFailed") assert.include(error.description, "was deleted while it was open")
@@ -523,7 +523,7 @@ for (const [storeName, storeLayer] of stores) {
             parameters: Schema.Struct({}),
             execute: () =>
               Effect.sync(() => started++).pipe(
-                Effect.zipRight(Effect.never),
+                Effect.andThen(Effect.never),
                 Effect.onInterrupt(() => Effect.sync(() => interrupted++))
               ),
             idempotent: true
@@ -890,8 +890,8 @@ const streamThenWait = (deltas: ReadonlyArray<Model.Delta>) =>
         requests.push(request)
         if (requests.length > 1 || deltas.length === 0) return Effect.succeed(Message.assistant("ok"))
         return Effect.forEach(deltas, onEvent, { discard: true }).pipe(
-          Effect.zipRight(Deferred.succeed(streamed, undefined)),
-          Effect.zipRight(Effect.never)
+          Effect.andThen(Deferred.succeed(streamed, undefined)),
+          Effect.andThen(Effect.never)
         )
       }
     })

@@ -7,7 +7,7 @@
  * than twice, and no tool that may not be re-run runs twice. The failover time (from a kill to the next
  * step of a session the killed runner was running) is printed.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

@@ -8,14 +8,14 @@
  * are held for the statement that stores what they lead to: checked with the test clock (the write gap
  * never ends there), and on PostgreSQL as one statement.
  */
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as EntityId from "@effect/cluster/EntityId"
-import * as RunnerAddress from "@effect/cluster/RunnerAddress"
-import * as ShardId from "@effect/cluster/ShardId"
-import * as Sharding from "@effect/cluster/Sharding"
+import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
+import * as EntityId from "effect/cluster/EntityId"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -394,7 +394,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const sql = yield* SqlClient.SqlClient
           const client = (yield* Durable.client)("waited")
           const { runId } = yield* client.Prompt({ inputId: "waited-1", text: "go" })
-          const waiting = yield* Effect.fork(client.Wait({ runId }))
+          const waiting = yield* Effect.forkChild(client.Wait({ runId }))
           yield* Effect.repeat(Effect.sync(() => Feed.waitedRuns(sql)), {
             until: (runs) => runs === 1,
             schedule: Schedule.spaced("10 millis")
@@ -577,7 +577,7 @@ describe("Durable Events: a step's last live events are held for what they lead 
   const withStore = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
     Effect.gen(function*() {
       const dir = yield* tempDir("effect-agent-held-")
-      return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.zipRight(migrate, f(sql))).pipe(
+      return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.andThen(migrate, f(sql))).pipe(
         Effect.provide(Layer.orDie(sqlite(dir).layer)),
         Effect.orDie
       )
@@ -600,7 +600,7 @@ describe("Durable Events: a step's last live events are held for what they lead 
           sql,
           "held",
           1,
-          (emit) => Effect.as(Effect.zipRight(emit(text("a")), emit(text("b"))), Message.assistant("ab")),
+          (emit) => Effect.as(Effect.andThen(emit(text("a")), emit(text("b"))), Message.assistant("ab")),
           held
         )
         assert.strictEqual(Message.textOf(answer), "ab")
@@ -647,7 +647,7 @@ describe("Durable Events: a step's last live events are held for what they lead 
       Effect.gen(function*() {
         const held: Array<LiveRow> = []
         const failed = yield* Effect.exit(
-          liveResponse(sql, "held", 1, (emit) => Effect.zipRight(emit(text("a")), Effect.fail("cut off")), held)
+          liveResponse(sql, "held", 1, (emit) => Effect.andThen(emit(text("a")), Effect.fail("cut off")), held)
         )
         assert.isTrue(Exit.isFailure(failed))
         assert.deepStrictEqual(yield* stored(sql), ["ResponseStart", "ResponseDelta"])
@@ -655,9 +655,9 @@ describe("Durable Events: a step's last live events are held for what they lead 
 
         const call = (toolCallId: string) => ({ toolCallId, toolName: "echo", input: {} })
         const started = yield* Deferred.make<void>()
-        const interrupted = yield* Effect.fork(
+        const interrupted = yield* Effect.forkChild(
           liveToolCall(sql, "held", call("stopped"), () =>
-            Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), held)
+            Effect.andThen(Deferred.succeed(started, undefined), Effect.never), held)
         )
         yield* Deferred.await(started)
         yield* Fiber.interrupt(interrupted)

@@ -25,7 +25,7 @@ const run = (
   args: ReadonlyArray<string>,
   onLine: (line: string, child: ChildProcess.ChildProcess) => void = () => {}
 ) =>
-  Effect.async<{ readonly code: number | null; readonly output: string }>((resume) => {
+  Effect.callback<{ readonly code: number | null; readonly output: string }>((resume) => {
     const child = Reaper.watch(
       ChildProcess.spawn(command, args, { cwd: repoRoot, env: env(), stdio: ["ignore", "pipe", "pipe"] })
     )

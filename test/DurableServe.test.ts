@@ -48,7 +48,7 @@ const until = <E, R>(check: Effect.Effect<boolean, E, R>, what: string) =>
   )
 
 describe("effect-agent serve as a process", () => {
-  it.scopedLive(
+  it.live(
     "SIGKILLed mid-run and started again on its port and database: the run completes, and an EventSource " +
       "resuming with Last-Event-ID gets every stored message once",
     () =>
@@ -64,7 +64,7 @@ describe("effect-agent serve as a process", () => {
           const reply = ChatServer.toolCall(`call_${turn}`, "read_file", { path: "a.txt" })
           if (turn !== 2 || held) return reply
           held = true
-          Deferred.unsafeDone(turn2, Effect.void)
+          Deferred.doneUnsafe(turn2, Effect.void)
           return { ...reply, gates: [{ at: 0, open: new Promise<void>(() => {}) }] }
         })
         const port = yield* Serve.stablePort
@@ -79,8 +79,8 @@ describe("effect-agent serve as a process", () => {
         const source = Serve.eventSource(`${url}/sessions/k1/events`, auth, (event) => {
           received.push(event)
           if (event.data._tag !== "Message") return
-          if (event.data.position === 4) Deferred.unsafeDone(seen, Effect.void)
-          if (event.data.position === 9) Deferred.unsafeDone(last, Effect.void)
+          if (event.data.position === 4) Deferred.doneUnsafe(seen, Effect.void)
+          if (event.data.position === 9) Deferred.doneUnsafe(last, Effect.void)
         })
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
 
@@ -135,7 +135,7 @@ describe("effect-agent serve as a process", () => {
     360_000
   )
 
-  it.scopedLive(
+  it.live(
     "--a2a: an A2A task (tasks/get) and its context's conversation outlast a restart on the same database",
     () =>
       Effect.gen(function*() {
@@ -188,7 +188,7 @@ describe("effect-agent serve as a process", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "Ctrl-C mid-run: the run is aborted with its tool call paired, the database closed, the port freed",
     () =>
       Effect.gen(function*() {
@@ -207,7 +207,7 @@ describe("effect-agent serve as a process", () => {
         const started = yield* Deferred.make<void>()
         const source = Serve.eventSource(`${url}/sessions/c1/events`, auth, (event) => {
           if (event.data._tag === "ToolStart" && event.data.toolName === "bash") {
-            Deferred.unsafeDone(started, Effect.void)
+            Deferred.doneUnsafe(started, Effect.void)
           }
         })
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
@@ -234,7 +234,7 @@ describe("effect-agent serve as a process", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "Ctrl-C during a streamed answer: the answer is stored with what the model had written, marked aborted, " +
       "and the next prompt sends it to the model",
     () =>
@@ -256,7 +256,7 @@ describe("effect-agent serve as a process", () => {
         const source = Serve.eventSource(`${url}/sessions/t1/events`, auth, (event) => {
           if (event.data._tag === "ResponseDelta" && event.data.event._tag === "TextDelta") {
             streamed += event.data.event.delta
-            if (streamed === "Hello, wor") Deferred.unsafeDone(written, Effect.void)
+            if (streamed === "Hello, wor") Deferred.doneUnsafe(written, Effect.void)
           }
         })
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
@@ -285,7 +285,7 @@ describe("effect-agent serve as a process", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "Ctrl-C while a call waits for an approval: the call is denied, the history paired, the port freed",
     () =>
       Effect.gen(function*() {
@@ -309,7 +309,7 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual((yield* post(`${url}/sessions/a1/prompt`, { clientId: "p1", text: "go" })).status, 200)
         const asked = yield* Deferred.make<void>()
         const source = Serve.eventSource(`${url}/sessions/a1/events`, auth, (event) => {
-          if (event.data._tag === "ApprovalRequested") Deferred.unsafeDone(asked, Effect.void)
+          if (event.data._tag === "ApprovalRequested") Deferred.doneUnsafe(asked, Effect.void)
         })
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
         yield* Deferred.await(asked).pipe(Serve.within("120 seconds", () => `no approval asked:\n${first.output()}`))
@@ -334,7 +334,7 @@ describe("effect-agent serve as a process", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "--mcp: the servers' tools are called by the runs, the file is protected from the agent's writes, and " +
       "the servers end with the command",
     () =>
@@ -371,7 +371,7 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual((yield* post(`${url}/sessions/m1/prompt`, { clientId: "p1", text: "go" })).status, 200)
         const ended = yield* Deferred.make<any>()
         const source = Serve.eventSource(`${url}/sessions/m1/events`, auth, (event) => {
-          if (event.data._tag === "RunEnd") Deferred.unsafeDone(ended, Effect.succeed(event.data.outcome))
+          if (event.data._tag === "RunEnd") Deferred.doneUnsafe(ended, Effect.succeed(event.data.outcome))
         })
         yield* Effect.addFinalizer(() => Effect.sync(source.close))
         const outcome = yield* Deferred.await(ended).pipe(

@@ -50,7 +50,7 @@ const clusterOfTwo = (release: Promise<void>) =>
       const reply = ChatServer.toolCall("call_read", "read_file", { path: "a.txt" })
       if (held) return reply
       held = true
-      Deferred.unsafeDone(turn1, Effect.void)
+      Deferred.doneUnsafe(turn1, Effect.void)
       return { ...reply, gates: [{ at: 0, open: release }] }
     })
     const start = (name: "A" | "B") =>
@@ -81,7 +81,7 @@ const clusterOfTwo = (release: Promise<void>) =>
         received[process.name].push(event)
         const message = event.data._tag === "Message" ? event.data.message : undefined
         if (message?.role === "toolResult" && message.toolCallId === "call_pid") {
-          Deferred.unsafeDone(pidResult, Effect.succeed(Number(message.content[0].text)))
+          Deferred.doneUnsafe(pidResult, Effect.succeed(Number(message.content[0].text)))
         }
       })
     )
@@ -112,7 +112,7 @@ const runEnded = (process: { readonly url: string }, output: () => string) =>
 const roles = ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"]
 
 describe("effect-agent serve --runner-address", () => {
-  it.scopedLive(
+  it.live(
     "two serve processes on one PostgreSQL database: any serves the session, and when the one that runs it " +
       "is SIGKILLed mid-run the other takes it over and the run completes",
     () =>
@@ -144,7 +144,7 @@ describe("effect-agent serve --runner-address", () => {
     480_000
   )
 
-  it.scopedLive(
+  it.live(
     "Ctrl-C on the process that does not run the session: it aborts none of the other's runs, which completes",
     () =>
       Effect.gen(function*() {
@@ -162,7 +162,7 @@ describe("effect-agent serve --runner-address", () => {
     480_000
   )
 
-  it.scopedLive(
+  it.live(
     "runners on several machines on one SQLite file: a usage error before anything starts",
     () =>
       Effect.gen(function*() {

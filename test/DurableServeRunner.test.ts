@@ -3,17 +3,17 @@
  * on no other interface (a port alone is 127.0.0.1), and whoever reaches it is answered in the
  * cluster's protocol without any token: the port is for the cluster's machines only.
  */
-import * as EntityAddress from "@effect/cluster/EntityAddress"
-import * as EntityId from "@effect/cluster/EntityId"
-import * as EntityType from "@effect/cluster/EntityType"
-import * as Runners from "@effect/cluster/Runners"
-import * as ShardId from "@effect/cluster/ShardId"
-import * as Snowflake from "@effect/cluster/Snowflake"
+import * as EntityAddress from "effect/cluster/EntityAddress"
+import * as EntityId from "effect/cluster/EntityId"
+import * as EntityType from "effect/cluster/EntityType"
+import * as Runners from "effect/cluster/Runners"
+import * as ShardId from "effect/cluster/ShardId"
+import * as Snowflake from "effect/cluster/Snowflake"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import * as Headers from "@effect/platform/Headers"
-import * as Socket from "@effect/platform/Socket"
-import * as RpcClient from "@effect/rpc/RpcClient"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as Headers from "effect/http/Headers"
+import * as Socket from "effect/socket/Socket"
+import * as RpcClient from "effect/rpc/RpcClient"
+import * as RpcSerialization from "effect/rpc/RpcSerialization"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -34,7 +34,7 @@ afterAll(() => Cli.removeBundle(main))
 
 /** Whether a TCP connection to `host:port` is accepted: `connected`, or the error's code. */
 const connect = (host: string, port: number) =>
-  Effect.async<string>((resume) => {
+  Effect.callback<string>((resume) => {
     const socket = Net.connect({ host, port })
     socket.once("connect", () => {
       socket.destroy()
@@ -82,14 +82,14 @@ const otherAddresses = (): Array<string> =>
   )
 
 describe("effect-agent serve --runner-address", () => {
-  it.scopedLive(
+  it.live(
     "a port alone listens on 127.0.0.1 only; whoever reaches it, with no token, starts a run there",
     () =>
       Effect.gen(function*() {
         const dir = yield* tempDir("effect-agent-serve-runner-")
         const asked = yield* Deferred.make<{ readonly text: string }>()
         const provider = yield* ChatServer.make((body) => {
-          Deferred.unsafeDone(asked, Effect.succeed({ text: JSON.stringify(body.messages) }))
+          Deferred.doneUnsafe(asked, Effect.succeed({ text: JSON.stringify(body.messages) }))
           return ChatServer.text(["done"])
         })
         const port = yield* Serve.stablePort

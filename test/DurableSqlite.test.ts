@@ -6,7 +6,7 @@
  * lock held longer than `busyTimeout` is a typed `SqlError`, also for a transaction that could not begin.
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -35,7 +35,7 @@ const readThenWriteWhileAnotherWrites = (a: SqlClient.SqlClient, b: SqlClient.Sq
     yield* a`CREATE TABLE counter (n INTEGER NOT NULL)`
     yield* a`INSERT INTO counter (n) VALUES (0)`
     const read = yield* Deferred.make<void>()
-    const first = yield* Effect.fork(a.withTransaction(Effect.gen(function*() {
+    const first = yield* Effect.forkChild(a.withTransaction(Effect.gen(function*() {
       const rows = yield* a<{ readonly n: number }>`SELECT n FROM counter`
       yield* Deferred.succeed(read, undefined)
       // the other connection's write is under way (with the shared-file client: waiting for the lock)
@@ -43,7 +43,7 @@ const readThenWriteWhileAnotherWrites = (a: SqlClient.SqlClient, b: SqlClient.Sq
       yield* a`UPDATE counter SET n = ${rows[0]!.n + 1}`
     })))
     yield* Deferred.await(read)
-    const second = yield* Effect.fork(b`UPDATE counter SET n = n + 10`)
+    const second = yield* Effect.forkChild(b`UPDATE counter SET n = n + 10`)
     const firstExit = yield* Fiber.await(first)
     const secondExit = yield* Fiber.await(second)
     const rows = yield* b<{ readonly n: number }>`SELECT n FROM counter`
@@ -70,7 +70,7 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
       const { firstExit, n, secondExit } = yield* readThenWriteWhileAnotherWrites(a, b)
       assert.isTrue(Exit.isSuccess(secondExit))
       assert.isTrue(Exit.isFailure(firstExit))
-      const failure = Exit.isFailure(firstExit) ? Cause.failureOption(firstExit.cause) : undefined
+      const failure = Exit.isFailure(firstExit) ? Cause.findErrorOption(firstExit.cause) : undefined
       assert.include(String((failure?._tag === "Some" ? failure.value : undefined)?.cause), "database is locked")
       assert.strictEqual(n, 10)
     }).pipe(Effect.scoped))
@@ -83,7 +83,7 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
       yield* holder`CREATE TABLE t (n INTEGER NOT NULL)`
       const locked = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
-      const holding = yield* Effect.fork(holder.withTransaction(Effect.gen(function*() {
+      const holding = yield* Effect.forkChild(holder.withTransaction(Effect.gen(function*() {
         yield* holder`INSERT INTO t (n) VALUES (1)`
         yield* Deferred.succeed(locked, undefined)
         yield* Deferred.await(release)
@@ -102,7 +102,7 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
 
       // one that waits less than its busyTimeout for the lock goes through once the lock is released
       const patient = yield* connect(Durable.layerSqlite({ filename }))
-      const waiting = yield* Effect.fork(patient.withTransaction(patient`INSERT INTO t (n) VALUES (4)`))
+      const waiting = yield* Effect.forkChild(patient.withTransaction(patient`INSERT INTO t (n) VALUES (4)`))
       yield* Effect.sleep("200 millis")
       assert.isNull(waiting.unsafePoll(), "it waits for the lock")
       yield* Deferred.succeed(release, undefined)

@@ -83,7 +83,7 @@ describe("the export page", () => {
     assert.notMatch(html, /<script|<link|src=|url\(/)
   })
 
-  it.scopedLive(
+  it.live(
     "written by the command from a session file, it shows the conversation in a browser",
     () =>
       Effect.gen(function*() {
@@ -143,7 +143,7 @@ describe("the export page", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive("a file that is not a session: one line saying so, exit 2", () =>
+  it.live("a file that is not a session: one line saying so, exit 2", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const outcome = yield* Cli.run(main, ["export", NodePath.join(dir, "missing.jsonl")])
@@ -172,7 +172,7 @@ describe("the export page", () => {
     assert.notInclude(html, "Infinity")
   })
 
-  it.scopedLive(
+  it.live(
     "a session with branches: the page lists them with the first prompt after each fork",
     () =>
       Effect.gen(function*() {

@@ -16,7 +16,7 @@ describe("queued input", () => {
         name: "steer",
         description: "the user types while this runs",
         parameters: Schema.Struct({}),
-        execute: () => Effect.as(Effect.zipRight(inbox.offer("actually, use tabs"), inbox.offer("and hurry")), "ran")
+        execute: () => Effect.as(Effect.andThen(inbox.offer("actually, use tabs"), inbox.offer("and hurry")), "ran")
       })
       const { layer, model } = scriptedRun([
         Message.assistant([Message.toolCall("c1", "steer")]),

@@ -138,7 +138,7 @@ const checkSessions = (dir: string) =>
   })
 
 describe("the chat in a real terminal (tmux)", () => {
-  it.scopedLive(
+  it.live(
     "a prompt answered with a tool call: the call on one line, its result folded",
     () =>
       Effect.gen(function*() {
@@ -164,7 +164,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "a message typed while a slow tool runs is queued and sent at the next turn",
     () =>
       Effect.gen(function*() {
@@ -190,7 +190,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "Ctrl-C during a run aborts it; the prompt comes back and the session goes on",
     () =>
       Effect.gen(function*() {
@@ -220,7 +220,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "an approval answered n: the call is denied and the denial shown; nothing written",
     () =>
       Effect.gen(function*() {
@@ -243,7 +243,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "/sessions lists this workspace's sessions; /resume continues one; --continue the latest",
     () =>
       Effect.gen(function*() {
@@ -276,7 +276,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "a corrupt --session file: SessionCorrupt with its line, a new session, the file untouched",
     () =>
       Effect.gen(function*() {
@@ -298,7 +298,7 @@ describe("the chat in a real terminal (tmux)", () => {
 })
 
 describe("without a terminal", () => {
-  it.scopedLive(
+  it.live(
     "no prompt and piped stdin: one-shot mode with the prompt read from stdin",
     () =>
       Effect.gen(function*() {

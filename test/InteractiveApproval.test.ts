@@ -171,7 +171,7 @@ const answer = (body: any): ChatServer.Reply => {
 const count = (text: string, pattern: RegExp) => (text.match(pattern) ?? []).length
 
 describe("the chat in a real terminal (tmux)", () => {
-  it.scopedLive(
+  it.live(
     "an approval answered always: the first bash call asks, the later ones in the chat run without asking",
     () =>
       Effect.gen(function*() {
@@ -206,7 +206,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "the workspace's permissions file: an ask rule asks before a read, a deny rule denies without asking",
     () =>
       Effect.gen(function*() {
@@ -236,7 +236,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "a narrow terminal: the answer, the tool line and the status line wrap, no word lost, no line too wide",
     () =>
       Effect.gen(function*() {
@@ -269,7 +269,7 @@ describe("the chat in a real terminal (tmux)", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "the status line shows the context use against the model's window: built in, or --context-window",
     () =>
       Effect.gen(function*() {

@@ -62,7 +62,7 @@ describe("/fork and /tree: the pure parts", () => {
 })
 
 describe("/fork and /tree in a real terminal (tmux)", () => {
-  it.scopedLive(
+  it.live(
     "fork back to the first prompt, answer on the new branch, /tree shows two, and /resume reads the fork",
     () =>
       Effect.gen(function*() {
@@ -108,7 +108,7 @@ describe("/fork and /tree in a real terminal (tmux)", () => {
     { timeout: 90_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "/fork on a session written before branches forks a copy and leaves the file as it was",
     () =>
       Effect.gen(function*() {

@@ -3,14 +3,14 @@ import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import * as EventSink from "../src/internal/eventSink.js"
@@ -30,7 +30,7 @@ const results = (messages: ReadonlyArray<Message.Message>) =>
   messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
 const assertValid = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
-  if (Either.isLeft(checked)) assert.fail(checked.left.message)
+  if (Result.isFailure(checked)) assert.fail(checked.left.message)
 }
 
 describe("Loop.run", () => {
@@ -171,7 +171,7 @@ describe("Loop.run", () => {
         ]),
         Message.assistant("done")
       ])
-      const fiber = yield* Effect.fork(Loop.run({ input: "go", tools: [sleepy] }).pipe(Effect.provide(layer)))
+      const fiber = yield* Effect.forkChild(Loop.run({ input: "go", tools: [sleepy] }).pipe(Effect.provide(layer)))
       yield* TestClock.adjust(30)
       const result = yield* Fiber.join(fiber)
       assert.deepStrictEqual(result.messages.map((m) => m.role), [
@@ -200,7 +200,7 @@ describe("Loop.run", () => {
         parameters: Schema.Struct({ id: Schema.String }),
         execute: ({ id }) =>
           Effect.acquireRelease(Deferred.succeed(started, undefined), () => Effect.sync(() => finalized.push(id))).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.scoped
           )
       })
@@ -211,7 +211,7 @@ describe("Loop.run", () => {
           call("c3", "hang", { id: "c3" })
         ])
       ])
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Loop.run({ input: "go", tools: [echo, hang], concurrency: 1 }).pipe(Effect.provide(layer))
       )
       yield* Deferred.await(started)
@@ -340,7 +340,7 @@ describe("Loop.run", () => {
       const failed = scriptedRun([Message.assistant([call("l1", "look", {})])])
       const within = <A, E>(run: Effect.Effect<A, E>) =>
         Effect.locally(
-          Effect.zipRight(Effect.exit(run), FiberRef.get(ParentRun.current)),
+          Effect.andThen(Effect.exit(run), FiberRef.get(ParentRun.current)),
           ParentRun.current,
           outer
         )
@@ -506,10 +506,10 @@ describe("Loop.turn", () => {
         name: "hang",
         description: "never finishes",
         parameters: Schema.Struct({}),
-        execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        execute: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.never)
       })
       const { layer, session } = scriptedRun([Message.assistant([call("c1", "hang", {})])])
-      const fiber = yield* Effect.fork(Loop.turn({ input: "go", tools: [hang] }).pipe(Effect.provide(layer)))
+      const fiber = yield* Effect.forkChild(Loop.turn({ input: "go", tools: [hang] }).pipe(Effect.provide(layer)))
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
       const history = yield* session.messages
@@ -539,7 +539,7 @@ describe("Loop.runAgent", () => {
         parameters: Schema.Struct({}),
         execute: () =>
           Effect.sync(() => controller.abort()).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.onInterrupt(() => Effect.sync(() => (finalized = true)))
           )
       })

@@ -1,10 +1,10 @@
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { afterEach, assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -91,8 +91,8 @@ describe("Mcp.parseConfig", () => {
       },
       "/etc/agent"
     )
-    assert.isTrue(Either.isRight(parsed))
-    const servers = Either.getOrThrow(parsed)
+    assert.isTrue(Result.isSuccess(parsed))
+    const servers = Result.getOrThrow(parsed)
     assert.deepStrictEqual(servers.map((server) => server.name), ["fs", "web"])
     const fs = servers[0] as Mcp.StdioOptions
     assert.strictEqual(fs.command, "npx")
@@ -106,9 +106,9 @@ describe("Mcp.parseConfig", () => {
 
   it("says where a configuration is wrong", () => {
     const parsed = Mcp.parseConfig({ mcpServers: { fs: { args: ["x"] } } })
-    assert.isTrue(Either.isLeft(parsed))
-    assert.include(Either.getLeft(parsed).pipe(Option.getOrThrow), "mcpServers.fs")
-    assert.isTrue(Either.isLeft(Mcp.parseConfig({ servers: {} })))
+    assert.isTrue(Result.isFailure(parsed))
+    assert.include(Result.getLeft(parsed).pipe(Option.getOrThrow), "mcpServers.fs")
+    assert.isTrue(Result.isFailure(Mcp.parseConfig({ servers: {} })))
   })
 
   it.effect("a missing or malformed file is McpConfigInvalid naming the file", () =>
@@ -120,7 +120,7 @@ describe("Mcp.parseConfig", () => {
       NodeFs.writeFileSync(NodePath.join(dir, "bad.json"), "{ mcpServers: ")
       const bad = yield* Effect.flip(Mcp.readConfig(NodePath.join(dir, "bad.json")))
       assert.include(bad.message, "not JSON")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("Mcp over stdio (server-everything)", () => {
@@ -172,12 +172,12 @@ describe("Mcp over stdio (server-everything)", () => {
       const tools = yield* mcp.tools
       const sum = findTool(tools, "mcp__everything__get-sum")
       const decoded = Tool.decodeInput(sum, { a: "two" })
-      assert.isTrue(Either.isLeft(decoded))
-      const error = Either.getLeft(decoded).pipe(Option.getOrThrow)
+      assert.isTrue(Result.isFailure(decoded))
+      const error = Result.getLeft(decoded).pipe(Option.getOrThrow)
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.include(error.issues, "- a: must be number")
       assert.include(error.issues, "- (root): must have required property 'b'")
-      assert.isTrue(Either.isRight(Tool.decodeInput(sum, { a: 1, b: 2 })))
+      assert.isTrue(Result.isSuccess(Tool.decodeInput(sum, { a: 1, b: 2 })))
 
       const { layer, session } = scriptedRun([
         Message.assistant([Message.toolCall("c1", sum.name, { a: "two" })]),
@@ -201,15 +201,15 @@ describe("Mcp over stdio (server-everything)", () => {
       const tools = yield* mcp.tools
       const long = findTool(tools, "mcp__everything__trigger-long-running-operation")
       const progressed = yield* Deferred.make<unknown>()
-      const call = yield* Effect.fork(
-        Effect.either(long.execute({ duration: 30, steps: 30 }, context(long, progressed)))
+      const call = yield* Effect.forkChild(
+        Effect.result(long.execute({ duration: 30, steps: 30 }, context(long, progressed)))
       )
       // progress shows the call is running on the server
       yield* Deferred.await(progressed)
       process.kill(first, "SIGKILL")
       const failed = yield* Fiber.join(call)
-      assert.isTrue(Either.isLeft(failed))
-      const error = Either.getLeft(failed).pipe(Option.getOrThrow) as { _tag: string; message: string }
+      assert.isTrue(Result.isFailure(failed))
+      const error = Result.getLeft(failed).pipe(Option.getOrThrow) as { _tag: string; message: string }
       assert.strictEqual(error._tag, "ToolExecutionFailed")
       assert.include(error.message, "closed the connection during the call")
 
@@ -278,7 +278,7 @@ describe("Mcp over stdio (fixture server)", () => {
         Message.assistant([Message.toolCall("c1", "mcp__fixture__wait", { ms: 60_000 })]),
         Message.assistant("never")
       ])
-      const run = yield* Effect.fork(Loop.run({ input: "wait", tools }).pipe(Effect.provide(layer)))
+      const run = yield* Effect.forkChild(Loop.run({ input: "wait", tools }).pipe(Effect.provide(layer)))
       yield* waitUntil("the call to start", () => readLog(log).some((line) => line.startsWith("start ")))
       yield* Fiber.interrupt(run)
       yield* waitUntil(
@@ -288,7 +288,7 @@ describe("Mcp over stdio (fixture server)", () => {
       const started = readLog(log).find((line) => line.startsWith("start "))!.slice(6)
       assert.include(readLog(log), `cancelled ${started}`)
       const messages = yield* session.messages
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
       const [result] = toolResults(messages)
       assert.isTrue(result!.isError)
       assert.strictEqual(texts(result!), "Operation aborted")
@@ -305,7 +305,7 @@ describe("Mcp over stdio (fixture server)", () => {
         Stream.map((tools) => tools.map((tool) => tool.name)),
         Stream.takeUntil((names) => names.includes("mcp__fixture__extra")),
         Stream.runCollect,
-        Effect.fork
+        Effect.forkChild
       )
       const add = findTool(yield* mcp.tools, "mcp__fixture__add_tool")
       yield* add.execute({}, context(add))
@@ -461,11 +461,11 @@ describe("Mcp with the filesystem server", () => {
         Effect.exit
       )
       assert.isTrue(Exit.isFailure(exit))
-      const failure = Cause.failureOption((exit as Exit.Failure<unknown, { _tag: string }>).cause)
+      const failure = Cause.findErrorOption((exit as Exit.Failure<unknown, { _tag: string }>).cause)
       assert.strictEqual(Option.getOrThrow(failure)._tag, "ToolPermissionDenied")
       assert.strictEqual(NodeFs.readFileSync(file, "utf8"), "remember")
       const messages = yield* denied.session.messages
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
       const results = toolResults(messages)
       assert.deepStrictEqual(results.map((result) => result.toolCallId).sort(), ["c1", "c2"])
       assert.include(texts(results.find((result) => result.toolCallId === "c2")!), "read-only agent")
@@ -484,7 +484,7 @@ describe("Mcp with the filesystem server", () => {
         config,
         JSON.stringify({ mcpServers: { files: { command: fs.command, args: fs.args } } })
       )
-      const layer = Mcp.fromConfig(config).pipe(Layer.provide(NodeContext.layer))
+      const layer = Mcp.fromConfig(config).pipe(Layer.provide(NodeServices.layer))
       const tools = yield* Mcp.tools.pipe(Effect.provide(layer))
       const read = findTool(tools, "mcp__files__read_text_file")
       assert.strictEqual(read.description.length > 0, true)

@@ -5,11 +5,11 @@
  */
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as TestServices from "effect/TestServices"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
@@ -102,9 +102,9 @@ describe("Mcp against hostile servers: schemas", () => {
       const match = findTool(yield* mcp.tools, "mcp__hostile__match")
       // 2^40 steps for a backtracking engine
       const decoded = Tool.decodeInput(match, { text: `${"a".repeat(40)}!` })
-      assert.isTrue(Either.isLeft(decoded))
-      assert.include(Either.getLeft(decoded).pipe(Option.getOrThrow).issues, "must match pattern")
-      assert.isTrue(Either.isRight(Tool.decodeInput(match, { text: "aaaa" })))
+      assert.isTrue(Result.isFailure(decoded))
+      assert.include(Result.getLeft(decoded).pipe(Option.getOrThrow).issues, "must match pattern")
+      assert.isTrue(Result.isSuccess(Tool.decodeInput(match, { text: "aaaa" })))
       yield* close
     }), 60_000)
 })
@@ -238,7 +238,7 @@ describe("Mcp against hostile servers: processes and time", () => {
         Message.assistant([Message.toolCall("c1", "mcp__hostile__spawn", {})]),
         Message.assistant("unreachable")
       ])
-      const run = yield* Effect.fork(Loop.run({ input: "go", tools }).pipe(Effect.provide(layer)))
+      const run = yield* Effect.forkChild(Loop.run({ input: "go", tools }).pipe(Effect.provide(layer)))
       yield* waitUntil("the server to start sleep", () => readLog(log).some((line) => line.startsWith("spawned ")))
       const sleeper = Number(readLog(log).find((line) => line.startsWith("spawned "))!.slice(8))
       const server = loggedPids(log)[0]!
@@ -256,7 +256,7 @@ describe("Mcp against hostile servers: processes and time", () => {
         const { close, mcp } = yield* open(Mcp.stdio(fixture(log)))
         const wait = findTool(yield* mcp.tools, "mcp__fixture__wait")
         assert.isUndefined(wait.timeout)
-        const call = yield* Effect.fork(Effect.flip(wait.execute({ ms: 3_600_000 }, context(wait))))
+        const call = yield* Effect.forkChild(Effect.flip(wait.execute({ ms: 3_600_000 }, context(wait))))
         yield* TestServices.provideLive(
           waitUntil("the call to start", () => readLog(log).some((line) => line.startsWith("start ")))
         )
@@ -278,10 +278,10 @@ describe("Mcp against hostile servers: processes and time", () => {
 describe("Mcp.parseConfig against hostile configurations", () => {
   it("a server named __proto__, or one with both command and url, is an error; limits and filters are read", () => {
     const proto = Mcp.parseConfig(JSON.parse(`{ "mcpServers": { "__proto__": { "command": "node" } } }`))
-    assert.include(Either.getLeft(proto).pipe(Option.getOrThrow), "mcpServers.__proto__")
+    assert.include(Result.getLeft(proto).pipe(Option.getOrThrow), "mcpServers.__proto__")
     const both = Mcp.parseConfig({ mcpServers: { web: { command: "node", url: "http://127.0.0.1:1/mcp" } } })
-    assert.include(Either.getLeft(both).pipe(Option.getOrThrow), `mcpServers.web: a server has a "command"`)
-    const [server] = Either.getOrThrow(Mcp.parseConfig({
+    assert.include(Result.getLeft(both).pipe(Option.getOrThrow), `mcpServers.web: a server has a "command"`)
+    const [server] = Result.getOrThrow(Mcp.parseConfig({
       mcpServers: {
         fs: { command: "node", maxMessageBytes: 1000, tools: { allow: ["read_*"], deny: ["read_secret"] } }
       }

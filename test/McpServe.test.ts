@@ -9,7 +9,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
@@ -48,7 +48,7 @@ interface Answer {
  * would set them for a page that rebinds its name (`fetch` keeps its own `Host`).
  */
 const send = (url: string, headers: Http.OutgoingHttpHeaders, body?: string) =>
-  Effect.async<Answer>((resume) => {
+  Effect.callback<Answer>((resume) => {
     const target = new URL(url)
     const request = Http.request({
       hostname: target.hostname,
@@ -123,7 +123,7 @@ const probeAgent = () => {
  * server answered before reading it all.
  */
 const sendUnfinished = (url: string, bytes: number, declared: boolean) =>
-  Effect.async<Answer>((resume) => {
+  Effect.callback<Answer>((resume) => {
     const target = new URL(url)
     const request = Http.request({
       hostname: target.hostname,
@@ -177,7 +177,7 @@ const serveWaiter = Effect.gen(function*() {
     name: "wait",
     description: "Waits forever",
     parameters: Schema.Struct({}),
-    execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+    execute: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.never)
   })
   const waiter = Agent.make({
     name: "waiter",
@@ -242,7 +242,7 @@ describe("Mcp.serveHttp", () => {
       const error = yield* errorOf(call)
       assert.isDefined(error)
       // the run ends, its call closed with an aborted result
-      assert.isTrue(Either.isRight(Message.validateHistory(yield* pairedHistory(opened[0]!))))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(yield* pairedHistory(opened[0]!))))
     }).pipe(Effect.scoped))
 
   it.live("a client that disconnects mid-call aborts the run, and every call of the run is paired", () =>
@@ -256,7 +256,7 @@ describe("Mcp.serveHttp", () => {
       yield* Effect.promise(() => client.close())
       yield* errorOf(call)
       const messages = yield* pairedHistory(opened[0]!)
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
       const result = messages.find((message) => message.role === "toolResult")
       assert.isTrue(result !== undefined && result.role === "toolResult" && result.isError)
     }).pipe(Effect.scoped))
@@ -470,7 +470,7 @@ describe("effect-agent mcp-server", () => {
         )
         assert.strictEqual(result.output, "The inner agent answered.")
         const messages = yield* session.messages
-        assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+        assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
         const answer = messages.find((message) => message.role === "toolResult")
         assert.isDefined(answer)
         assert.isFalse(answer!.role === "toolResult" && answer!.isError)
@@ -496,7 +496,7 @@ describe("effect-agent mcp-server", () => {
           ),
           (child) => Effect.sync(() => child.kill("SIGKILL"))
         )
-        const stderr = yield* Effect.async<string>((resume) => {
+        const stderr = yield* Effect.callback<string>((resume) => {
           let stderr = ""
           child.stderr!.on("data", (chunk: Buffer) => {
             stderr += chunk.toString("utf8")
@@ -557,7 +557,7 @@ describe("effect-agent mcp-server", () => {
         // one line of 11 MiB, over the 10 MiB limit, with no end
         const line = Buffer.alloc(11 * 1024 * 1024, "x")
         child.stdin.write(line)
-        const code = yield* Effect.async<number | null>((resume) => {
+        const code = yield* Effect.callback<number | null>((resume) => {
           child.on("close", (code) => resume(Effect.succeed(code)))
         })
         assert.notStrictEqual(code, 0, stderr)

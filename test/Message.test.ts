@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Message from "../src/Message.js"
 
 const call = (id: string) => Message.toolCall(id, "echo", { text: id })
 const result = (id: string) => Message.toolResult({ toolCallId: id, toolName: "echo", content: id })
 const reason = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
-  return Either.isLeft(checked) ? `${checked.left.index}: ${checked.left.reason}` : "valid"
+  return Result.isFailure(checked) ? `${checked.left.index}: ${checked.left.reason}` : "valid"
 }
 
 describe("Message.validateHistory", () => {
@@ -21,7 +21,7 @@ describe("Message.validateHistory", () => {
       Message.assistant([call("b1")]),
       result("b1")
     ]
-    assert.isTrue(Either.isRight(Message.validateHistory(history, ids)))
+    assert.isTrue(Result.isSuccess(Message.validateHistory(history, ids)))
     assert.deepStrictEqual([...ids], ["a1", "a2", "a3", "b1"])
   })
 

@@ -2,7 +2,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -66,7 +66,7 @@ describe("Model.make", () => {
       const failure = new Errors.ModelUnavailable({ provider: "test", description: "down" })
       const model = Model.make({
         respond: (_, onEvent) =>
-          Effect.zipRight(onEvent({ _tag: "TextDelta", index: 0, delta: "par" }), Effect.fail(failure))
+          Effect.andThen(onEvent({ _tag: "TextDelta", index: 0, delta: "par" }), Effect.fail(failure))
       })
       const seen: Array<Model.Event> = []
       const error = yield* Effect.flip(Stream.runForEach(model.stream(request), (e) => Effect.sync(() => seen.push(e))))
@@ -201,7 +201,7 @@ describe("Model.make tool call ids", () => {
       assert.deepStrictEqual(calls.map((c) => c.id), ["c1", "c1_2"])
       const results = history.flatMap((m) => m.role === "toolResult" ? [m.toolCallId] : [])
       assert.deepStrictEqual(results, ["c1", "c1_2"])
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
     }))
 
   it.effect("the ids checked are those of each run's own history", () =>

@@ -569,7 +569,7 @@ describe("OpenAiCompat failures", () => {
           model.stream({ messages: [Message.user("hi")], tools: [] }),
           (event) => Effect.sync(() => seen.push(event))
         )
-      }).pipe(Effect.provide(provider(server)), Effect.fork)
+      }).pipe(Effect.provide(provider(server)), Effect.forkChild)
       while (seen.length < 3) yield* Effect.sleep("5 millis")
       yield* Fiber.interrupt(fiber)
       // the server sees the client close the connection before the reply ended

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Loop from "../src/Loop.js"
@@ -41,7 +41,7 @@ describe("typed answers", () => {
       // the final call is paired like any other, and nothing is asked after it
       const history = yield* session.messages
       assert.strictEqual(model.requests.length, 2)
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
       assert.strictEqual(history[history.length - 1]!.role, "toolResult")
     }))
 
@@ -79,7 +79,7 @@ describe("typed answers", () => {
       assert.deepStrictEqual(error.received, bad)
       assert.strictEqual(model.requests.length, 3)
       const history = yield* session.messages
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
       assert.strictEqual(history.filter((m) => m.role === "toolResult").length, 3)
     }))
 

@@ -10,12 +10,12 @@
 import { describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FastCheck from "effect/FastCheck"
+import * as FastCheck from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
@@ -65,7 +65,7 @@ const makeTool = (name: string, execution: Tool.Execution, inbox: Inbox.Service)
     execution,
     key: ({ key }) => key,
     execute: ({ ms, outcome }) =>
-      Effect.zipRight(
+      Effect.andThen(
         ms === 0 ? Effect.void : Effect.sleep(ms),
         Effect.suspend((): Effect.Effect<string, Fatal | Errors.ToolExecutionFailed> => {
           switch (outcome) {
@@ -165,17 +165,17 @@ describe("the pairing law", () => {
           const services = Layer.mergeAll(layer, Layer.succeed(Inbox.Inbox, inbox), Layer.succeedContext(children))
           const events: Array<Event.AgentEvent<unknown>> = []
           if (via === "Loop.run") {
-            const fiber = yield* Effect.fork(Effect.provide(Loop.run(options), services))
+            const fiber = yield* Effect.forkChild(Effect.provide(Loop.run(options), services))
             // one adjustment runs every sleep that falls before the interruption point, in time order
             yield* TestClock.adjust(scenario.interruptAt)
             yield* Fiber.interrupt(fiber)
           } else {
             const controller = new AbortController()
-            const fiber = yield* Effect.fork(
+            const fiber = yield* Effect.forkChild(
               Loop.stream({ ...options, signal: controller.signal }).pipe(
                 Stream.runForEach((event) => Effect.sync(() => events.push(event))),
                 Effect.provide(services),
-                Effect.either
+                Effect.result
               )
             )
             yield* TestClock.adjust(scenario.interruptAt)

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Tool from "../src/Tool.js"
@@ -36,7 +36,7 @@ const call = (id: string, ms: number, key?: string, name = "work") =>
 
 const runFor = <A, E>(effect: Effect.Effect<A, E>, millis: number) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(effect)
+    const fiber = yield* Effect.forkChild(effect)
     for (let t = 0; t < millis; t += 10) yield* TestClock.adjust(10)
     return yield* Fiber.join(fiber)
   })

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
@@ -240,10 +240,10 @@ describe("Permissions in a run", () => {
         Effect.provide(layer),
         Effect.provide(Permissions.layerRules({ deny: [{ paths: [".env"], reason: ".env holds secrets" }] })),
         Effect.provide(toolsLayer(root)),
-        Effect.either
+        Effect.result
       )
-      assert.isTrue(Either.isLeft(exit))
-      const error = (exit as Either.Left<any, any>).left
+      assert.isTrue(Result.isFailure(exit))
+      const error = (exit as Result.Left<any, any>).left
       assert.strictEqual(error._tag, "ToolPermissionDenied")
       assert.strictEqual(error.toolCallId, "call_1")
       assert.strictEqual(error.reason, ".env holds secrets")
@@ -255,7 +255,7 @@ describe("Permissions in a run", () => {
       assert.isTrue(denied!.isError)
       assert.strictEqual(Message.textOf(denied!), "Permission denied for write_file: .env holds secrets")
       assert.strictEqual(rest!.toolCallId, "call_2")
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
     }).pipe(Effect.scoped))
 
   it.effect("layerRules matches absolute paths inside the Workspace's root", () =>
@@ -288,9 +288,9 @@ describe("Permissions in a run", () => {
       const exit = yield* Loop.run({ input: "go", tools: [Tools.readFile], concurrency: 1 }).pipe(
         Effect.provide(layer),
         Effect.provide(toolsLayer(root)),
-        Effect.either
+        Effect.result
       )
-      const error = (exit as Either.Left<any, any>).left
+      const error = (exit as Result.Left<any, any>).left
       assert.strictEqual(error._tag, "ToolPermissionDenied")
       assert.strictEqual(error.toolCallId, "call_2")
       assert.include(error.reason, "../../etc/passwd is outside the workspace")
@@ -298,7 +298,7 @@ describe("Permissions in a run", () => {
       const results = history.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
       assert.deepStrictEqual(results.map((r) => [r.toolCallId, r.isError]), [["call_1", false], ["call_2", true]])
       assert.strictEqual(Message.textOf(results[0]!), "1\ta")
-      assert.isTrue(Either.isRight(Message.validateHistory(history)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(history)))
     }).pipe(Effect.scoped))
 
   it.effect("layerAsk gets the decoded input and its decision applies", () =>

@@ -3,7 +3,7 @@
  * not decode with the place that is wrong, a missing file, the precedence of the command's three
  * files), and the command in a real process, stopped by a deny rule of the workspace's file.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -39,7 +39,7 @@ const decideWith = (rules: Permissions.Rules, call: Permissions.Request) =>
   )
 
 describe("Permissions.fromFile", () => {
-  it.scoped("reads tool names, tool(pattern) strings and rule objects", () =>
+  it.effect("reads tool names, tool(pattern) strings and rule objects", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const file = NodePath.join(dir, "permissions.json")
@@ -62,9 +62,9 @@ describe("Permissions.fromFile", () => {
         decide(request("bash", { command: "npm test && git push" })),
         Permissions.deny("pushing is for people")
       )
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a file that does not decode: the file and each wrong place in it", () =>
+  it.effect("a file that does not decode: the file and each wrong place in it", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const file = NodePath.join(dir, "permissions.json")
@@ -102,15 +102,15 @@ describe("Permissions.fromFile", () => {
       yield* Effect.promise(() => Fs.mkdir(directory))
       const unreadable = yield* Effect.flip(Permissions.fromFile(directory))
       assert.match(unreadable.issues[0]!, /^it is not a regular file \(it is a directory\)/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a missing file has no rules", () =>
+  it.effect("a missing file has no rules", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       assert.deepStrictEqual(yield* Permissions.fromFile(NodePath.join(dir, "none.json")), {})
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("layerFile: ask rules go to confirm, ahead of allow rules; a bad file fails the layer", () =>
+  it.effect("layerFile: ask rules go to confirm, ahead of allow rules; a bad file fails the layer", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const file = NodePath.join(dir, "permissions.json")
@@ -137,11 +137,11 @@ describe("Permissions.fromFile", () => {
       yield* write(file, { deny: [{ paths: "x" }] })
       const failed = yield* Effect.flip(Layer.build(Permissions.layerFile(file)))
       assert.deepStrictEqual(failed.issues, ["deny[0].paths: expected an array of strings"])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("a permissions file's shape and size", () => {
-  it.scoped("an empty rule is an error naming the file and the rule; \"*\" is the way to match every call", () =>
+  it.effect("an empty rule is an error naming the file and the rule; \"*\" is the way to match every call", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const file = NodePath.join(dir, "permissions.json")
@@ -159,9 +159,9 @@ describe("a permissions file's shape and size", () => {
       // the command warns while such a rule is in force
       const loaded = yield* PermissionFiles.load({ root: dir, file: Option.some(file), environment: { HOME: dir } })
       assert.deepStrictEqual(loaded.warnings, [`${file}: allow[0] is "*": it allows every call of every tool`])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a FIFO is refused without blocking, and so is a file over 1 MiB", () =>
+  it.effect("a FIFO is refused without blocking, and so is a file over 1 MiB", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const fifo = NodePath.join(dir, "fifo.json")
@@ -179,11 +179,11 @@ describe("a permissions file's shape and size", () => {
       // at the limit it is read
       yield* write(big, JSON.stringify({ deny: ["bash(x)"] }).padEnd(Permissions.maxFileBytes, " "))
       assert.strictEqual((yield* Permissions.fromFile(big)).deny?.length, 1)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("the workspace's permission file is trusted once accepted", () => {
-  it.scoped("untrusted: its deny and ask rules apply, its allow rules and otherwise: allow wait for trust by content", () =>
+  it.effect("untrusted: its deny and ask rules apply, its allow rules and otherwise: allow wait for trust by content", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const root = NodePath.join(dir, "workspace")
@@ -222,7 +222,7 @@ describe("the workspace's permission file is trusted once accepted", () => {
       const narrowing = yield* load
       assert.isUndefined(narrowing.untrusted)
       assert.strictEqual(narrowing.rules.otherwise, "ask")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("the command's permission files", () => {
@@ -238,7 +238,7 @@ describe("the command's permission files", () => {
     )
   })
 
-  it.scoped("precedence: --permissions over the workspace's file over the user's; a deny from any of them wins", () =>
+  it.effect("precedence: --permissions over the workspace's file over the user's; a deny from any of them wins", () =>
     Effect.gen(function*() {
       const dir = yield* Cli.tempDir
       const root = NodePath.join(dir, "workspace")
@@ -288,7 +288,7 @@ describe("the command's permission files", () => {
       const missing = yield* Effect.flip(load(Option.some(NodePath.join(dir, "nope.json"))))
       assert.strictEqual(missing._tag, "UsageError")
       assert.include(missing.message, "nope.json")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 let main: string
@@ -298,7 +298,7 @@ beforeAll(async () => {
 afterAll(() => Cli.removeBundle(main))
 
 describe("the command with a workspace permissions file", () => {
-  it.scopedLive(
+  it.live(
     "a deny rule of .effect-agent/permissions.json stops a bash call, also with --yes",
     () =>
       Effect.gen(function*() {
@@ -351,7 +351,7 @@ describe("the command with a workspace permissions file", () => {
 })
 
 describe("the command and the files that configure it", () => {
-  it.scopedLive(
+  it.live(
     "an untrusted workspace file's allow rules are ignored with a warning naming the file and `effect-agent trust`",
     () =>
       Effect.gen(function*() {
@@ -395,7 +395,7 @@ describe("the command and the files that configure it", () => {
     commandTimeout
   )
 
-  it.scopedLive(
+  it.live(
     "the agent cannot grant itself permissions: write_file to .effect-agent/permissions.json is denied, also with --yes",
     () =>
       Effect.gen(function*() {
@@ -436,7 +436,7 @@ describe("the command and the files that configure it", () => {
 })
 
 describe("the chat asks once to trust the workspace's permission file", () => {
-  it.scopedLive(
+  it.live(
     "the question lists what the file would allow; yes records it outside the workspace, and the next chat does not ask",
     () =>
       Effect.gen(function*() {

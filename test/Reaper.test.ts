@@ -25,7 +25,7 @@ class ReaperTestFailed extends Data.TaggedError("ReaperTestFailed")<{ readonly m
 
 /** Starts the fixture test process and waits for its line of pids and folders. */
 const startFixture = Effect.acquireRelease(
-  Effect.async<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, ReaperTestFailed>((resume) => {
+  Effect.callback<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, ReaperTestFailed>((resume) => {
     const child = Reaper.watch(
       ChildProcess.spawn(process.execPath, ["--import", "tsx", NodePath.join(root, "test/fixtures/reaper-child.ts")], {
         cwd: root,
@@ -49,7 +49,7 @@ const startFixture = Effect.acquireRelease(
 )
 
 describe("the test utilities' watchdog", () => {
-  it.scopedLive(
+  it.live(
     "a SIGKILLed test process leaves no serve, MCP server, PostgreSQL, tmux server or temp folder behind",
     () =>
       Effect.gen(function*() {

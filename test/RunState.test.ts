@@ -4,7 +4,7 @@
  * lifecycles and random endings.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as FastCheck from "effect/FastCheck"
+import * as FastCheck from "fast-check"
 import * as RunState from "../src/internal/runState.js"
 import * as ToolBatch from "../src/internal/toolBatch.js"
 import * as Message from "../src/Message.js"

@@ -5,7 +5,7 @@
  * Also the chat's pieces that use it: the approval question and the streamed answer.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as FastCheck from "effect/FastCheck"
+import * as FastCheck from "fast-check"
 import * as Interactive from "../src/cli/Interactive.js"
 import * as Sanitize from "../src/cli/Sanitize.js"
 

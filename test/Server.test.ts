@@ -1,5 +1,5 @@
 import { HttpAgent } from "@ag-ui/client"
-import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServer from "effect/http/HttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
@@ -58,7 +58,7 @@ const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.Options 
   Effect.gen(function*() {
     const { layer, model } = yield* runner(script, options.policy)
     const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(layer), Layer.orDie))
-    const server = Context.get(context, (yield* Effect.promise(() => import("@effect/platform/HttpServer"))).HttpServer)
+    const server = Context.get(context, (yield* Effect.promise(() => import("effect/http/HttpServer"))).HttpServer)
     const address = server.address as HttpServer.TcpAddress
     return { url: `http://127.0.0.1:${address.port}`, model, port: address.port }
   })
@@ -82,7 +82,7 @@ const readEvents = (
   until: (events: ReadonlyArray<{ readonly id: string; readonly data: any }>) => boolean,
   lastEventId?: string
 ) =>
-  Effect.async<ReadonlyArray<{ readonly id: string; readonly data: any }>>((resume) => {
+  Effect.callback<ReadonlyArray<{ readonly id: string; readonly data: any }>>((resume) => {
     const events: Array<{ id: string; data: any }> = []
     const source = new EventSource(url, {
       fetch: (input, init) =>
@@ -117,11 +117,11 @@ describe("Server", () => {
           arrived.unsafeOpen()
         })
         yield* Effect.acquireRelease(
-          Effect.async<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-          () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+          Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+          () => Effect.callback<void>((resume) => void server.close(() => resume(Effect.void)))
         )
         const { port } = server.address() as Net.AddressInfo
-        const response = yield* Effect.fork(request(`http://127.0.0.1:${port}/early`))
+        const response = yield* Effect.forkChild(request(`http://127.0.0.1:${port}/early`))
         yield* arrived.await
         assert.strictEqual(held, 1)
         // the application comes: the held request is handed to it
@@ -137,7 +137,7 @@ describe("Server", () => {
       }).pipe(Effect.scoped),
     30_000
   )
-  it.scopedLive(
+  it.live(
     "every request needs the token: none or a wrong one is 401 and names no session",
     () =>
       Effect.gen(function*() {
@@ -171,7 +171,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive("a bad request gets its status: 400 on one line, 404, 413, bad ids", () =>
+  it.live("a bad request gets its status: 400 on one line, 404, 413, bad ids", () =>
     Effect.gen(function*() {
       const { url } = yield* serve([])
       yield* post(`${url}/sessions`, { sessionId: "s1" })
@@ -197,7 +197,7 @@ describe("Server", () => {
       for (const status of ["400", "401", "404", "413"]) assert.include(statuses, status)
     }), 60_000)
 
-  it.scopedLive(
+  it.live(
     "a retried prompt starts one run; the SSE stream has each message once and resumes with Last-Event-ID",
     () =>
       Effect.gen(function*() {
@@ -238,7 +238,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "Stop during a streamed answer (POST /abort): the history keeps what the model had written, marked " +
       "aborted, and the next prompt sends it to the model",
     () =>
@@ -281,7 +281,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "a client that got a run's last message but not its end gets the end when it resumes with that message's id",
     () =>
       Effect.gen(function*() {
@@ -322,7 +322,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "AG-UI: HttpAgent runs a tool call, gets an approval interrupt, and resumes it",
     () =>
       Effect.gen(function*() {
@@ -398,7 +398,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "the AI SDK's chat transport and readUIMessageStream read text, reasoning and a tool call",
     () =>
       Effect.gen(function*() {
@@ -441,7 +441,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "a decision is taken only for a call waiting for one: one sent before the call was made is refused (409) " +
       "and the call still waits for the person; a shown call's decision is taken, again 200, a different one 409",
     () =>
@@ -528,7 +528,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "steer on an idle session is refused (409) and kept nowhere; during a run it is read at the next turn",
     () =>
       Effect.gen(function*() {
@@ -560,7 +560,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "a run that starts and ends while the follower waits between polls: its messages, then its end, once",
     () =>
       Effect.gen(function*() {
@@ -572,7 +572,7 @@ describe("Server", () => {
         const waits = yield* Queue.unbounded<Deferred.Deferred<void>>()
         const idle = Effect.flatMap(
           Deferred.make<void>(),
-          (gate) => Effect.zipRight(Queue.offer(waits, gate), Deferred.await(gate))
+          (gate) => Effect.andThen(Queue.offer(waits, gate), Deferred.await(gate))
         )
         const received = yield* Queue.unbounded<Durable.SessionEvent>()
         yield* ServerStream.follow("s1", 0, true, idle).pipe(
@@ -606,7 +606,7 @@ describe("Server", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "a stalled event-stream client: the server holds at most its limit for it, drops it, and it resumes with every message once",
     () =>
       Effect.gen(function*() {
@@ -640,7 +640,7 @@ describe("Server", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "a client that reads is never cut off by messages of 256 KB each, live or catching up on 5 MB of them",
     () =>
       Effect.gen(function*() {
@@ -648,7 +648,7 @@ describe("Server", () => {
         yield* post(`${url}/sessions`, { sessionId: "s1" })
         const cutBefore = yield* counterOf(ServerStream.clientsCut)
         const all = Array.from({ length: 42 }, (_, index) => index)
-        const reading = yield* Effect.fork(readEvents(
+        const reading = yield* Effect.forkChild(readEvents(
           `${url}/sessions/s1/events`,
           (events) => events.some((event) => event.id === "41")
         ))
@@ -696,7 +696,7 @@ describe("Server: who may ask", () => {
   const pageServed = (answer: Raw.Answer) =>
     answer.status === 200 || (answer.status === 404 && answer.body.includes("web chat is not built"))
 
-  it.scopedLive(
+  it.live(
     "without a token, a page that rebinds its name to 127.0.0.1 or calls from another origin is refused on every surface (403, one line)",
     () =>
       Effect.gen(function*() {
@@ -726,7 +726,7 @@ describe("Server: who may ask", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "without a token, loopback names, the server's own origin, CORS origins and allowed hosts are served",
     () =>
       Effect.gen(function*() {
@@ -764,7 +764,7 @@ describe("Server: who may ask", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "with a token, any Host is served with it, a foreign Origin is refused even with it, and the page needs none",
     () =>
       Effect.gen(function*() {
@@ -785,7 +785,7 @@ describe("Server: who may ask", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "the API reference at /docs loads without the token, takes it from the fragment, and asks no other host",
     () =>
       Effect.gen(function*() {
@@ -823,7 +823,7 @@ describe("Server: who may ask", () => {
     60_000
   )
 
-  it.scopedLive(
+  it.live(
     "bodies: a chunked one over the limit is 413, not JSON or nested 100 000 deep is 400 on one line",
     () =>
       Effect.gen(function*() {
@@ -927,9 +927,9 @@ const stalledClient = (port: number, path: string) =>
     let output = ""
     child.stdout.setEncoding("latin1")
     child.stdout.on("data", (data: string) => (output += data))
-    const exited = Effect.async<void>((resume) => void child.on("exit", () => resume(Effect.void)))
+    const exited = Effect.callback<void>((resume) => void child.on("exit", () => resume(Effect.void)))
     yield* waitUntil(Effect.sync(() => output.startsWith("connected\n")))
-    const read = Effect.zipRight(Effect.sync(() => child.stdin.end("read\n")), exited).pipe(
+    const read = Effect.andThen(Effect.sync(() => child.stdin.end("read\n")), exited).pipe(
       Effect.map(() => {
         const response = output.slice("connected\n".length)
         return Buffer.from(response.slice(response.indexOf("\r\n\r\n") + 4), "latin1").toString("utf8")

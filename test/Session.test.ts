@@ -1,8 +1,8 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
@@ -105,7 +105,7 @@ const everyKind: ReadonlyArray<Message.Message> = [
 ]
 
 describe("Session.layerJsonl", () => {
-  it.scoped("round-trips every message kind through the file", () =>
+  it.effect("round-trips every message kind through the file", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const first = yield* Effect.scoped(Effect.gen(function*() {
@@ -135,7 +135,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual(yield* lines(path), text)
     }))
 
-  it.scoped("keeps appending to an existing file across opens", () =>
+  it.effect("keeps appending to an existing file across opens", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, everyKind.slice(0, 2))
@@ -143,7 +143,7 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual((yield* reopen(path)).messages, everyKind)
     }))
 
-  it.scoped("drops a torn last line, reports it, and records the repair once", () =>
+  it.effect("drops a torn last line, reports it, and records the repair once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const kept = everyKind.slice(0, 5)
@@ -175,7 +175,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual((yield* reopen(path)).messages.length, kept.length + 1)
     }))
 
-  it.scoped("keeps a last entry that lost only its newline", () =>
+  it.effect("keeps a last entry that lost only its newline", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, everyKind.slice(0, 1))
@@ -189,7 +189,7 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(report.repairs, [])
     }))
 
-  it.scoped("treats a file whose header line was torn as a new session", () =>
+  it.effect("treats a file whose header line was torn as a new session", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.promise(() => Fs.writeFile(path, "{\"type\":\"sess"))
@@ -201,7 +201,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual(header.type, "session")
     }))
 
-  it.scoped("fails on a corrupt line in the middle, naming the line", () =>
+  it.effect("fails on a corrupt line in the middle, naming the line", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, everyKind.slice(0, 5))
@@ -237,7 +237,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual((yield* reopen(path)).messages.length, 5)
     }))
 
-  it.scoped("rejects a newer format version", () =>
+  it.effect("rejects a newer format version", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.promise(() =>
@@ -248,7 +248,7 @@ describe("Session.layerJsonl", () => {
       assert.include(error.message, "unsupported format version 3")
     }))
 
-  it.scoped("repairs orphaned tool calls, records the repair once, and validates", () =>
+  it.effect("repairs orphaned tool calls, records the repair once, and validates", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const recorded: ReadonlyArray<Message.Message> = [
@@ -264,7 +264,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual(added.toolCallId, "b")
       assert.isTrue(added.isError)
       assert.strictEqual(Message.textOf(added), Message.interruptedResultText)
-      assert.isTrue(Either.isRight(Message.validateHistory(first.messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(first.messages)))
 
       const second = yield* reopen(path)
       assert.deepStrictEqual(second.report.repairs, [])
@@ -273,7 +273,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual(text.split("\n").filter((line) => line.includes("\"type\":\"repair\"")).length, 1)
     }))
 
-  it.scoped("repairs a history in the middle with a recorded replacement", () =>
+  it.effect("repairs a history in the middle with a recorded replacement", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       // a result without a call sits in the middle: it cannot be fixed by appending
@@ -290,7 +290,7 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(second.messages, first.messages)
     }))
 
-  it.scoped("repairs a tool-call id reused on a later turn (as earlier versions wrote it), once", () =>
+  it.effect("repairs a tool-call id reused on a later turn (as earlier versions wrote it), once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const call = Message.toolCall("c1", "bash")
@@ -315,7 +315,7 @@ describe("Session.layerJsonl", () => {
       const first = yield* reopen(path)
       assert.strictEqual(first.report.repairs.length, 2)
       assert.include(first.report.repairs[0]!, "fresh id c1-1")
-      assert.isTrue(Either.isRight(Message.validateHistory(first.messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(first.messages)))
       const results = first.messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
       assert.deepStrictEqual(results.map((m) => [m.toolCallId, Message.textOf(m)]), [
         ["c1", "first"],
@@ -327,7 +327,7 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(second.messages, first.messages)
     }))
 
-  it.scoped("a line that is not valid UTF-8 is reported with its line", () =>
+  it.effect("a line that is not valid UTF-8 is reported with its line", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, [Message.user("one"), Message.user("two")])
@@ -345,7 +345,7 @@ describe("Session.layerJsonl", () => {
       assert.include(error.message, "s.jsonl:3: corrupt session log: not valid UTF-8")
     }))
 
-  it.scoped("a file over the size limit is SessionStoreFailed, before it is read", () =>
+  it.effect("a file over the size limit is SessionStoreFailed, before it is read", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, [Message.user("x".repeat(2000))])
@@ -357,7 +357,7 @@ describe("Session.layerJsonl", () => {
       assert.strictEqual(Session.maxFileBytes, 512 * 1024 * 1024)
     }))
 
-  it.scoped("a message JSON cannot hold is SessionStoreFailed, and the file stays valid", () =>
+  it.effect("a message JSON cannot hold is SessionStoreFailed, and the file stays valid", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const error = yield* Effect.scoped(Effect.gen(function*() {
@@ -373,7 +373,7 @@ describe("Session.layerJsonl", () => {
       assert.deepStrictEqual(messages.map((m) => m.role), ["user"])
     }))
 
-  it.scoped("marks a response whose line was torn as aborted, once", () =>
+  it.effect("marks a response whose line was torn as aborted, once", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* write(path, [Message.user("go")])
@@ -456,7 +456,7 @@ const raceHolders = (agent: string, path: string, count: number) =>
   })
 
 describe("Session.layerJsonl: one writer", () => {
-  it.scoped("a second opener in the same process gets SessionLocked; closing releases the lock", () =>
+  it.effect("a second opener in the same process gets SessionLocked; closing releases the lock", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const error = yield* Effect.scoped(Effect.gen(function*() {
@@ -472,7 +472,7 @@ describe("Session.layerJsonl: one writer", () => {
       yield* reopen(path)
     }))
 
-  it.scoped("two names of one file (a symlink, a hard link) exclude each other", () =>
+  it.effect("two names of one file (a symlink, a hard link) exclude each other", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const path = NodePath.join(dir, "s.jsonl")
@@ -488,7 +488,7 @@ describe("Session.layerJsonl: one writer", () => {
       }))
     }))
 
-  it.scoped("a lock naming this process's pid, or pid 1, from an earlier process is taken over", () =>
+  it.effect("a lock naming this process's pid, or pid 1, from an earlier process is taken over", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       for (const pid of [process.pid, 1]) {
@@ -571,7 +571,7 @@ describe("Session.messages", () => {
 describe("Session.layerJsonl: no lock left behind", () => {
   const lockDirs = (dir: string) => NodeFs.readdirSync(dir).filter((name) => name.startsWith(".session-"))
 
-  it.scoped("closing removes the lock directory; one left by a crash or an earlier version goes at the next close", () =>
+  it.effect("closing removes the lock directory; one left by a crash or an earlier version goes at the next close", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const path = NodePath.join(dir, "s.jsonl")
@@ -618,7 +618,7 @@ describe("Session.layerJsonl: no lock left behind", () => {
 })
 
 describe("Session.layerJsonl: resume", () => {
-  it.scoped("Loop.run on a loaded session continues where it stopped", () =>
+  it.effect("Loop.run on a loaded session continues where it stopped", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       // the process died while `bash` ran
@@ -641,7 +641,7 @@ describe("Session.layerJsonl: resume", () => {
       assert.deepStrictEqual(report.repairs, [])
       assert.deepStrictEqual(messages.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
       assert.deepStrictEqual(messages.slice(0, 3), sent)
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
 
       // a new input continues the same conversation
       const next = Model.scripted([Message.assistant("Hello again")])
@@ -655,7 +655,7 @@ describe("Session.layerJsonl: resume", () => {
       assert.strictEqual((yield* reopen(path)).messages.length, 6)
     }))
 
-  it.scoped("a compaction entry is recorded in the file and a resumed run starts from it", () =>
+  it.effect("a compaction entry is recorded in the file and a resumed run starts from it", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const old = [Message.user(`old question ${"x".repeat(400)}`), Message.assistant(`old answer ${"y".repeat(400)}`)]
@@ -681,7 +681,7 @@ describe("Session.layerJsonl: resume", () => {
       assert.deepStrictEqual(sent.slice(1).map((m) => Message.textOf(m)), ["new question", "new answer", "more"])
     }))
 
-  it.scoped("writes each message when it is appended and fsyncs at every turn boundary", () =>
+  it.effect("writes each message when it is appended and fsyncs at every turn boundary", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       let syncs = 0
@@ -693,7 +693,7 @@ describe("Session.layerJsonl: resume", () => {
           open: (file: string, options?: FileSystem.OpenFileOptions) =>
             Effect.map(fs.open(file, options), (handle) =>
               Object.create(handle, {
-                sync: { value: Effect.zipRight(Effect.sync(() => syncs++), handle.sync) }
+                sync: { value: Effect.andThen(Effect.sync(() => syncs++), handle.sync) }
               }) as FileSystem.File)
         }))
       ).pipe(Layer.provide(NodeFileSystem.layer))

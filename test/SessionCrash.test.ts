@@ -1,7 +1,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as ChildProcess from "node:child_process"
 import * as NodePath from "node:path"
 import * as Readline from "node:readline"
@@ -135,7 +135,7 @@ describe("Session.layerJsonl: crashes", () => {
               stats.landed[plan.phase] = (stats.landed[plan.phase] ?? 0) + 1
             }
             stats.repairedCalls += repaired.repairs.filter((r) => r.startsWith("added a result")).length
-            assert.isTrue(Either.isRight(Message.validateHistory(repaired.messages)), repaired.repairs.join("; "))
+            assert.isTrue(Result.isSuccess(Message.validateHistory(repaired.messages)), repaired.repairs.join("; "))
             // append-only: nothing recorded before is ever lost or changed
             assert.deepStrictEqual(contents.messages.slice(0, previous.length), previous)
             previous = contents.messages
@@ -148,7 +148,7 @@ describe("Session.layerJsonl: crashes", () => {
           assert.isUndefined(contents.torn)
           // every repair was recorded in the file by the process that opened it
           assert.deepStrictEqual(repaired.repairs, [])
-          assert.isTrue(Either.isRight(Message.validateHistory(contents.messages)))
+          assert.isTrue(Result.isSuccess(Message.validateHistory(contents.messages)))
           const history = contents.messages
           assert.deepStrictEqual(history.slice(0, previous.length), previous)
           const done = history.filter((m) => m.role === "toolResult" && !m.isError).length

@@ -1,4 +1,4 @@
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -14,8 +14,8 @@ import { postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 class TestStore extends Context.Tag("test/TestStore")<TestStore, Store>() {}
 
 const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
-  ["SQLite", Layer.scoped(TestStore, Effect.map(tempDir("effect-agent-sql-"), (dir) => sqlite(dir)))],
-  ["PostgreSQL", Layer.scoped(TestStore, postgres)]
+  ["SQLite", Layer.effect(TestStore, Effect.map(tempDir("effect-agent-sql-"), (dir) => sqlite(dir)))],
+  ["PostgreSQL", Layer.effect(TestStore, postgres)]
 ]
 
 /** Runs `effect` with a `SqlClient` on the test's database (or on `store`). */
@@ -67,7 +67,7 @@ for (const [name, store] of stores) {
         const sql = yield* SqlClient.SqlClient
         const rows = yield* sql<{ message: string }>`SELECT message FROM effect_agent_messages
           WHERE session_id = ${"round-trip"}`
-        for (const row of rows) Schema.decodeUnknownSync(Schema.parseJson(Message.Message))(row.message)
+        for (const row of rows) Schema.decodeUnknownSync(Schema.fromJsonString(Message.Message))(row.message)
       })))
 
     it.effect("appending the same messages again (a replayed step) stores them once", () =>

@@ -1,8 +1,8 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as FastCheck from "effect/FastCheck"
+import * as Result from "effect/Result"
+import * as FastCheck from "fast-check"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
@@ -200,8 +200,8 @@ describe("Session tree: in memory", () => {
       yield* session.append(Message.toolResult({ toolCallId: "c1", toolName: "work", content: "again" }))
       const error = yield* Effect.flip(run("go"))
       const full = Message.validateHistory(yield* session.messages)
-      assert.isTrue(Either.isLeft(full))
-      assert.deepStrictEqual(error, Either.isLeft(full) ? full.left : undefined)
+      assert.isTrue(Result.isFailure(full))
+      assert.deepStrictEqual(error, Result.isFailure(full) ? full.left : undefined)
       assert.include(error.message, "more than one result")
       assert.strictEqual(model.requests.length, 1)
     }))
@@ -281,8 +281,8 @@ const followModel = (session: Session.Service, ops: ReadonlyArray<Op>) =>
       // the check the store keeps (from where it last stopped) is a full check's: same ids, none of
       // another branch
       const ids = new Set<string>()
-      assert.isTrue(Either.isRight(Message.validateHistory(current, ids)))
-      assert.deepStrictEqual(Checked.treeOf(session)?.check(), Either.right(ids))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(current, ids)))
+      assert.deepStrictEqual(Checked.treeOf(session)?.check(), Result.succeed(ids))
       const branches = yield* session.branches!
       const mine = branches.filter((branch) => branch.current)
       assert.strictEqual(mine.length, 1)
@@ -331,7 +331,7 @@ describe("Session tree: a model of it", () => {
 })
 
 describe("Session tree: JSON Lines", () => {
-  it.scoped("fork and continue, then reopen: the file reads the forked branch, and lists both", () =>
+  it.effect("fork and continue, then reopen: the file reads the forked branch, and lists both", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const ids = yield* Effect.scoped(Effect.flatMap(open(path), ({ service }) => forkAndContinue(service)))
@@ -356,7 +356,7 @@ describe("Session tree: JSON Lines", () => {
       assert.strictEqual(lines.filter((line) => line.type === "fork").length, 2)
     }))
 
-  it.scoped("opening a chain with thousands of branches off its end visits each entry a few times (linear)", () =>
+  it.effect("opening a chain with thousands of branches off its end visits each entry a few times (linear)", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       const chain = 4000
@@ -398,7 +398,7 @@ describe("Session tree: JSON Lines", () => {
       assert.isAtMost(visited, 10 * lines.length, `visited ${visited} entries for ${lines.length} lines`)
     }))
 
-  it.scoped("a fork is on disk before anything is appended after it", () =>
+  it.effect("a fork is on disk before anything is appended after it", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.scoped(Effect.gen(function*() {
@@ -415,7 +415,7 @@ describe("Session tree: JSON Lines", () => {
       ])
     }))
 
-  it.scoped("bad forks are typed errors and write nothing; null forks from the start", () =>
+  it.effect("bad forks are typed errors and write nothing; null forks from the start", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.scoped(Effect.gen(function*() {
@@ -428,7 +428,7 @@ describe("Session tree: JSON Lines", () => {
       assert.deepStrictEqual((yield* read(path)).messages, [])
     }))
 
-  it.scoped("a broken branch is repaired on the branch, and the other branch is left as it was", () =>
+  it.effect("a broken branch is repaired on the branch, and the other branch is left as it was", () =>
     Effect.gen(function*() {
       const path = NodePath.join(yield* tempDir, "s.jsonl")
       yield* Effect.scoped(Effect.gen(function*() {
@@ -444,7 +444,7 @@ describe("Session tree: JSON Lines", () => {
         return { report, messages: yield* service.messages, branches: yield* service.branches! }
       }))
       assert.isAbove(report.repairs.length, 0)
-      assert.isTrue(Either.isRight(Message.validateHistory(messages)))
+      assert.isTrue(Result.isSuccess(Message.validateHistory(messages)))
       assert.deepStrictEqual(texts(messages.slice(0, 5)), texts([...round(1), Message.user("round 3")]))
       const result = messages[6]!
       assert.isTrue(result.role === "toolResult" && result.isError && result.toolCallId === "c3")
@@ -479,7 +479,7 @@ describe("Session tree: format-1 files", () => {
   })
   const strict = { onExcessProperty: "error" } as const
 
-  it.scoped("load as one branch, take appends in format 1 (readable by a format-1 reader), and cannot fork", () =>
+  it.effect("load as one branch, take appends in format 1 (readable by a format-1 reader), and cannot fork", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const path = NodePath.join(dir, "old.jsonl")
@@ -509,14 +509,14 @@ describe("Session tree: format-1 files", () => {
       assert.isTrue(after.startsWith(original))
       assert.strictEqual(after, original + round(2).map(v1Line).join(""))
       const [first, ...rest] = after.trim().split("\n")
-      assert.isTrue(Either.isRight(Schema.decodeUnknownEither(V1Header, strict)(JSON.parse(first!))))
+      assert.isTrue(Result.isSuccess(Schema.decodeUnknownResult(V1Header, strict)(JSON.parse(first!))))
       for (const line of rest) {
-        assert.isTrue(Either.isRight(Schema.decodeUnknownEither(V1Entry, strict)(JSON.parse(line))), line)
+        assert.isTrue(Result.isSuccess(Schema.decodeUnknownResult(V1Entry, strict)(JSON.parse(line))), line)
       }
       assert.deepStrictEqual((yield* read(path)).messages, [...round(1), ...round(2)])
     }))
 
-  it.scoped("a repair of a format-1 file is written in format 1; a copy in format 2 can fork", () =>
+  it.effect("a repair of a format-1 file is written in format 1; a copy in format 2 can fork", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const path = NodePath.join(dir, "old.jsonl")
@@ -646,7 +646,7 @@ describe("Session tree: crashes", () => {
           }))
           // what was on disk is a prefix of the repaired branch, and the pairing law holds
           assert.deepStrictEqual(reopened.messages.slice(0, contents.messages.length), contents.messages)
-          assert.isTrue(Either.isRight(Message.validateHistory(reopened.messages)))
+          assert.isTrue(Result.isSuccess(Message.validateHistory(reopened.messages)))
           checkRounds(reopened.messages)
           assert.strictEqual(reopened.branches.filter((branch) => branch.current).length, 1)
           const current = reopened.branches.find((branch) => branch.current)!

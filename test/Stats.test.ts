@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Tracer from "effect/Tracer"
 import * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
@@ -26,7 +26,7 @@ const work = Tool.make({
   description: "sleeps, then succeeds or fails",
   parameters: Schema.Struct({ ms: Schema.Number, fail: Schema.Boolean }),
   execute: ({ fail, ms }) =>
-    Effect.zipRight(
+    Effect.andThen(
       Effect.sleep(ms),
       fail ? Effect.fail(new Errors.ToolExecutionFailed({ description: "failed" })) : Effect.succeed("ok")
     )
@@ -50,7 +50,7 @@ describe("run statistics", () => {
   it.effect("add up across turns: tool calls by tool with errors, tokens, cost, wall time", () =>
     Effect.gen(function*() {
       const { layer } = scriptedRun(script)
-      const fiber = yield* Effect.fork(Loop.run({ input: "go", tools: [work] }).pipe(Effect.provide(layer)))
+      const fiber = yield* Effect.forkChild(Loop.run({ input: "go", tools: [work] }).pipe(Effect.provide(layer)))
       for (let i = 0; i < 10; i++) yield* TestClock.adjust(10)
       const { stats, usage: total } = yield* Fiber.join(fiber)
       assert.strictEqual(stats.turns, 3)
@@ -88,7 +88,7 @@ describe("run statistics", () => {
         context: (f, fiber) => native.context(f, fiber)
       })
       const { layer } = scriptedRun(script)
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Loop.run({ input: "go", tools: [work] }).pipe(Effect.provide(layer), Effect.withTracer(recording))
       )
       for (let i = 0; i < 10; i++) yield* TestClock.adjust(10)

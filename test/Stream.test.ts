@@ -2,11 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import * as Errors from "../src/Errors.js"
@@ -35,7 +35,7 @@ const describeEvent = (event: Event.AgentEvent): string => {
 
 const assertValid = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
-  if (Either.isLeft(checked)) assert.fail(checked.left.message)
+  if (Result.isFailure(checked)) assert.fail(checked.left.message)
 }
 
 /** A full garbage collection, whether or not node was started with `--expose-gc`. */
@@ -159,7 +159,7 @@ describe("Loop.stream", () => {
           Stream.drain(Stream.fromEffect(Deferred.succeed(streamed, undefined)))
         ).pipe(Stream.concat(Stream.never))
       ])
-      const fiber = yield* Effect.fork(Loop.run({ input: "go" }).pipe(Effect.provide(layer)))
+      const fiber = yield* Effect.forkChild(Loop.run({ input: "go" }).pipe(Effect.provide(layer)))
       yield* Deferred.await(streamed)
       yield* Fiber.interrupt(fiber)
       const history = yield* session.messages
@@ -202,7 +202,7 @@ describe("Loop.stream", () => {
         description: "reports progress",
         parameters: Schema.Struct({}),
         execute: (_, context) =>
-          Effect.as(Effect.zipRight(context.update({ done: 1 }), context.update({ done: 2 })), "finished")
+          Effect.as(Effect.andThen(context.update({ done: 1 }), context.update({ done: 2 })), "finished")
       })
       const { layer } = scriptedRun([
         Message.assistant([Message.toolCall("c1", "progress")]),
@@ -244,7 +244,7 @@ describe("Loop.stream", () => {
         ),
         Stream.runDrain,
         Effect.provide(layer),
-        Effect.fork,
+        Effect.forkChild,
         Effect.tap(() => TestClock.adjust(10_000)),
         Effect.flatMap(Fiber.join)
       )
@@ -321,7 +321,7 @@ describe("Loop.stream held idle", () => {
             )
             // the fourth request waits: the run is idle, its consumer has every event so far
             return turn === 3
-              ? Effect.zipRight(Deferred.succeed(requested, void 0), Effect.zipRight(Deferred.await(gate), answer))
+              ? Effect.andThen(Deferred.succeed(requested, void 0), Effect.andThen(Deferred.await(gate), answer))
               : answer
           })
       })
@@ -330,7 +330,7 @@ describe("Loop.stream held idle", () => {
         Stream.runForEach((event) => Effect.sync(() => void taken.push(new WeakRef(event)))),
         Effect.provideService(Model.Model, model),
         Effect.provideService(Session.Session, Session.makeMemory([])),
-        Effect.fork
+        Effect.forkChild
       )
       yield* Deferred.await(requested)
       // the consumer takes the last batch after the request began: collect until nothing taken is left

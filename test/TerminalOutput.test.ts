@@ -25,7 +25,7 @@ const hostileCommand = "printf 'tool \\033]52;c;T1VU\\007 \\033[2J \\033]0;tool-
 const raw = [/\x1b\]52/, /\x1b\]0;/, /\x1b\]8;/, /\x1b\[2J/, /\x9b/, /\u202e/]
 
 describe("the terminal gets text, not commands", () => {
-  it.scopedLive(
+  it.live(
     "the chat: an approval question with escape sequences in the command shows the real command",
     () =>
       Effect.gen(function*() {
@@ -52,7 +52,7 @@ describe("the terminal gets text, not commands", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "one-shot: on a terminal, stdout and stderr show the escapes of the answer and of a tool's output; a pipe gets the answer as it came",
     () =>
       Effect.gen(function*() {
@@ -100,7 +100,7 @@ describe("the terminal gets text, not commands", () => {
     { timeout: 60_000 }
   )
 
-  it.scopedLive(
+  it.live(
     "the chat shows a long paragraph as it streams, counts its tokens meanwhile, and an abort's end line counts them",
     () =>
       Effect.gen(function*() {

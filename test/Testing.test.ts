@@ -5,7 +5,7 @@
  */
 import { createAnthropic } from "@ai-sdk/anthropic"
 import { NodeHttpClient } from "@effect/platform-node"
-import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "effect/http/HttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -18,7 +18,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -468,7 +468,7 @@ describe("Testing cassettes", () => {
           )
       })
       const request = { messages: [{ role: "user" as const, content: "hi", timestamp: 0 }], tools: [] }
-      const recording = yield* Effect.fork(
+      const recording = yield* Effect.forkChild(
         Effect.flatMap(Model.Model, (model) => model.complete(request)).pipe(
           Effect.provide(Testing.record(file).pipe(Layer.provide(slow)))
         )
@@ -478,7 +478,7 @@ describe("Testing cassettes", () => {
       assert.deepStrictEqual(cassetteLines(file).map((line) => line.ms), [undefined, 0, 1000, 1000])
 
       const deltas: Array<string> = []
-      const replaying = yield* Effect.fork(
+      const replaying = yield* Effect.forkChild(
         Effect.flatMap(Model.Model, (model) =>
           model.respond(request, (event) =>
             Effect.sync(() =>
@@ -628,7 +628,7 @@ describe("Testing.fakeHttpServer gates", () => {
         gates: [{
           at: 1,
           // how much was written when the stream got to the gate
-          open: Effect.zipRight(
+          open: Effect.andThen(
             Effect.suspend(() => Deferred.succeed(reached, server.requests[0]!.sent())),
             Deferred.await(gate)
           )

@@ -1,9 +1,9 @@
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import type * as FileSystem from "@effect/platform/FileSystem"
-import type * as Path from "@effect/platform/Path"
+import type * as CommandExecutor from "effect/process/ChildProcessSpawner"
+import type * as FileSystem from "effect/FileSystem"
+import type * as Path from "effect/Path"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as NodeFs from "node:fs"
@@ -282,22 +282,22 @@ describe("Tool.decodeInput under hostile input", () => {
     const deep = JSON.parse("[".repeat(6000) + "]".repeat(6000))
     for (const input of [deep, { path: deep }]) {
       const decoded = Tool.decodeInput(Tools.readFile, input)
-      assert.isTrue(Either.isLeft(decoded))
-      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      assert.isTrue(Result.isFailure(decoded))
+      const error = (decoded as Result.Left<Errors.ToolInputInvalid, unknown>).left
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.include(error.message, `nested deeper than ${Tool.maxInputDepth} levels`)
     }
     // nesting within the limit decodes as usual
     const Nested = Schema.Struct({ value: Schema.Unknown })
     const tool = Tool.make({ name: "nested", description: "", parameters: Nested, execute: () => Effect.succeed("") })
-    assert.isTrue(Either.isRight(Tool.decodeInput(tool, { value: JSON.parse("[".repeat(50) + "]".repeat(50)) })))
+    assert.isTrue(Result.isSuccess(Tool.decodeInput(tool, { value: JSON.parse("[".repeat(50) + "]".repeat(50)) })))
   })
 
   it("the error sent back for a huge invalid input is capped", () => {
     const big = "x".repeat(5_000_000)
     for (const input of [big, { path: 1, offset: big }, { path: Array.from({ length: 10_000 }, () => 1) }]) {
       const decoded = Tool.decodeInput(Tools.readFile, input)
-      const error = (decoded as Either.Left<Errors.ToolInputInvalid, unknown>).left
+      const error = (decoded as Result.Left<Errors.ToolInputInvalid, unknown>).left
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.isBelow(error.message.length, 20_000)
     }
@@ -418,7 +418,7 @@ describe("tools in a run", () => {
           model.requests[0]!.tools.map((t) => t.name),
           ["list_files", "read_file", "write_file", "edit_file", "bash"]
         )
-        assert.isTrue(Either.isRight(Message.validateHistory(yield* session.messages)))
+        assert.isTrue(Result.isSuccess(Message.validateHistory(yield* session.messages)))
       })))
 
   it.effect("calls on the same file in one turn run one after another in call order", () =>

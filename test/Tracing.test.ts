@@ -56,7 +56,7 @@ const tracedRun = (options?: { readonly content?: boolean; readonly replies?: Re
       NodeSdk.layer(() => ({ resource: { serviceName: "test" }, spanProcessor: new SimpleSpanProcessor(exporter) })),
       options?.content === true ? Tracing.layerRecordContent : Layer.empty
     )
-    const result = yield* Effect.either(
+    const result = yield* Effect.result(
       Loop.run({ input: "weather and time?", tools, systemPrompt: "Be brief." }).pipe(Effect.provide(layer))
     )
     return { result, spans: finished }

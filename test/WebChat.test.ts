@@ -246,7 +246,7 @@ const waitAttached = (page: Page, selector: string, text: string) =>
   step(() => page.locator(selector, { hasText: text }).first().waitFor({ state: "attached", timeout: 60_000 }))
 
 describe("Web chat", () => {
-  it.scopedLive(
+  it.live(
     "a prompt streams its answer as Markdown with highlighted code; thinking is folded",
     () =>
       Effect.gen(function*() {
@@ -281,7 +281,7 @@ describe("Web chat", () => {
     90_000
   )
 
-  it.scopedLive("a tool call's card shows its arguments, runs and completes", () =>
+  it.live("a tool call's card shows its arguments, runs and completes", () =>
     Effect.gen(function*() {
       const chat = yield* getChat
       const page = yield* chat.page()
@@ -298,7 +298,7 @@ describe("Web chat", () => {
       yield* noProblems(page)
     }), 180_000)
 
-  it.scopedLive(
+  it.live(
     "a call that needs an approval waits: Allow runs it, Deny ends the run on one line",
     () =>
       Effect.gen(function*() {
@@ -338,7 +338,7 @@ describe("Web chat", () => {
     180_000
   )
 
-  it.scopedLive(
+  it.live(
     "Esc stops a run mid-tool: the call is paired, the answer marked stopped, the prompt usable",
     () =>
       Effect.gen(function*() {
@@ -375,7 +375,7 @@ describe("Web chat", () => {
     90_000
   )
 
-  it.scopedLive(
+  it.live(
     "hostile model text, tool arguments and results run nothing and load nothing",
     () =>
       Effect.gen(function*() {
@@ -416,7 +416,7 @@ describe("Web chat", () => {
     90_000
   )
 
-  it.scopedLive(
+  it.live(
     "steering while a slow tool runs: shown as queued until the next turn takes it",
     () =>
       Effect.gen(function*() {
@@ -437,7 +437,7 @@ describe("Web chat", () => {
     90_000
   )
 
-  it.scopedLive(
+  it.live(
     "editing an earlier message forks the session; the branches can be switched",
     () =>
       Effect.gen(function*() {
@@ -470,7 +470,7 @@ describe("Web chat", () => {
     90_000
   )
 
-  it.scopedLive("reloading or losing the connection mid-run shows every message once", () =>
+  it.live("reloading or losing the connection mid-run shows every message once", () =>
     Effect.gen(function*() {
       const chat = yield* getChat
       const page = yield* chat.page()
@@ -497,7 +497,7 @@ describe("Web chat", () => {
       yield* noProblems(page)
     }), 180_000)
 
-  it.scopedLive(
+  it.live(
     "the API the page reads: sessions newest first with size and first prompt, the history's position",
     () =>
       Effect.gen(function*() {
@@ -554,7 +554,7 @@ describe("Web chat", () => {
     180_000
   )
 
-  it.scopedLive("two tabs on one session see the same events", () =>
+  it.live("two tabs on one session see the same events", () =>
     Effect.gen(function*() {
       const chat = yield* getChat
       const one = yield* chat.page()
@@ -571,7 +571,7 @@ describe("Web chat", () => {
       yield* noProblems(one, two)
     }), 180_000)
 
-  it.scopedLive(
+  it.live(
     "the model's name shows before the first answer, from the server's /info",
     () =>
       Effect.gen(function*() {
@@ -596,7 +596,7 @@ describe("Web chat", () => {
     180_000
   )
 
-  it.scopedLive(
+  it.live(
     "\"Always for this session\" is kept by the server: later calls of the tool in the session ask no more, " +
       "after a reload and in a second tab; another session still asks",
     () =>
@@ -645,7 +645,7 @@ describe("Web chat", () => {
     240_000
   )
 
-  it.scopedLive(
+  it.live(
     "the branches are drawn as a tree: each fork under the branch it left, switched by click or keyboard",
     () =>
       Effect.gen(function*() {
@@ -653,8 +653,8 @@ describe("Web chat", () => {
         const page = yield* chat.page()
         yield* newSession(page)
         const exchange = (text: string) =>
-          Effect.zipRight(say(page, text), waitText(page, ".msg.assistant .markdown", `Reply to: ${text}`)).pipe(
-            Effect.zipRight(idle(page))
+          Effect.andThen(say(page, text), waitText(page, ".msg.assistant .markdown", `Reply to: ${text}`)).pipe(
+            Effect.andThen(idle(page))
           )
         const edit = (from: string, to: string) =>
           step(async () => {
@@ -662,8 +662,8 @@ describe("Web chat", () => {
             await page.locator(".edit-form textarea").fill(to)
             await page.locator(".edit-form button[type=submit]").click()
           }).pipe(
-            Effect.zipRight(waitText(page, ".msg.assistant .markdown", `Reply to: ${to}`)),
-            Effect.zipRight(idle(page))
+            Effect.andThen(waitText(page, ".msg.assistant .markdown", `Reply to: ${to}`)),
+            Effect.andThen(idle(page))
           )
         yield* exchange("tree one")
         yield* exchange("tree two")
@@ -703,7 +703,7 @@ describe("Web chat", () => {
     240_000
   )
 
-  it.scopedLive("readable at 400 px: nothing wider than the window", () =>
+  it.live("readable at 400 px: nothing wider than the window", () =>
     Effect.gen(function*() {
       const chat = yield* getChat
       const page = yield* chat.page({ width: 400 })
@@ -731,7 +731,7 @@ describe("Web chat", () => {
 })
 
 describe("the API reference page", () => {
-  it.scopedLive(
+  it.live(
     "/docs#token=… shows the API's operations with the token filled in, asks no other host, logs no error",
     () =>
       Effect.gen(function*() {

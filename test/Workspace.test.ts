@@ -1,7 +1,7 @@
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as NodeFs from "node:fs"
@@ -127,12 +127,12 @@ describe("Workspace", () => {
       ) {
         assert.deepStrictEqual(
           Workspace.resolveSync(root, path),
-          Either.right(NodePath.join(root, "config/prod.json")),
+          Result.succeed(NodePath.join(root, "config/prod.json")),
           path
         )
       }
       assert.strictEqual(
-        Either.getLeft(Workspace.resolveSync(root, "../x")).pipe(Option.map((e) => e._tag), Option.getOrUndefined),
+        Result.getLeft(Workspace.resolveSync(root, "../x")).pipe(Option.map((e) => e._tag), Option.getOrUndefined),
         "PathOutsideWorkspace"
       )
     } finally {
@@ -153,7 +153,7 @@ describe("protected files", () => {
   const permissions = JSON.stringify({ deny: ["bash(git push)"] })
   const granting = JSON.stringify({ otherwise: "allow" })
 
-  it.scoped(
+  it.effect(
     "write_file and edit_file never write a permission file, an MCP config or a session, by any spelling; reading stays allowed",
     () =>
       Effect.gen(function*() {
@@ -171,7 +171,7 @@ describe("protected files", () => {
         NodeFs.mkdirSync(NodePath.join(root, ".session-1-2.lock"))
         const layer = Layer.provideMerge(
           Workspace.layer(root, { protect: [NodePath.join(root, "mcp.json"), NodePath.join(root, "chat.jsonl")] }),
-          NodeContext.layer
+          NodeServices.layer
         )
         const attempts: ReadonlyArray<readonly [Tool.Any, Record<string, string>]> = [
           ...[
@@ -214,7 +214,7 @@ describe("protected files", () => {
       })
   )
 
-  it.scoped("list_files hides the sessions' locks", () =>
+  it.effect("list_files hides the sessions' locks", () =>
     Effect.gen(function*() {
       const root = yield* tempDir({ "a.txt": "", ".session-64768-1234.lock/1": "released\n" })
       const listed = yield* call(Tools.listFiles, {}).pipe(Effect.provide(toolsLayer(root)))

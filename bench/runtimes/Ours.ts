@@ -76,7 +76,7 @@ export const fakeModel = (spec: Harness.Spec): Model.Service => {
         if (gate === undefined || gate.turn !== t) return push()
         // the turn's events are made once the gate opens, as pi's stream function does: a run held at
         // the gate does not keep them
-        return Effect.zipRight(
+        return Effect.andThen(
           Effect.promise(() => {
             gate.waiting++
             return gate.promise
@@ -178,7 +178,7 @@ export const effectOf = (
   const loop = kind === "stream"
     ? Stream.runDrain(Loop.stream(options(spec, concurrency)))
     : Loop.run(options(spec, concurrency))
-  return p(Effect.zipRight(Effect.orDie(loop), Effect.orDie(session.messages)))
+  return p(Effect.andThen(Effect.orDie(loop), Effect.orDie(session.messages)))
 }
 
 /**

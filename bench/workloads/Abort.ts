@@ -9,7 +9,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -26,7 +26,7 @@ import type { Result } from "./Overhead.js"
 const stubborn = `process.on("SIGTERM", () => {}); console.log("ready"); setInterval(() => {}, 1000)`
 
 const exited = (child: ChildProcess.ChildProcess) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
     const onExit = () => resume(Effect.void)
     child.once("exit", onExit)
@@ -49,9 +49,9 @@ const killGroup = (child: ChildProcess.ChildProcess, signal: NodeJS.Signals) =>
  * @since 0.1.0
  * @category Constructors
  */
-export const spawnStubborn = (grace: Duration.DurationInput) =>
+export const spawnStubborn = (grace: Duration.Input) =>
   Effect.acquireRelease(
-    Effect.async<ChildProcess.ChildProcess>((resume) => {
+    Effect.callback<ChildProcess.ChildProcess>((resume) => {
       const child = ChildProcess.spawn(process.execPath, ["-e", stubborn], {
         detached: true,
         stdio: ["ignore", "pipe", "ignore"]
@@ -77,7 +77,7 @@ export const spawnStubborn = (grace: Duration.DurationInput) =>
  * @since 0.1.0
  * @category Constructors
  */
-export const stubbornTool = (grace: Duration.DurationInput, started: (pid: number) => Effect.Effect<unknown>) =>
+export const stubbornTool = (grace: Duration.Input, started: (pid: number) => Effect.Effect<unknown>) =>
   Tool.make({
     name: "bash",
     description: "Runs a command that ignores SIGTERM",
@@ -112,7 +112,7 @@ interface Sample {
   readonly childGone: boolean
 }
 
-const viaInterrupt = (grace: Duration.DurationInput) =>
+const viaInterrupt = (grace: Duration.Input) =>
   Effect.gen(function*() {
     const ready = yield* Deferred.make<number>()
     const session = Session.makeMemory()
@@ -123,7 +123,7 @@ const viaInterrupt = (grace: Duration.DurationInput) =>
       .pipe(
         Effect.provideService(Model.Model, Model.scripted(script)),
         Effect.provideService(Session.Session, session),
-        Effect.fork
+        Effect.forkChild
       )
     const pid = yield* Deferred.await(ready)
     const start = performance.now()
@@ -132,7 +132,7 @@ const viaInterrupt = (grace: Duration.DurationInput) =>
     return yield* check(session, pid, ms)
   })
 
-const viaSignal = (grace: Duration.DurationInput) =>
+const viaSignal = (grace: Duration.Input) =>
   Effect.gen(function*() {
     const ready = yield* Deferred.make<number>()
     const session = Session.makeMemory()
@@ -146,7 +146,7 @@ const viaSignal = (grace: Duration.DurationInput) =>
       Effect.provideService(Model.Model, Model.scripted(script)),
       Effect.provideService(Session.Session, session)
     )
-    const fiber = yield* Effect.fork(events)
+    const fiber = yield* Effect.forkChild(events)
     const pid = yield* Deferred.await(ready)
     const start = performance.now()
     controller.abort()
@@ -160,7 +160,7 @@ const check = (session: Session.Service, pid: number, ms: number) =>
     const last = history[history.length - 1]
     return {
       ms,
-      valid: Either.isRight(Message.validateHistory(history)),
+      valid: Result.isSuccess(Message.validateHistory(history)),
       aborted: last !== undefined && last.role === "toolResult" && last.isError &&
         Message.textOf(last) === "Operation aborted",
       childGone: !alive(pid)

@@ -30,12 +30,12 @@ export const asyncNative: Harness.Runtime = {
     const native = Ours.fakeModel(spec)
     const model = Model.make({
       respond: (request, onEvent) =>
-        Effect.zipRight(Effect.promise(() => Promise.resolve()), native.respond(request, onEvent))
+        Effect.andThen(Effect.promise(() => Promise.resolve()), native.respond(request, onEvent))
     })
     const session = Session.makeMemory([])
     return Effect.runPromise(
       Stream.runDrain(Loop.stream({ input: "go", tools: [Ours.echoTool(spec)], maxTurns: spec.turns + 1 })).pipe(
-        Effect.zipRight(session.messages),
+        Effect.andThen(session.messages),
         Effect.provideService(Model.Model, model),
         Effect.provideService(Session.Session, session),
         Effect.orDie

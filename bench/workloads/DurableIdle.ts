@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"

@@ -108,7 +108,7 @@ export const resume = async (size: { readonly lengths: ReadonlyArray<number>; re
       const open = Session.openJsonl(path).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
       await Effect.runPromise(
         Session.openJsonl(path).pipe(
-          Effect.flatMap(({ service }) => Effect.zipRight(service.append(...messages), service.sync)),
+          Effect.flatMap(({ service }) => Effect.andThen(service.append(...messages), service.sync)),
           Effect.scoped,
           Effect.provide(NodeFileSystem.layer)
         )

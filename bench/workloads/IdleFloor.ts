@@ -11,7 +11,7 @@
 import * as Channel from "effect/Channel"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Mailbox from "effect/Mailbox"
+import * as Mailbox from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Harness from "../Harness.js"
 import * as Ours from "../runtimes/Ours.js"
@@ -32,8 +32,8 @@ const variants: ReadonlyArray<readonly [string, Held]> = [
       Effect.flatMap(
         Mailbox.make<number>(),
         (mailbox) =>
-          Effect.zipRight(
-            Effect.fork(Effect.zipRight(wait, mailbox.end)),
+          Effect.andThen(
+            Effect.forkChild(Effect.andThen(wait, mailbox.end)),
             Stream.runDrain(Mailbox.toStream(mailbox))
           )
       )
@@ -85,7 +85,7 @@ export const idleFloor = async (size: { readonly fibers: number }): Promise<Resu
       const result = await heapPer(
         gates.length,
         (index) =>
-          Effect.runPromise(held(Effect.zipRight(Effect.sync(() => waiting++), Deferred.await(gates[index]!)))),
+          Effect.runPromise(held(Effect.andThen(Effect.sync(() => waiting++), Deferred.await(gates[index]!)))),
         () => waiting,
         () => gates.forEach((gate) => Effect.runSync(Deferred.succeed(gate, undefined)))
       )

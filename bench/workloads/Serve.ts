@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServer from "effect/http/HttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -120,7 +120,7 @@ const startServer = async () => {
   const context = await Effect.runPromise(
     Layer.buildWithScope(Server.layer({ token: "bench" }).pipe(Layer.provide(runner), Layer.orDie), scope)
   )
-  const { HttpServer: Tag } = await import("@effect/platform/HttpServer")
+  const { HttpServer: Tag } = await import("effect/http/HttpServer")
   const address = Context.get(context, Tag).address as HttpServer.TcpAddress
   return {
     url: `http://127.0.0.1:${address.port}`,

@@ -78,12 +78,12 @@ const describe = (event: Durable.SessionEvent): string => {
  * request with a defect (a `SocketError` on write), not a typed failure, and `Effect.retry` alone would
  * let that end the client.
  */
-const retryOnAnyCause = <A, E, R>(self: Effect.Effect<A, E, R>, interval: Duration.DurationInput) =>
+const retryOnAnyCause = <A, E, R>(self: Effect.Effect<A, E, R>, interval: Duration.Input) =>
   self.pipe(
     Effect.sandbox,
     Effect.retry({
       schedule: Schedule.spaced(interval),
-      while: (cause) => !Cause.isInterruptedOnly(cause)
+      while: (cause) => !Cause.hasInterruptsOnly(cause)
     }),
     Effect.unsandbox
   )
@@ -125,7 +125,7 @@ const follow = (session: Shared.ExampleSession) =>
           })
         )
       ).pipe(
-        Effect.tapErrorCause((cause) =>
+        Effect.tapCause((cause) =>
           print(`event stream broke off (${Cause.squash(cause)}); opening it again after #${next - 1}`)
         )
       ),

@@ -51,11 +51,11 @@ const streamedEvents = (message: Message.AssistantMessage): ReadonlyArray<Model.
 /**
  * The offline model; each answer streams over about `duration` (default 1.2 seconds).
  */
-export const make = (options: { readonly duration?: Duration.DurationInput | undefined } = {}): Model.Service =>
+export const make = (options: { readonly duration?: Duration.Input | undefined } = {}): Model.Service =>
   Model.make({
     stream: (request) => {
       const events = streamedEvents(answer(request))
-      const gap = Duration.toMillis(Duration.decode(options.duration ?? "1200 millis")) / events.length
+      const gap = Duration.toMillis(Duration.fromInputUnsafe(options.duration ?? "1200 millis")) / events.length
       return Stream.fromIterable(events).pipe(Stream.schedule(Schedule.spaced(Duration.millis(gap))))
     }
   })

@@ -80,7 +80,7 @@ const start = (name: string, script: string, args: ReadonlyArray<string>) =>
 
 /** SIGKILLs a child and waits for its exit. */
 const kill = (child: Child) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     if (child.exit !== undefined) return resume(Effect.void)
     child.process.once("exit", () => resume(Effect.void))
     child.process.kill("SIGKILL")
@@ -107,7 +107,7 @@ const alive = (child: Child) =>
   )
 
 /** A free TCP port on 127.0.0.1. */
-const freePort = Effect.async<number>((resume) => {
+const freePort = Effect.callback<number>((resume) => {
   const server = Net.createServer()
   server.listen(0, "127.0.0.1", () => {
     const { port } = server.address() as Net.AddressInfo
@@ -174,7 +174,7 @@ const program = Effect.gen(function*() {
   // runner A first (it creates the tables), then runner B and the client; the client prompts once the
   // runners share the shards, so that no shard moves while the runs go
   const ready = (child: Child, line: string) =>
-    Effect.zipRight(
+    Effect.andThen(
       waitFor(
         `${child.name} to start`,
         () => child.exit === undefined ? child.lines.find((l) => l.text === line) : "exited",
@@ -271,10 +271,10 @@ const program = Effect.gen(function*() {
 // The scope has stopped the child processes and removed the temp dir by then.
 program.pipe(
   Effect.as(0),
-  Effect.catchAllCause((cause) =>
+  Effect.catchCause((cause) =>
     Effect.as(
       Console.error(`[main] FAILED: ${
-        Option.match(Cause.failureOption(cause), {
+        Option.match(Cause.findErrorOption(cause), {
           onNone: () => Cause.pretty(cause),
           onSome: (error) => error.message
         })

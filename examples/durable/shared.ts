@@ -88,7 +88,7 @@ export const clientReadyLine = "[client] connected; waiting for the runners to s
 export const goLine = "go"
 
 /** Waits for `goLine` on the standard input. */
-export const awaitGo = Effect.async<void>((resume) => {
+export const awaitGo = Effect.callback<void>((resume) => {
   let buffered = ""
   const onData = (chunk: Buffer) => {
     buffered += chunk.toString("utf8")

@@ -4,9 +4,9 @@
  * history (each tool call paired with exactly one result) in which no message is stored twice; with the
  * offline model, the answer is the sum of the prompt's numbers, which the tool results add up to.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Durable from "../../src/Durable.js"
 import * as Message from "../../src/Message.js"
@@ -25,7 +25,7 @@ const verify = (session: Shared.ExampleSession) =>
     if (outcome?._tag !== "Completed") return yield* fail(`the run did not complete: ${runs[0]!.outcome}`)
     const history = yield* Durable.SessionSql.readMessages(session.id)
     const valid = Message.validateHistory(history)
-    if (Either.isLeft(valid)) return yield* fail(`invalid history: ${valid.left.message}`)
+    if (Result.isFailure(valid)) return yield* fail(`invalid history: ${valid.left.message}`)
     const rows = yield* sql<{ readonly message: string }>`
       SELECT message FROM effect_agent_messages WHERE session_id = ${session.id}`
     if (new Set(rows.map((row) => row.message)).size !== rows.length || rows.length !== history.length) {

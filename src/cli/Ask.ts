@@ -13,7 +13,7 @@ import * as Sanitize from "./Sanitize.js"
 
 /** Asks `question` on stderr and resumes with whether the answer was yes. */
 const yesOrNo = (question: string) =>
-  Effect.async<boolean>((resume) => {
+  Effect.callback<boolean>((resume) => {
     const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
     // in raw mode the terminal's Ctrl-C reaches readline, not the process: pass it on
     rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"))

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as CommandExecutor from "effect/process/ChildProcessSpawner"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 

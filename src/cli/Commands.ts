@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/cli/Command"
+import * as Command from "effect/cli/Command"
 import * as ExportCommand from "./ExportCommand.js"
 import * as Help from "./Help.js"
 import * as McpServer from "./McpServer.js"

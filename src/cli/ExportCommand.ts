@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as Args from "@effect/cli/Args"
-import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import * as Lazy from "./Lazy.js"
 
 /**
@@ -19,12 +19,12 @@ import * as Lazy from "./Lazy.js"
 export const command = Command.make(
   "export",
   {
-    file: Args.text({ name: "session.jsonl" }).pipe(Args.withDescription("the session file to export")),
-    output: Options.text("output").pipe(
-      Options.withPseudoName("file.html"),
-      Options.withAlias("o"),
-      Options.optional,
-      Options.withDescription(
+    file: Argument.string({ name: "session.jsonl" }).pipe(Argument.withDescription("the session file to export")),
+    output: Flag.string("output").pipe(
+      Flag.withPseudoName("file.html"),
+      Flag.withAlias("o"),
+      Flag.optional,
+      Flag.withDescription(
         "the HTML file to write (default: the session file's name with .html, in the current directory)"
       )
     )

@@ -5,10 +5,10 @@
  *
  * @since 0.1.0
  */
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as HelpDoc from "effect/cli/HelpDoc"
+import * as Flag from "effect/cli/Flag"
+import * as ValidationError from "effect/cli/CliError"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -72,17 +72,17 @@ export const positive = (name: string, unit: string) => (text: string) =>
  * @since 0.1.0
  * @category Options
  */
-export const provider = Options.text("provider").pipe(
-  Options.withPseudoName("name"),
-  Options.mapEffect((name) =>
+export const provider = Flag.string("provider").pipe(
+  Flag.withPseudoName("name"),
+  Flag.mapEffect((name) =>
     (choices as ReadonlyArray<string>).includes(name)
       ? Effect.succeed(name as ProviderName | "demo")
       : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
         `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${choices.join(", ")}`
       )))
   ),
-  Options.withDefault("demo" as ProviderName | "demo"),
-  Options.withDescription(
+  Flag.withDefault("demo" as ProviderName | "demo"),
+  Flag.withDescription(
     "which API to talk to (default demo). demo: an offline scripted model; openai: any OpenAI-compatible server (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "openai-responses: OpenAI's Responses API (OPENAI_API_KEY, OPENAI_BASE_URL); " +
       "anthropic: the Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL); " +
@@ -96,10 +96,10 @@ export const provider = Options.text("provider").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const fallback = Options.text("fallback").pipe(
-  Options.withPseudoName("provider:model"),
-  Options.repeated,
-  Options.withDescription(
+export const fallback = Flag.string("fallback").pipe(
+  Flag.withPseudoName("provider:model"),
+  Flag.repeated,
+  Flag.withDescription(
     "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
       "limited (it reads that provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5"
   )
@@ -111,10 +111,10 @@ export const fallback = Options.text("fallback").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const model = Options.text("model").pipe(
-  Options.withPseudoName("name"),
-  Options.optional,
-  Options.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
+export const model = Flag.string("model").pipe(
+  Flag.withPseudoName("name"),
+  Flag.optional,
+  Flag.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
 )
 
 /**
@@ -123,10 +123,10 @@ export const model = Options.text("model").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const baseUrl = Options.text("base-url").pipe(
-  Options.withPseudoName("url"),
-  Options.optional,
-  Options.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
+export const baseUrl = Flag.string("base-url").pipe(
+  Flag.withPseudoName("url"),
+  Flag.optional,
+  Flag.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
 )
 
 /**
@@ -135,10 +135,10 @@ export const baseUrl = Options.text("base-url").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const workspace = Options.text("workspace").pipe(
-  Options.withPseudoName("dir"),
-  Options.withDefault("."),
-  Options.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
+export const workspace = Flag.string("workspace").pipe(
+  Flag.withPseudoName("dir"),
+  Flag.withDefault("."),
+  Flag.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
 )
 
 /**
@@ -147,11 +147,11 @@ export const workspace = Options.text("workspace").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const maxTurns = Options.text("max-turns").pipe(
-  Options.withPseudoName("n"),
-  Options.mapEffect(positive("max-turns", "")),
-  Options.withDefault(Limits.defaultMaxTurns),
-  Options.withDescription(`the most model requests in one run (default ${Limits.defaultMaxTurns})`)
+export const maxTurns = Flag.string("max-turns").pipe(
+  Flag.withPseudoName("n"),
+  Flag.mapEffect(positive("max-turns", "")),
+  Flag.withDefault(Limits.defaultMaxTurns),
+  Flag.withDescription(`the most model requests in one run (default ${Limits.defaultMaxTurns})`)
 )
 
 /**
@@ -160,9 +160,9 @@ export const maxTurns = Options.text("max-turns").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const yes = Options.boolean("yes").pipe(
-  Options.withAlias("y"),
-  Options.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
+export const yes = Flag.boolean("yes").pipe(
+  Flag.withAlias("y"),
+  Flag.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
 )
 
 /**
@@ -171,10 +171,10 @@ export const yes = Options.boolean("yes").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const permissions = Options.text("permissions").pipe(
-  Options.withPseudoName("file.json"),
-  Options.optional,
-  Options.withDescription(
+export const permissions = Flag.string("permissions").pipe(
+  Flag.withPseudoName("file.json"),
+  Flag.optional,
+  Flag.withDescription(
     "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
       ".effect-agent/permissions.json and the user's ~/.config/effect-agent/permissions.json"
   )
@@ -186,10 +186,10 @@ export const permissions = Options.text("permissions").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const mcp = Options.text("mcp").pipe(
-  Options.withPseudoName("file.json"),
-  Options.optional,
-  Options.withDescription(
+export const mcp = Flag.string("mcp").pipe(
+  Flag.withPseudoName("file.json"),
+  Flag.optional,
+  Flag.withDescription(
     "an MCP servers file ({ \"mcpServers\": { \"name\": { \"command\": …, \"args\": […] } or { \"url\": … } } }): " +
       "the servers start with the command and their tools join the built-in ones, read again at every turn"
   )
@@ -210,10 +210,10 @@ export const tokenVariable = "EFFECT_AGENT_TOKEN"
  * @since 0.1.0
  * @category Options
  */
-export const token = Options.text("token").pipe(
-  Options.withPseudoName("token"),
-  Options.optional,
-  Options.withDescription(
+export const token = Flag.string("token").pipe(
+  Flag.withPseudoName("token"),
+  Flag.optional,
+  Flag.withDescription(
     `the bearer token every request must carry; other local users see it in ps, so prefer --token-file or ` +
       `${tokenVariable} (without any of the three, a new random one is made and printed)`
   )
@@ -225,10 +225,10 @@ export const token = Options.text("token").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const tokenFile = Options.text("token-file").pipe(
-  Options.withPseudoName("path"),
-  Options.optional,
-  Options.withDescription(
+export const tokenFile = Flag.string("token-file").pipe(
+  Flag.withPseudoName("path"),
+  Flag.optional,
+  Flag.withDescription(
     `a file holding the bearer token (its content, trimmed), kept out of ps; --token wins over it, and it ` +
       `over the environment variable ${tokenVariable}`
   )
@@ -261,7 +261,7 @@ export const loadMcp = (what: string) =>
 export const connectMcp = (file: string) =>
   Effect.gen(function*() {
     const Mcp = yield* loadMcp("--mcp")
-    const services = yield* Layer.build(Mcp.fromConfig(file).pipe(Layer.provide(NodeContext.layer)))
+    const services = yield* Layer.build(Mcp.fromConfig(file).pipe(Layer.provide(NodeServices.layer)))
     return Context.get(services, Mcp.Mcp).tools
   })
 

@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import * as CliConfig from "@effect/cli/CliConfig"
-import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import type * as Span from "@effect/cli/HelpDoc/Span"
+import * as CliConfig from "effect/cli/CliConfig"
+import * as Command from "effect/cli/Command"
+import * as HelpDoc from "effect/cli/HelpDoc"
+import type * as Span from "effect/cli/HelpDoc"
 import * as HelpFlag from "./HelpFlag.js"
 
 /**

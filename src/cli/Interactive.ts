@@ -184,12 +184,12 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     current._tag === "Running" ? current : current._tag === "Asking" ? current.running : undefined
 
   rl.on("line", (line) => {
-    if (mode._tag === "Idle") return void Queue.unsafeOffer(idle, { _tag: "Line", text: line })
+    if (mode._tag === "Idle") return void Queue.offerUnsafe(idle, { _tag: "Line", text: line })
     if (mode._tag === "Asking") return mode.answer(line)
     const text = line.trim()
     if (text === "") return
     if (parse(text)._tag !== "Prompt") {
-      Queue.unsafeOffer(idle, { _tag: "Line", text })
+      Queue.offerUnsafe(idle, { _tag: "Line", text })
       return print(style.dim(`(after this run) ${text}`))
     }
     Effect.runSync(inbox.offer(text))
@@ -203,13 +203,13 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       rl.write(null, { ctrl: true, name: "u" })
       return
     }
-    Queue.unsafeOffer(idle, { _tag: "Leave" })
+    Queue.offerUnsafe(idle, { _tag: "Leave" })
   })
   rl.on("close", () => {
     closed = true
     const running = runningOf(mode)
     if (running !== undefined) running.controller.abort()
-    Queue.unsafeOffer(idle, { _tag: "Leave" })
+    Queue.offerUnsafe(idle, { _tag: "Leave" })
   })
   const onKey = (_: unknown, key: { readonly name?: string } | undefined) => {
     const running = runningOf(mode)
@@ -220,7 +220,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   const onStop = () => {
     const running = runningOf(mode)
     if (running !== undefined) running.controller.abort()
-    Queue.unsafeOffer(idle, { _tag: "Leave" })
+    Queue.offerUnsafe(idle, { _tag: "Leave" })
   }
   options.stop.addEventListener("abort", onStop, { once: true })
   yield* Effect.addFinalizer(() => Effect.sync(() => options.stop.removeEventListener("abort", onStop)))
@@ -230,7 +230,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   const confirm = (request: Permissions.Request) =>
     always.has(request.toolName)
       ? Effect.succeed(Permissions.allow)
-      : Effect.async<Permissions.Decision>((resume) => {
+      : Effect.callback<Permissions.Decision>((resume) => {
         const running = runningOf(mode)
         if (running === undefined) return resume(Effect.succeed(Permissions.deny("the run was stopped")))
         // the whole call, wrapped: what is approved is seen
@@ -360,7 +360,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         Effect.exit
       )
       mode = { _tag: "Idle" }
-      if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) explainLines(exit.cause)
+      if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) explainLines(exit.cause)
       print(style.dim(statusLine({ model: modelName, turn: view.turn(), usage: total, context: contextOf() })))
     })
 
@@ -392,7 +392,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     idleLabel = `fork before prompt (1-${prompts.length}, Enter to cancel) `
     setPrompt()
     const picked = yield* Queue.take(idle)
-    if (picked._tag === "Leave") return Queue.unsafeOffer(idle, picked)
+    if (picked._tag === "Leave") return Queue.offerUnsafe(idle, picked)
     const n = Number(picked.text.trim())
     if (picked.text.trim() === "") return print("(no fork)")
     const prompt = Number.isInteger(n) ? prompts[n - 1] : undefined
@@ -431,7 +431,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     })
 
   print(style.dim(`effect-agent · ${modelName} · /help for the commands, Ctrl-D to leave`))
-  if (options.initial !== undefined) Queue.unsafeOffer(idle, { _tag: "Line", text: options.initial })
+  if (options.initial !== undefined) Queue.offerUnsafe(idle, { _tag: "Line", text: options.initial })
   while (true) {
     idleLabel = branchLabel(
       yield* Effect.orElseSucceed(Effect.provideService(Session.branches, Session.Session, session), () => [])

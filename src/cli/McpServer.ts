@@ -7,49 +7,49 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
+import * as Command from "effect/cli/Command"
+import * as HelpDoc from "effect/cli/HelpDoc"
+import * as Flag from "effect/cli/Flag"
+import * as ValidationError from "effect/cli/CliError"
 import * as Effect from "effect/Effect"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
-const http = Options.text("http").pipe(
-  Options.withPseudoName("port"),
-  Options.mapEffect((text) =>
+const http = Flag.string("http").pipe(
+  Flag.withPseudoName("port"),
+  Flag.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) < 65536
       ? Effect.succeed(Number(text))
       : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
         `effect-agent: --http ${JSON.stringify(text)} is not a port number (0 to 65535; 0 picks a free one)`
       )))
   ),
-  Options.optional,
-  Options.withDescription(
+  Flag.optional,
+  Flag.withDescription(
     "serve over Streamable HTTP on <host>:<port>/mcp instead of stdio, behind a bearer token; its URL, and " +
       "the token when one is made, are printed on stderr"
   )
 )
 
-const host = Options.text("host").pipe(
-  Options.withPseudoName("address"),
-  Options.withDefault("127.0.0.1"),
-  Options.withDescription("with --http, the address to listen on (default 127.0.0.1)")
+const host = Flag.string("host").pipe(
+  Flag.withPseudoName("address"),
+  Flag.withDefault("127.0.0.1"),
+  Flag.withDescription("with --http, the address to listen on (default 127.0.0.1)")
 )
 
-const maxBodyBytes = Options.text("max-body-bytes").pipe(
-  Options.withPseudoName("bytes"),
-  Options.mapEffect(Flags.positive("max-body-bytes", " of bytes")),
-  Options.withDefault(1024 * 1024),
-  Options.withDescription(
+const maxBodyBytes = Flag.string("max-body-bytes").pipe(
+  Flag.withPseudoName("bytes"),
+  Flag.mapEffect(Flags.positive("max-body-bytes", " of bytes")),
+  Flag.withDefault(1024 * 1024),
+  Flag.withDescription(
     "with --http, the largest request body: a larger one is answered 413 unread (default 1048576, 1 MiB)"
   )
 )
 
-const name = Options.text("name").pipe(
-  Options.withPseudoName("name"),
-  Options.withDefault("agent"),
-  Options.withDescription("the agent's name: its MCP tool is ask_<name> (default agent)")
+const name = Flag.string("name").pipe(
+  Flag.withPseudoName("name"),
+  Flag.withDefault("agent"),
+  Flag.withDescription("the agent's name: its MCP tool is ask_<name> (default agent)")
 )
 
 /**

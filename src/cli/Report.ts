@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as ValidationError from "@effect/cli/ValidationError"
+import * as ValidationError from "effect/cli/CliError"
 import * as Cause from "effect/Cause"
 import * as Option from "effect/Option"
 import type * as Event from "../Event.js"
@@ -93,8 +93,8 @@ export interface Explained {
  * @category Combinators
  */
 export const explain = (cause: Cause.Cause<unknown>, context: Context): Explained => {
-  if (Cause.isInterruptedOnly(cause)) return { lines: [], code: exitCodes.aborted }
-  const failure = Cause.failureOption(cause)
+  if (Cause.hasInterruptsOnly(cause)) return { lines: [], code: exitCodes.aborted }
+  const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
     // @effect/cli has printed its own message for bad options and arguments

@@ -5,44 +5,44 @@
  *
  * @since 0.1.0
  */
-import * as Args from "@effect/cli/Args"
-import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
+import * as Argument from "effect/cli/Argument"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
-const sessionFile = Options.text("session").pipe(
-  Options.withPseudoName("file.jsonl"),
-  Options.optional,
-  Options.withDescription(
+const sessionFile = Flag.string("session").pipe(
+  Flag.withPseudoName("file.jsonl"),
+  Flag.optional,
+  Flag.withDescription(
     "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
   )
 )
-const continueLatest = Options.boolean("continue").pipe(
-  Options.withAlias("c"),
-  Options.withDescription("continue this workspace's latest session")
+const continueLatest = Flag.boolean("continue").pipe(
+  Flag.withAlias("c"),
+  Flag.withDescription("continue this workspace's latest session")
 )
-const interactive = Options.boolean("interactive").pipe(
-  Options.withAlias("i"),
-  Options.withDescription("open the chat (the default without a prompt on a terminal)")
+const interactive = Flag.boolean("interactive").pipe(
+  Flag.withAlias("i"),
+  Flag.withDescription("open the chat (the default without a prompt on a terminal)")
 )
-const contextWindow = Options.text("context-window").pipe(
-  Options.withPseudoName("tokens"),
-  Options.mapEffect(Flags.positive("context-window", " of tokens")),
-  Options.optional,
-  Options.withDescription(
+const contextWindow = Flag.string("context-window").pipe(
+  Flag.withPseudoName("tokens"),
+  Flag.mapEffect(Flags.positive("context-window", " of tokens")),
+  Flag.optional,
+  Flag.withDescription(
     "the model's context window in tokens, for the chat's status line (known models' windows are built in)"
   )
 )
-const verbose = Options.boolean("verbose").pipe(
-  Options.withDescription(
+const verbose = Flag.boolean("verbose").pipe(
+  Flag.withDescription(
     "report more on stderr: debug logs, and where a failure happened (also DEBUG=1); retries are " +
       "reported in one line each without it"
   )
 )
-const prompt = Args.text({ name: "prompt" }).pipe(
-  Args.repeated,
-  Args.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
+const prompt = Argument.string({ name: "prompt" }).pipe(
+  Argument.variadic,
+  Argument.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
 )
 
 const config = {

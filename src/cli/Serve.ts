@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
+import * as Command from "effect/cli/Command"
+import * as HelpDoc from "effect/cli/HelpDoc"
+import * as Flag from "effect/cli/Flag"
+import * as ValidationError from "effect/cli/CliError"
 import * as Effect from "effect/Effect"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
@@ -21,26 +21,26 @@ import * as Lazy from "./Lazy.js"
  * @category Options
  */
 export const options = {
-  host: Options.text("host").pipe(
-    Options.withDefault("127.0.0.1"),
-    Options.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
+  host: Flag.string("host").pipe(
+    Flag.withDefault("127.0.0.1"),
+    Flag.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
   ),
-  port: Options.integer("port").pipe(Options.withDefault(4141), Options.withDescription("the port (default 4141)")),
+  port: Flag.integer("port").pipe(Flag.withDefault(4141), Flag.withDescription("the port (default 4141)")),
   token: Flags.token,
   tokenFile: Flags.tokenFile,
-  cors: Options.text("cors").pipe(
-    Options.repeated,
-    Options.withDescription("an origin allowed to call the server from a browser (repeat it; default: none)")
+  cors: Flag.string("cors").pipe(
+    Flag.repeated,
+    Flag.withDescription("an origin allowed to call the server from a browser (repeat it; default: none)")
   ),
-  database: Options.text("database").pipe(
-    Options.optional,
-    Options.withDescription("a SQLite file, or postgres://… (default: serve.db in the user's data directory)")
+  database: Flag.string("database").pipe(
+    Flag.optional,
+    Flag.withDescription("a SQLite file, or postgres://… (default: serve.db in the user's data directory)")
   ),
-  runnerAddress: Options.text("runner-address").pipe(
-    Options.withPseudoName("[host:]port"),
-    Options.mapEffect(parseAddress),
-    Options.optional,
-    Options.withDescription(
+  runnerAddress: Flag.string("runner-address").pipe(
+    Flag.withPseudoName("[host:]port"),
+    Flag.mapEffect(parseAddress),
+    Flag.optional,
+    Flag.withDescription(
       "join the cluster of the serve processes on the --database, as a runner that the others reach at " +
         "<host:port> (it listens there, on that host only; a port alone is 127.0.0.1:<port>): any of them " +
         "serves any session, whose runs go to the runner that holds it, and the others take a dead " +
@@ -50,8 +50,8 @@ export const options = {
         "network or a tunnel (default: one runner, alone on the database)"
     )
   ),
-  a2a: Options.boolean("a2a").pipe(
-    Options.withDescription(
+  a2a: Flag.boolean("a2a").pipe(
+    Flag.withDescription(
       "also serve the agent over A2A (card at /.well-known/agent-card.json, JSON-RPC at /a2a; behind the token)"
     )
   )

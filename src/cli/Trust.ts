@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/cli/Command"
+import * as Command from "effect/cli/Command"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 

@@ -10,8 +10,8 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/cli/Command"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Command from "effect/cli/Command"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -65,7 +65,7 @@ const program = cli(process.argv).pipe(
   Effect.withUnhandledErrorLogLevel(Option.none()),
   Logger.withMinimumLogLevel(LogLevel.Debug),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
-  Effect.provide(NodeContext.layer)
+  Effect.provide(NodeServices.layer)
 )
 
 const main = Effect.runFork(program)
@@ -97,7 +97,7 @@ const uninstall = Signals.install({
 /** With --verbose, the whole failure, and the server's whole error body, which the message only sums up. */
 const explainMore = (cause: Cause.Cause<unknown>) => {
   writeErr(`${Cause.pretty(cause)}\n`)
-  const failure = Option.getOrUndefined(Cause.failureOption(cause)) as { readonly body?: unknown } | undefined
+  const failure = Option.getOrUndefined(Cause.findErrorOption(cause)) as { readonly body?: unknown } | undefined
   if (typeof failure?.body === "string") {
     // control characters shown, not sent
     const shown = failure.body.replace(
@@ -114,6 +114,6 @@ main.addObserver((exit) => {
   // interrupted before the run started (a signal while starting up)
   if (explained.code === Report.exitCodes.aborted && !report.aborted) writeErr("[aborted]\n")
   for (const line of explained.lines) writeErr(`${line}\n`)
-  if (report.verbose && !Cause.isInterruptedOnly(exit.cause)) explainMore(exit.cause)
+  if (report.verbose && !Cause.hasInterruptsOnly(exit.cause)) explainMore(exit.cause)
   finish(explained.code)
 })

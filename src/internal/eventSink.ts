@@ -3,7 +3,7 @@
  * uses `none`, which drops every event, `Loop.stream` a bounded mailbox, `Loop.runAgent` a callback.
  */
 import * as Effect from "effect/Effect"
-import type * as Mailbox from "effect/Mailbox"
+import type * as Mailbox from "effect/Queue"
 import type * as Event from "../Event.js"
 
 /**
@@ -58,7 +58,7 @@ export const deliverAll = (sink: Sink, events: ReadonlyArray<Event.AgentEvent<un
   for (let index = 0; index < events.length; index++) {
     if (!sink.offer(events[index]!)) {
       return events.slice(index + 1).reduce(
-        (all, event) => Effect.zipRight(all, Effect.suspend(() => sink.emit(event))),
+        (all, event) => Effect.andThen(all, Effect.suspend(() => sink.emit(event))),
         sink.emit(events[index]!)
       )
     }

@@ -5,10 +5,10 @@
  * then handed on as the request's (`withBody`), and its JSON checked before anything decodes it
  * (`jsonProblem`).
  */
-import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
-import * as HttpServerError from "@effect/platform/HttpServerError"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as UrlParams from "@effect/platform/UrlParams"
+import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
+import * as HttpServerError from "effect/http/HttpServerError"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as UrlParams from "effect/http/UrlParams"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"

@@ -10,7 +10,7 @@
 import type { JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { RE2JS } from "re2js"
@@ -61,8 +61,8 @@ export const validator: jsonSchemaValidator = {
  */
 export const parameters = (
   jsonSchema: { readonly [key: string]: unknown }
-): Either.Either<Schema.Schema<unknown>, string> =>
-  Either.map(compile(jsonSchema), (validate) =>
+): Result.Result<Schema.Schema<unknown>, string> =>
+  Result.map(compile(jsonSchema), (validate) =>
     Schema.declare([], {
       decode: () => (input, _options, ast) => {
         const result = validate(input)
@@ -73,15 +73,15 @@ export const parameters = (
 
 const compile = (
   jsonSchema: { readonly [key: string]: unknown }
-): Either.Either<(input: unknown) => string | undefined, string> => {
+): Result.Result<(input: unknown) => string | undefined, string> => {
   try {
     const check = validator.getValidator(jsonSchema as any)
-    return Either.right((input) => {
+    return Result.succeed((input) => {
       const result = check(input)
       return result.valid ? undefined : result.errorMessage
     })
   } catch (error) {
-    return Either.left(describe(error))
+    return Result.fail(describe(error))
   }
 }
 

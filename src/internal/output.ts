@@ -8,8 +8,8 @@
  * model is told to call the tool, which counts as a repair too.
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as JSONSchema from "effect/JSONSchema"
+import * as Result from "effect/Result"
+import * as JSONSchema from "effect/JsonSchema"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
@@ -39,8 +39,8 @@ export class Output<A> {
   answer: { readonly value: A } | undefined = undefined
   /** Answers that did not decode so far. */
   private failures = 0
-  private readonly decode: (input: unknown) => Either.Either<A, ParseResult.ParseError>
-  private readonly decodeAnswer: (input: unknown) => Either.Either<A, ParseResult.ParseError>
+  private readonly decode: (input: unknown) => Result.Result<A, ParseResult.ParseError>
+  private readonly decodeAnswer: (input: unknown) => Result.Result<A, ParseResult.ParseError>
   /** The final-answer tool: its input is decoded here (not by the loop), so failures are counted. */
   readonly tool: Tool.Tool<unknown, Errors.OutputInvalid | Errors.ToolExecutionFailed>
 
@@ -48,10 +48,10 @@ export class Output<A> {
     // providers want an object as a tool's parameters: any other answer is wrapped as `{ value }`
     const wrapped = SchemaAST.encodedAST(schema.ast)._tag !== "TypeLiteral"
     const wire: Schema.Schema<any, any, never> = wrapped ? Schema.Struct({ value: schema }) : schema
-    const decode = Schema.decodeUnknownEither(wire, decodeOptions)
-    this.decodeAnswer = Schema.decodeUnknownEither(schema, decodeOptions)
+    const decode = Schema.decodeUnknownResult(wire, decodeOptions)
+    this.decodeAnswer = Schema.decodeUnknownResult(schema, decodeOptions)
     this.decode = wrapped
-      ? (input) => Either.map(decode(input), (decoded: { readonly value: A }) => decoded.value)
+      ? (input) => Result.map(decode(input), (decoded: { readonly value: A }) => decoded.value)
       : decode
     this.tool = {
       name: toolName,
@@ -63,7 +63,7 @@ export class Output<A> {
       execute: (input) =>
         Effect.suspend((): Effect.Effect<string, Errors.OutputInvalid | Errors.ToolExecutionFailed> => {
           const decoded = this.decode(input)
-          if (Either.isRight(decoded)) {
+          if (Result.isSuccess(decoded)) {
             this.answer ??= { value: decoded.right }
             return Effect.succeed("Answer received.")
           }
@@ -89,10 +89,10 @@ export class Output<A> {
     const json = parseJson(text)
     // the JSON in the text, else the text itself (an answer that is a string)
     const first = this.decodeAnswer(json === undefined ? text : json.value)
-    if (Either.isRight(first)) return { _tag: "Answered", value: first.right }
+    if (Result.isSuccess(first)) return { _tag: "Answered", value: first.right }
     if (json !== undefined) {
       const asText = this.decodeAnswer(text)
-      if (Either.isRight(asText)) return { _tag: "Answered", value: asText.right }
+      if (Result.isSuccess(asText)) return { _tag: "Answered", value: asText.right }
     }
     const issues = json === undefined
       ? `- (root): the answer was text, not a call of ${toolName}`

@@ -37,6 +37,6 @@ export const within = <A, E, R, R2>(
 ): Effect.Effect<A, E, R | R2> =>
   FiberRef.getWith(current, (outer) =>
     Effect.onExit(
-      Effect.zipRight(FiberRef.set(current, parent), self),
-      (exit) => Effect.zipRight(FiberRef.set(current, outer), cleanup(exit))
+      Effect.andThen(FiberRef.set(current, parent), self),
+      (exit) => Effect.andThen(FiberRef.set(current, outer), cleanup(exit))
     ))

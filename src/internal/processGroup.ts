@@ -26,7 +26,7 @@ export const killGroup = (pgid: number, mark: string, grace: Duration.Duration) 
 
 /** Real time, whatever Clock the caller runs with: these waits are about real processes. */
 export const sleep = (millis: number) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const timer = setTimeout(() => resume(Effect.void), millis)
     return Effect.sync(() => clearTimeout(timer))
   })

@@ -42,14 +42,14 @@ export interface RetryOptions {
   /** Retries after the first attempt (default 4; 0 disables retries). */
   readonly maxRetries?: number | undefined
   /** The first backoff delay, doubled on each retry (default 500 millis). */
-  readonly initialDelay?: Duration.DurationInput | undefined
+  readonly initialDelay?: Duration.Input | undefined
   /** The longest backoff delay (default 30 seconds); a longer `retry-after` is still honoured. */
-  readonly maxDelay?: Duration.DurationInput | undefined
+  readonly maxDelay?: Duration.Input | undefined
   /**
    * No retry starts after this much time since the first failure (default 2 minutes); a `retry-after`
    * longer than this fails at once, with the wait in `ModelRateLimited.retryAfterMillis`.
    */
-  readonly maxElapsed?: Duration.DurationInput | undefined
+  readonly maxElapsed?: Duration.Input | undefined
   /** Randomize each delay (default true). */
   readonly jitter?: boolean | undefined
   /**
@@ -79,7 +79,7 @@ export interface Options {
    * The longest wait for the response's headers or for its next bytes (default 5 minutes); a
    * silent server then fails with `ModelUnavailable`, retried like other transient failures.
    */
-  readonly idleTimeout?: Duration.DurationInput | undefined
+  readonly idleTimeout?: Duration.Input | undefined
   /**
    * The most bytes one server-sent event may take, a line without its end included (default 16 MiB);
    * a longer one fails with `ModelResponseInvalid`, so memory stays bounded.

@@ -202,7 +202,7 @@ export class Run<E, R> {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.record(message)
       return this.sink.active
-        ? Effect.zipRight(
+        ? Effect.andThen(
           this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
           this.stored([message])
         )
@@ -238,7 +238,7 @@ export class Run<E, R> {
         this.stats.tool(this.turn, results[index]!, at - entry.startedAt)
         if (this.sink.active) {
           const end = this.toolEnd(results[index]!)
-          ended = ended === undefined ? end : Effect.zipRight(ended, end)
+          ended = ended === undefined ? end : Effect.andThen(ended, end)
         }
       }
       for (const result of results) this.record(result)
@@ -246,7 +246,7 @@ export class Run<E, R> {
       if (!this.sink.active) return appended
       // each result's start and end once the session has them, delivered at once while the sink has room
       return Effect.flatMap(
-        ended === undefined ? appended : Effect.zipRight(ended, appended),
+        ended === undefined ? appended : Effect.andThen(ended, appended),
         () => EventSink.deliverAll(this.sink, this.messageEvents(results))
       )
     }))
@@ -392,7 +392,7 @@ export class Run<E, R> {
 
   private stored(messages: ReadonlyArray<Message.Message>): Effect.Effect<void, Errors.SessionStoreFailed> {
     const stored = this.session.append(...messages)
-    return messages.length === 1 && this.sink.active ? Effect.zipRight(stored, this.messageEnd(messages[0]!)) : stored
+    return messages.length === 1 && this.sink.active ? Effect.andThen(stored, this.messageEnd(messages[0]!)) : stored
   }
 
   /** Each message's start and end, in order. */
@@ -433,7 +433,7 @@ export class Run<E, R> {
       // Law 4: the projection of a valid history is valid by construction; a changed one is checked
       projected === context
         ? this.request(context)
-        : Effect.zipRight(Message.validateHistory(projected), Effect.suspend(() => this.request(projected))))
+        : Effect.andThen(Message.validateHistory(projected), Effect.suspend(() => this.request(projected))))
   }
 
   // called where the request runs, so its setup needs no suspend of its own
@@ -443,7 +443,7 @@ export class Run<E, R> {
     this.answerStarted = false
     const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
     return this.tracing && this.tracing.content
-      ? Effect.zipRight(
+      ? Effect.andThen(
         GenAi.annotateRequest(messages, request.systemPrompt),
         this.model.respond(request, this.onDelta)
       )

@@ -16,13 +16,13 @@
  * run would end `Completed` with nothing on disk. Every statement first checks that the path still
  * names the file that was opened, and fails with an `SqlError` saying so when it does not.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Reactivity from "effect/reactivity/Reactivity"
 import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as SqlConnection from "@effect/sql/SqlConnection"
-import type * as SqlError from "@effect/sql/SqlError"
-import { SqlError as SqlFailure } from "@effect/sql/SqlError"
-import * as Statement from "@effect/sql/Statement"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlConnection from "effect/sql/SqlConnection"
+import type * as SqlError from "effect/sql/SqlError"
+import { SqlError as SqlFailure } from "effect/sql/SqlError"
+import * as Statement from "effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -98,7 +98,7 @@ export const make = (options: {
     )
     const stillThere = stillOpened(options.filename)
     const retryBusy = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A, SqlError.SqlError> =>
-      Effect.zipRight(stillThere, effect).pipe(Effect.retry({
+      Effect.andThen(stillThere, effect).pipe(Effect.retry({
         while: isBusy,
         schedule: Schedule.exponential("5 millis", 1.5).pipe(
           Schedule.union(Schedule.spaced("100 millis")),
@@ -135,7 +135,7 @@ export const make = (options: {
           }
           if (sql === rollback && !began) return Effect.succeed([])
           // a commit into a file that is gone is no commit: the transaction fails instead
-          if (sql === commit) return Effect.zipRight(stillThere, conn.executeUnprepared(sql, params, transformRows))
+          if (sql === commit) return Effect.andThen(stillThere, conn.executeUnprepared(sql, params, transformRows))
           return conn.executeUnprepared(sql, params, transformRows)
         }
       }

@@ -26,7 +26,7 @@ export interface Config<E, R> {
   readonly toolNames: ReadonlyArray<string>
   readonly permissions: Option.Option<Permissions.Service>
   /** The timeout of a call whose tool sets none. */
-  readonly timeout: Duration.DurationInput | undefined
+  readonly timeout: Duration.Input | undefined
   readonly concurrency: number
   /** Wraps a call's execution in a span; `undefined` when no tracer listens (then no span is made). */
   readonly span:
@@ -171,14 +171,14 @@ const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Eff
     duration: timeout,
     onTimeout: () =>
       new Errors.ToolExecutionFailed({
-        description: `Tool ${call.name} timed out after ${Duration.format(Duration.decode(timeout))} and was stopped.`
+        description: `Tool ${call.name} timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))} and was stopped.`
       })
   })
-  return Effect.catchAllCause(bounded, (cause) => {
+  return Effect.catchCause(bounded, (cause) => {
     // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
     // an interruption-only cause holds no failure, whatever its type says
-    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    const failure = Cause.failureOption(cause)
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const failure = Cause.findErrorOption(cause)
     if (Option.isNone(failure)) {
       const defect = Cause.dieOption(cause)
       const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
@@ -389,7 +389,7 @@ const runConcurrently = <R>(tasks: ReadonlyArray<Effect.Effect<void, never, R>>,
     Effect.uninterruptibleMask((restore) => {
       let next = 0
       const worker: Effect.Effect<void, never, R> = Effect.suspend(() =>
-        next < tasks.length ? Effect.zipRight(tasks[next++]!, worker) : Effect.void
+        next < tasks.length ? Effect.andThen(tasks[next++]!, worker) : Effect.void
       )
       const running: Array<Fiber.RuntimeFiber<void>> = []
       for (let workers = 0; workers < limit && next < tasks.length; workers++) {

@@ -8,9 +8,9 @@
  *
  * @since 0.1.0
  */
-import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "effect/http/HttpClient"
 import * as Clock from "effect/Clock"
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -152,7 +152,7 @@ export const layer: (options: Options) => Layer.Layer<Model.Model, Errors.ModelC
  */
 export const layerConfig: (
   options: Provider.ConfigOptions<Options>
-) => Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =
+) => Layer.Layer<Model.Model, Config.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =
   constructors.layerConfig
 
 // -----------------------------------------------------------------------------

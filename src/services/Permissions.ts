@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -221,7 +221,7 @@ export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
         check: (request) => {
           const path = pathOf(request)
           if (path === undefined) return Effect.suspend(() => settle(request, decide(request, undefined)))
-          return Effect.flatMap(Effect.either(service.resolve(path)), (resolved) =>
+          return Effect.flatMap(Effect.result(service.resolve(path)), (resolved) =>
             settle(request, decide(request, fromEither(service.root, resolved))))
         }
       }
@@ -251,7 +251,7 @@ export class PermissionsFileInvalid extends Schema.TaggedError<PermissionsFileIn
 }
 
 const strings = Schema.optionalWith(
-  Schema.Array(Schema.String).annotations({ message: () => "expected an array of strings" }),
+  Schema.Array(Schema.String).annotate({ message: () => "expected an array of strings" }),
   { exact: true }
 )
 
@@ -278,7 +278,7 @@ const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match e
  * @category Models
  */
 export const FileRule = Schema.transformOrFail(
-  Schema.Union(Schema.String, Schema.Object).annotations({
+  Schema.Union(Schema.String, Schema.Object).annotate({
     message: () => ({
       message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`,
       override: true
@@ -289,7 +289,7 @@ export const FileRule = Schema.transformOrFail(
     strict: true,
     decode: (input, options, ast) =>
       typeof input === "string"
-        ? Either.match(parsePattern(input), {
+        ? Result.match(parsePattern(input), {
           onLeft: (message) => ParseResult.fail(new ParseResult.Type(ast, input, message)),
           // a pattern's rule sets no field to undefined
           onRight: (rule) => ParseResult.succeed(rule as typeof RuleObject.Type)
@@ -318,12 +318,12 @@ export const File = Schema.Struct({
   ask: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
   deny: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
   otherwise: Schema.optionalWith(
-    Schema.Literal("allow", "ask", "deny").annotations({
+    Schema.Literal("allow", "ask", "deny").annotate({
       message: () => ({ message: `expected "allow", "ask" or "deny"`, override: true })
     }),
     { exact: true }
   )
-}).annotations({ message: () => `expected an object: { "allow": [...], "ask": [...], "deny": [...] }` })
+}).annotate({ message: () => `expected an object: { "allow": [...], "ask": [...], "deny": [...] }` })
 
 /**
  * Decodes the JSON of a permissions file into `Rules`; `file` names it in the error.
@@ -331,9 +331,9 @@ export const File = Schema.Struct({
  * @since 0.1.0
  * @category Constructors
  */
-export const parseFile = (json: unknown, file: string): Either.Either<Rules, PermissionsFileInvalid> =>
-  Either.mapLeft(
-    Schema.decodeUnknownEither(File, { errors: "all", onExcessProperty: "error" })(json),
+export const parseFile = (json: unknown, file: string): Result.Result<Rules, PermissionsFileInvalid> =>
+  Result.mapError(
+    Schema.decodeUnknownResult(File, { errors: "all", onExcessProperty: "error" })(json),
     (error) =>
       new PermissionsFileInvalid({
         file,
@@ -359,7 +359,7 @@ export const maxFileBytes = 1024 * 1024
  *
  * @example
  * ```ts
- * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import * as NodeServices from "@effect/platform-node/NodeServices"
  * import { Effect } from "effect"
  * import * as Fs from "node:fs"
  * import * as Os from "node:os"
@@ -370,7 +370,7 @@ export const maxFileBytes = 1024 * 1024
  * const file = Path.join(dir, "permissions.json")
  * Fs.writeFileSync(file, JSON.stringify({ allow: ["read_file", "bash(npm test*)"], deny: ["write_file(.env)"] }))
  *
- * Effect.runPromise(Permissions.fromFile(file).pipe(Effect.provide(NodeContext.layer))).then((rules) => {
+ * Effect.runPromise(Permissions.fromFile(file).pipe(Effect.provide(NodeServices.layer))).then((rules) => {
  *   const decide = Permissions.rules(rules)
  *   console.log(decide({ toolCallId: "1", toolName: "bash", input: { command: "npm test -- --watch" } })._tag) // Allow
  *   console.log(decide({ toolCallId: "2", toolName: "write_file", input: { path: ".env" } })._tag) // Deny
@@ -457,12 +457,12 @@ export const combine = (...sets: ReadonlyArray<Rules>): Rules => {
  *
  * @example
  * ```ts
- * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import * as NodeServices from "@effect/platform-node/NodeServices"
  * import { Layer } from "effect"
  * import { Permissions } from "effect-agent"
  *
  * // ".effect-agent/permissions.json": { "deny": ["bash(git push)", "write_file(.env)"] }
- * const permissions = Permissions.layerFile(".effect-agent/permissions.json").pipe(Layer.provide(NodeContext.layer))
+ * const permissions = Permissions.layerFile(".effect-agent/permissions.json").pipe(Layer.provide(NodeServices.layer))
  * ```
  *
  * @since 0.1.0
@@ -472,7 +472,7 @@ export const layerFile = (
   path: string,
   options: Pick<Rules, "confirm" | "root"> = {}
 ): Layer.Layer<Permissions, PermissionsFileInvalid, FileSystem.FileSystem> =>
-  Layer.unwrapEffect(Effect.map(fromFile(path), (rules) => layerRules(combine(options, rules))))
+  Layer.unwrap(Effect.map(fromFile(path), (rules) => layerRules(combine(options, rules))))
 
 // -----------------------------------------------------------------------------
 // Internals
@@ -483,9 +483,9 @@ type ResolvedPath = { readonly _tag: "Path"; readonly path: string } | { readonl
 
 const fromEither = (
   root: string,
-  resolved: Either.Either<string, Workspace.PathOutsideWorkspace | Workspace.PathInvalid>
+  resolved: Result.Result<string, Workspace.PathOutsideWorkspace | Workspace.PathInvalid>
 ): ResolvedPath => {
-  if (Either.isRight(resolved)) return { _tag: "Path", path: Workspace.relativeTo(root, resolved.right) }
+  if (Result.isSuccess(resolved)) return { _tag: "Path", path: Workspace.relativeTo(root, resolved.right) }
   const error = resolved.left
   if (error._tag === "PathOutsideWorkspace" && error.reason === undefined) {
     return { _tag: "Path", path: error.resolved.replace(/\\/g, "/") }
@@ -627,11 +627,11 @@ const readRegularFile = async (path: string, limit: number): Promise<string | un
 }
 
 /** `tool`, `tool(pattern)` or `*` as a rule: a command prefix for `bash`, a path glob for any other tool. */
-const parsePattern = (text: string): Either.Either<Rule, string> => {
-  if (text.trim() === "*") return Either.right({})
+const parsePattern = (text: string): Result.Result<Rule, string> => {
+  if (text.trim() === "*") return Result.succeed({})
   const match = /^([^\s()]+)(?:\(([\s\S]*)\))?$/.exec(text.trim())
   if (match === null) {
-    return Either.left(
+    return Result.fail(
       `expected "tool" or "tool(pattern)", such as "bash(npm test)" or "write_file(src/**)", got ${
         JSON.stringify(text)
       }`
@@ -639,16 +639,16 @@ const parsePattern = (text: string): Either.Either<Rule, string> => {
   }
   const tool = match[1]!
   const pattern = match[2]?.trim()
-  if (pattern === undefined) return Either.right({ tools: [tool] })
-  if (pattern === "") return Either.left(`empty pattern in ${JSON.stringify(text)}: write "${tool}" for every call`)
-  if (tool !== "bash") return Either.right({ tools: [tool], paths: [pattern] })
+  if (pattern === undefined) return Result.succeed({ tools: [tool] })
+  if (pattern === "") return Result.fail(`empty pattern in ${JSON.stringify(text)}: write "${tool}" for every call`)
+  if (tool !== "bash") return Result.succeed({ tools: [tool], paths: [pattern] })
   const prefix = pattern.replace(/:?\*$/, "").trim()
   if (prefix.includes("*")) {
-    return Either.left(
+    return Result.fail(
       `${JSON.stringify(text)}: a command pattern is a word prefix, with "*" only at its end (as in "bash(npm test*)")`
     )
   }
-  return Either.right(prefix === "" ? { tools: [tool] } : { tools: [tool], commands: [prefix] })
+  return Result.succeed(prefix === "" ? { tools: [tool] } : { tools: [tool], commands: [prefix] })
 }
 
 /** The string form of a rule, when it has one. */

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -370,7 +370,7 @@ export const layerJsonl = (
   path: string,
   options?: JsonlOptions
 ): Layer.Layer<Session, Errors.SessionStoreFailed | SessionCorrupt | SessionLocked, FileSystem.FileSystem> =>
-  Layer.scoped(
+  Layer.effect(
     Session,
     Effect.gen(function*() {
       const { report, service } = yield* openJsonl(path, options)

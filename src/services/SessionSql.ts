@@ -9,8 +9,8 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as SqlError from "@effect/sql/SqlError"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -101,7 +101,7 @@ export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = 
   for (const [index, migration] of migrations.entries()) {
     const version = index + 1
     if (version > upTo) break
-    yield* sql.withTransaction(Effect.zipRight(lockSchema(sql), step(version, migration(sql))))
+    yield* sql.withTransaction(Effect.andThen(lockSchema(sql), step(version, migration(sql))))
   }
   if (upTo >= schemaVersion) migrated.add(sql)
 }, (effect) => Effect.mapError(effect, (error) => storeFailed("migrating the session tables", error)))
@@ -210,7 +210,7 @@ export const dedupId = (message: Message.Message, previousAssistant: string | un
 // -----------------------------------------------------------------------------
 
 const encodeMessage = Schema.encodeSync(Message.Message)
-const decodeMessageJson = Schema.decodeUnknown(Schema.parseJson(Message.Message))
+const decodeMessageJson = Schema.decodeUnknownEffect(Schema.fromJsonString(Message.Message))
 
 const decodeRows = (rows: ReadonlyArray<string>) => Effect.forEach(rows, (row) => decodeMessageJson(row))
 
@@ -320,7 +320,7 @@ const inserter = (sql: SqlClient.SqlClient, sessionId: string, at: Cursor) => {
       .pipe(Effect.mapError((error) => storeFailed("appending to the session", error, sessionId)))
 }
 
-const decodeCompaction = Schema.decodeUnknown(Schema.parseJson(CompactionEntry.Compaction))
+const decodeCompaction = Schema.decodeUnknownEffect(Schema.fromJsonString(CompactionEntry.Compaction))
 const encodeCompaction = Schema.encodeSync(CompactionEntry.Compaction)
 
 /** The latest compaction of the session (once forked: the latest made on the current branch). */

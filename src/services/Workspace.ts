@@ -6,12 +6,12 @@
  *
  * @since 0.1.0
  */
-import * as Error from "@effect/platform/Error"
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+import * as Error from "effect/PlatformError"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
@@ -171,7 +171,7 @@ export const make = Effect.fn("Workspace.make")(function*(root: string, options:
   const probe = (candidate: string): Effect.Effect<Probe> =>
     fs.readLink(candidate).pipe(
       Effect.map((target): Probe => ({ _tag: "Link", target })),
-      Effect.catchAll(() =>
+      Effect.catch(() =>
         fs.stat(candidate).pipe(
           Effect.map((info): Probe => ({ _tag: info.type === "Directory" ? "Directory" : "Other" })),
           Effect.orElseSucceed((): Probe => ({ _tag: "Missing" }))
@@ -209,7 +209,7 @@ export const layer = (
  * @since 0.1.0
  * @category Constructors
  */
-export const resolveSync = (root: string, input: string): Either.Either<string, PathOutsideWorkspace | PathInvalid> => {
+export const resolveSync = (root: string, input: string): Result.Result<string, PathOutsideWorkspace | PathInvalid> => {
   let realRoot: string
   try {
     realRoot = NodeFs.realpathSync(NodePath.resolve(root))
@@ -219,7 +219,7 @@ export const resolveSync = (root: string, input: string): Either.Either<string, 
   const steps = resolution(realRoot, input)
   let next = steps.next()
   while (!next.done) next = steps.next(probeSync(next.value))
-  return next.value._tag === "Ok" ? Either.right(next.value.path) : Either.left(next.value.error(input))
+  return next.value._tag === "Ok" ? Result.succeed(next.value.path) : Result.fail(next.value.error(input))
 }
 
 /**

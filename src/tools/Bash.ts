@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/platform/Command"
+import * as Command from "effect/process/ChildProcess"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -38,12 +38,12 @@ export const defaults = {
  * @category Models
  */
 export const Parameters = Schema.Struct({
-  command: Schema.String.annotations({ description: "The command, run with bash -c in the workspace root" }),
+  command: Schema.String.annotate({ description: "The command, run with bash -c in the workspace root" }),
   timeout: Schema.optional(
     Schema.Number.pipe(
       Schema.greaterThanOrEqualTo(0.001, { message: () => "a timeout must be at least 0.001 seconds (1 ms)" })
     )
-  ).annotations({
+  ).annotate({
     description: "Timeout in seconds (default 120)"
   })
 })
@@ -56,15 +56,15 @@ export const Parameters = Schema.Struct({
  */
 export const make = (
   options: {
-    readonly timeout?: Duration.DurationInput | undefined
-    readonly maxTimeout?: Duration.DurationInput | undefined
-    readonly killGrace?: Duration.DurationInput | undefined
+    readonly timeout?: Duration.Input | undefined
+    readonly maxTimeout?: Duration.Input | undefined
+    readonly killGrace?: Duration.Input | undefined
     readonly maxOutputBytes?: number | undefined
   } = {}
 ) => {
-  const maxTimeout = Duration.decode(options.maxTimeout ?? defaults.maxTimeout)
-  const defaultTimeout = Duration.min(Duration.decode(options.timeout ?? defaults.timeout), maxTimeout)
-  const killGrace = Duration.decode(options.killGrace ?? defaults.killGrace)
+  const maxTimeout = Duration.fromInputUnsafe(options.maxTimeout ?? defaults.maxTimeout)
+  const defaultTimeout = Duration.min(Duration.fromInputUnsafe(options.timeout ?? defaults.timeout), maxTimeout)
+  const killGrace = Duration.fromInputUnsafe(options.killGrace ?? defaults.killGrace)
   const maxOutputBytes = options.maxOutputBytes ?? defaults.maxOutputBytes
   return Tool.make({
     name: "bash",
@@ -105,15 +105,15 @@ export const make = (
         yield* Effect.addFinalizer(() => killGroup(child.pid, mark, killGrace))
         const collect = Stream.merge(child.stdout, child.stderr).pipe(
           Stream.runForEach((chunk) =>
-            Effect.zipRight(
+            Effect.andThen(
               Effect.sync(() => output.push(chunk)),
               context.update({ output: new TextDecoder().decode(chunk) })
             )
           ),
           Effect.ignore
         )
-        const collecting = yield* Effect.fork(collect)
-        const exitCode = yield* Effect.either(child.exitCode)
+        const collecting = yield* Effect.forkChild(collect)
+        const exitCode = yield* Effect.result(child.exitCode)
         // a background process may hold the pipes open: read what is buffered, then stop waiting
         yield* Effect.raceFirst(Effect.asVoid(collecting.await), sleep(200))
         return exitCode

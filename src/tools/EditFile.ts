@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
@@ -19,11 +19,11 @@ import * as Files from "./internal/files.js"
  * @category Models
  */
 export const Parameters = Schema.Struct({
-  path: Schema.String.annotations({ description: "File to edit, relative to the workspace" }),
-  oldText: Schema.String.annotations({
+  path: Schema.String.annotate({ description: "File to edit, relative to the workspace" }),
+  oldText: Schema.String.annotate({
     description: "Exact text to replace (without read_file's line numbers); it must occur exactly once"
   }),
-  newText: Schema.String.annotations({ description: "The text that replaces it" })
+  newText: Schema.String.annotate({ description: "The text that replaces it" })
 })
 
 /**

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Workspace from "../services/Workspace.js"
@@ -27,7 +27,7 @@ export const defaultLimit = 500
  * @category Models
  */
 export const Parameters = Schema.Struct({
-  path: Schema.optional(Schema.String).annotations({
+  path: Schema.optional(Schema.String).annotate({
     description: "Directory to list, relative to the workspace (default: the workspace root)"
   })
 })

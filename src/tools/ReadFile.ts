@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -29,11 +29,11 @@ export const defaults = { maxLines: 2000, maxBytes: 50 * 1024, maxImageBytes: 5 
  * @category Models
  */
 export const Parameters = Schema.Struct({
-  path: Schema.String.annotations({ description: "File to read, relative to the workspace" }),
-  offset: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotations({
+  path: Schema.String.annotate({ description: "File to read, relative to the workspace" }),
+  offset: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotate({
     description: "Line number to start from (1-based)"
   }),
-  limit: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotations({
+  limit: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotate({
     description: "Maximum number of lines to read"
   })
 })

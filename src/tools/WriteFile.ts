@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
@@ -20,8 +20,8 @@ import * as Files from "./internal/files.js"
  * @category Models
  */
 export const Parameters = Schema.Struct({
-  path: Schema.String.annotations({ description: "File to write, relative to the workspace" }),
-  content: Schema.String.annotations({ description: "The whole new content of the file" })
+  path: Schema.String.annotate({ description: "File to write, relative to the workspace" }),
+  content: Schema.String.annotate({ description: "The whole new content of the file" })
 })
 
 /**
@@ -50,7 +50,7 @@ export const writeFile = Tool.make({
     }
     const bytes = new TextEncoder().encode(content)
     yield* fs.makeDirectory(paths.dirname(absolute), { recursive: true }).pipe(
-      Effect.zipRight(fs.writeFile(absolute, bytes)),
+      Effect.andThen(fs.writeFile(absolute, bytes)),
       Effect.mapError((error) => Files.failed(shown, error))
     )
     return {

@@ -62,7 +62,7 @@ export const run = (
   stdin?: string,
   cwd: string = root
 ) =>
-  Effect.async<Outcome>((resume) => {
+  Effect.callback<Outcome>((resume) => {
     const environment: Record<string, string | undefined> = {
       ...process.env,
       XDG_DATA_HOME: NodePath.join(NodePath.dirname(main), "data"),

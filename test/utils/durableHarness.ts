@@ -5,7 +5,7 @@
  * started, SIGKILLed and started again.
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -37,7 +37,7 @@ export const fakeProvider = (options: {
   readonly streamMs?: number
 }) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly server: Http.Server; readonly handle: FakeProvider }>((resume) => {
+    Effect.callback<{ readonly server: Http.Server; readonly handle: FakeProvider }>((resume) => {
       const requests = new Map<string, number>()
       const log: Array<ProviderRequest> = []
       const handle: FakeProvider = { url: "", requests, log, total: () => sum(requests) }
@@ -104,7 +104,7 @@ export const fakeProvider = (options: {
       })
     }),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })
@@ -162,7 +162,7 @@ export interface Runner {
  */
 export const startRunner = (config: RunnerConfig) =>
   Effect.acquireRelease(
-    Effect.async<Runner, RunnerFailed>((resume) => {
+    Effect.callback<Runner, RunnerFailed>((resume) => {
       const child = Reaper.watch(
         ChildProcess.spawn(process.execPath, [bundleRunner_(), JSON.stringify(config)], {
           stdio: ["pipe", "pipe", "pipe"]
@@ -176,7 +176,7 @@ export const startRunner = (config: RunnerConfig) =>
         output: () => output,
         exited: () => exited,
         kill: (signal = "SIGKILL") =>
-          Effect.async<void>((resumeKill) => {
+          Effect.callback<void>((resumeKill) => {
             if (exited) return resumeKill(Effect.void)
             child.once("exit", () => resumeKill(Effect.void))
             child.kill(signal)

@@ -57,7 +57,7 @@ export const isAlive = (pid: number): boolean => {
 }
 
 /** Polls `check` every 20 ms until it holds, failing after `timeout`. */
-export const waitUntil = (what: string, check: () => boolean, timeout: Duration.DurationInput = "10 seconds") =>
+export const waitUntil = (what: string, check: () => boolean, timeout: Duration.Input = "10 seconds") =>
   Effect.gen(function*() {
     while (!check()) yield* Effect.sleep(Duration.millis(20))
   }).pipe(
@@ -88,7 +88,7 @@ export const findTool = (tools: ReadonlyArray<Mcp.McpTool>, name: string): Mcp.M
 }
 
 /** A free port on 127.0.0.1. */
-export const freePort = Effect.async<number>((resume) => {
+export const freePort = Effect.callback<number>((resume) => {
   const server = NodeHttp.createServer()
   server.listen(0, "127.0.0.1", () => {
     const port = (server.address() as NodeNet.AddressInfo).port
@@ -103,7 +103,7 @@ export const freePort = Effect.async<number>((resume) => {
  */
 export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "streamableHttp") =>
   Effect.acquireRelease(
-    Effect.async<ChildProcess.ChildProcess, HelperFailed>((resume) => {
+    Effect.callback<ChildProcess.ChildProcess, HelperFailed>((resume) => {
       const child = Reaper.spawnGroup(process.execPath, [everythingBin, mode], {
         env: { ...process.env, PORT: String(port) },
         stdio: ["ignore", "ignore", "pipe"]
@@ -119,7 +119,7 @@ export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "s
       )
     }),
     (child) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
         child.once("exit", () => resume(Effect.void))
         child.kill("SIGKILL")
@@ -129,7 +129,7 @@ export const everythingHttp = (port: number, mode: "streamableHttp" | "sse" = "s
 /** A plain HTTP server on 127.0.0.1 answering every request with `status`, `contentType` and `body`. */
 export const plainHttp = (status: number, contentType: string, body: string) =>
   Effect.acquireRelease(
-    Effect.async<NodeHttp.Server>((resume) => {
+    Effect.callback<NodeHttp.Server>((resume) => {
       const server = NodeHttp.createServer((_request, response) => {
         response.writeHead(status, { "content-type": contentType })
         response.end(body)
@@ -137,7 +137,7 @@ export const plainHttp = (status: number, contentType: string, body: string) =>
       server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
     }),
     (server) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })
@@ -188,14 +188,14 @@ export const sdkHttpServer = Effect.gen(function*() {
     return transport.handleRequest(request, response)
   }
   const http = yield* Effect.acquireRelease(
-    Effect.async<NodeHttp.Server>((resume) => {
+    Effect.callback<NodeHttp.Server>((resume) => {
       const server = NodeHttp.createServer((request, response) => {
         handle(request, response).catch(() => response.destroy())
       })
       server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
     }),
     (server) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })
@@ -272,7 +272,7 @@ export const endlessHttp = (answer: "json" | "events") =>
       }
     }
     const http = yield* Effect.acquireRelease(
-      Effect.async<NodeHttp.Server>((resume) => {
+      Effect.callback<NodeHttp.Server>((resume) => {
         const server = NodeHttp.createServer((request, response) => {
           let body = ""
           request.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")))
@@ -281,7 +281,7 @@ export const endlessHttp = (answer: "json" | "events") =>
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
       }),
       (server) =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           server.closeAllConnections()
           server.close(() => resume(Effect.void))
         })

@@ -13,7 +13,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -49,7 +49,7 @@ export type Recorded = Testing.ReceivedRequest
 export type ProviderServer = Testing.FakeServer
 
 /** A URL on 127.0.0.1 where nothing listens (a port just freed). */
-export const refusingUrl = Effect.async<string>((resume) => {
+export const refusingUrl = Effect.callback<string>((resume) => {
   const server = http.createServer()
   server.listen(0, "127.0.0.1", () => {
     const { port } = server.address() as AddressInfo
@@ -74,7 +74,7 @@ export const make = (replies: ReadonlyArray<Reply>) =>
  */
 export const driveClock = <A, E>(effect: Effect.Effect<A, E>, requestCount: () => number) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(effect)
+    const fiber = yield* Effect.forkChild(effect)
     const sleeps: Array<{ readonly delay: number; readonly requests: number }> = []
     while (true) {
       const exit = yield* Fiber.poll(fiber)
@@ -121,7 +121,7 @@ export const thinkingOf = (message: Message.AssistantMessage) =>
 /** The typed failure of an exit (asserting there is one). */
 export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   assert.isTrue(Exit.isFailure(exit))
-  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
+  const failure = Cause.findErrorOption((exit as Exit.Failure<A, E>).cause)
   assert.isTrue(Option.isSome(failure))
   return (failure as Option.Some<E>).value
 }

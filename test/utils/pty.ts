@@ -15,7 +15,7 @@ export const run = (
   args: ReadonlyArray<string>,
   options: { readonly env?: Readonly<Record<string, string>> | undefined; readonly cwd?: string | undefined } = {}
 ) =>
-  Effect.async<string>((resume) => {
+  Effect.callback<string>((resume) => {
     const line = [process.execPath, main, ...args].map(shellQuote).join(" ")
     const child = Reaper.spawnGroup("script", ["-q", "-e", "-c", line, "/dev/null"], {
       cwd: options.cwd,

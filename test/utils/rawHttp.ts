@@ -25,7 +25,7 @@ export interface Options {
  * is status 0 with the error as its body.
  */
 export const request = (port: number, path: string, options: Options = {}): Effect.Effect<Answer> =>
-  Effect.async<Answer>((resume) => {
+  Effect.callback<Answer>((resume) => {
     let settled = false
     const settle = (answer: Answer) => {
       if (settled) return

@@ -16,7 +16,7 @@ import * as Reaper from "./reaper.js"
 
 /** `effect`, or a defect saying `what` if it does not end within `duration` (a safety net, not a wait). */
 export const within =
-  (duration: Duration.DurationInput, what: () => string) =>
+  (duration: Duration.Input, what: () => string) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     effect.pipe(
       Effect.timeoutFail({ duration, onTimeout: () => "timeout" as const }),
@@ -42,7 +42,7 @@ export class ServeFailed extends Data.TaggedError("ServeFailed")<{ readonly mess
  */
 export const start = (main: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.acquireRelease(
-    Effect.async<Serve, ServeFailed>((resume) => {
+    Effect.callback<Serve, ServeFailed>((resume) => {
       const child = Reaper.spawnGroup(process.execPath, [main, "serve", ...args], {
         env: { ...process.env, ...env },
         stdio: ["ignore", "pipe", "pipe"]
@@ -51,7 +51,7 @@ export const start = (main: string, args: ReadonlyArray<string>, env: Readonly<R
       let ready = false
       let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined
       const waiting: Array<() => void> = []
-      const exited = Effect.async<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>(
+      const exited = Effect.callback<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>(
         (resumeExit) => {
           if (ended !== undefined) return resumeExit(Effect.succeed(ended))
           waiting.push(() => resumeExit(Effect.succeed(ended!)))
@@ -208,6 +208,6 @@ export const client = (token: string) => {
 /** Sends SIGINT (Ctrl-C) and waits until the process has ended (a defect after a minute: a safety net). */
 export const interrupt = (serve: Serve) =>
   Effect.sync(() => serve.child.kill("SIGINT")).pipe(
-    Effect.zipRight(serve.exited),
+    Effect.andThen(serve.exited),
     within("60 seconds", () => `serve did not stop on SIGINT:\n${serve.output()}`)
   )

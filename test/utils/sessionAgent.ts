@@ -30,7 +30,7 @@ export const bundleAgent = async (dir: string, name: string = "session-agent"): 
  * process reads, which ends once the parent and the agent are both gone. Returns the agent's pid.
  */
 export const orphanExits = (agent: string, args: ReadonlyArray<string>) =>
-  Effect.async<number>((resume) => {
+  Effect.callback<number>((resume) => {
     const script = `
       const child = require("node:child_process").spawn(process.execPath, ${JSON.stringify([agent, ...args])}, {
         stdio: ["pipe", "pipe", 3]

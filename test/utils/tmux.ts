@@ -47,7 +47,7 @@ export interface Terminal {
 let terminals = 0
 
 const tmux = (socket: string, args: ReadonlyArray<string>) =>
-  Effect.async<string>((resume) => {
+  Effect.callback<string>((resume) => {
     ChildProcess.execFile("tmux", ["-L", socket, ...args], (error, stdout) => {
       resume(error === null ? Effect.succeed(stdout) : Effect.die(error))
     })
@@ -133,7 +133,7 @@ export const start = (options: {
         Effect.tap(
           mark,
           () =>
-            Effect.zipRight(
+            Effect.andThen(
               tmux(socket, ["send-keys", "-l", text]),
               enter ? tmux(socket, ["send-keys", "Enter"]) : Effect.void
             )

@@ -2,7 +2,7 @@
  * Test wiring for the built-in tools: a real temporary workspace (removed after the test), the layers
  * the tools need, and a way to call a tool directly as the loop would.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as NodeFs from "node:fs"
@@ -37,7 +37,7 @@ export const tempDir = (files: Record<string, string | Uint8Array> = {}) =>
   )
 
 /** The layers the tools require, over a workspace root. */
-export const toolsLayer = (root: string) => Layer.provideMerge(Workspace.layer(root), NodeContext.layer)
+export const toolsLayer = (root: string) => Layer.provideMerge(Workspace.layer(root), NodeServices.layer)
 
 /** Calls a tool as the loop does (decode, then execute) and returns its result as a tool result message. */
 export const call = (tool: Tool.Any, input: unknown, toolCallId = "call_1") =>
@@ -46,14 +46,14 @@ export const call = (tool: Tool.Any, input: unknown, toolCallId = "call_1") =>
       tool.execute(decoded, { toolCallId, toolName: tool.name, update: () => Effect.void }) as Effect.Effect<
         Tool.Output,
         unknown,
-        Workspace.Workspace | NodeContext.NodeContext
+        Workspace.Workspace | NodeServices.NodeServices
       >
     ),
     Effect.map((output) => {
       const { content, details } = Tool.outputContent(output)
       return { isError: false, text: textOf(content), content, details, error: undefined as unknown }
     }),
-    Effect.catchAll((error: any) =>
+    Effect.catch((error: any) =>
       Effect.succeed({
         isError: true,
         text: String(error.message),

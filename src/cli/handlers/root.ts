@@ -27,7 +27,7 @@ import type { Input } from "../Root.js"
 import * as Sessions from "../Sessions.js"
 
 /** The whole of stdin, when it is not a terminal (the prompt of `echo "…" | effect-agent`). */
-const readStdin = Effect.async<string>((resume) => {
+const readStdin = Effect.callback<string>((resume) => {
   if (process.stdin.isTTY) return resume(Effect.succeed(""))
   let text = ""
   process.stdin.setEncoding("utf8")

@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
-import type * as Sharding from "@effect/cluster/Sharding"
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as HttpServer from "@effect/platform/HttpServer"
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import type * as Sharding from "effect/cluster/Sharding"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as HttpServer from "effect/http/HttpServer"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -104,7 +104,7 @@ export const run = (input: Input) =>
     // a runner of a cluster aborts the runs it runs: the other runners' go on
     yield* Server.abortRuns({ policy: setup.policy, local: Option.isSome(input.runnerAddress) }).pipe(
       Effect.tap((count) => Effect.sync(() => Process.writeErr(`effect-agent: aborted ${count} run(s); closing\n`))),
-      Effect.catchAll(() =>
+      Effect.catch(() =>
         Effect.logWarning("runs still going as the server stops: they resume when it starts again")
       ),
       Effect.provide(context)
@@ -186,11 +186,11 @@ const createPrivately = (database: string): void => {
 const runnerLayer = (setup: Setup, DurableModule: typeof Durable, systemPrompt: string) => {
   const { database } = setup
   const sql: Layer.Layer<SqlClient.SqlClient, unknown> = setup.postgres
-    ? Layer.unwrapEffect(Effect.map(
+    ? Layer.unwrap(Effect.map(
       Effect.promise(() => import("@effect/sql-pg/PgClient")),
       (PgClient) => DurableModule.checkedSql(database, PgClient.layer({ url: Redacted.make(database) }))
     ))
-    : Layer.unwrapEffect(Effect.sync(() => {
+    : Layer.unwrap(Effect.sync(() => {
       createPrivately(database)
       return DurableModule.layerSqlite({ filename: database })
     }))
@@ -209,7 +209,7 @@ const runnerLayer = (setup: Setup, DurableModule: typeof Durable, systemPrompt: 
     Layer.provideMerge(cluster),
     Layer.provide(setup.model),
     Layer.provide(setup.workspace),
-    Layer.provide(NodeContext.layer),
+    Layer.provide(NodeServices.layer),
     Layer.provideMerge(sql)
   )
 }
@@ -239,7 +239,7 @@ const a2aRoutes = (setup: Setup, systemPrompt: string) =>
     }).pipe(
       Layer.provide(setup.model),
       Layer.provide(setup.workspace),
-      Layer.provide(NodeContext.layer)
+      Layer.provide(NodeServices.layer)
     ) as Layer.Layer<never>
   })
 
@@ -267,7 +267,7 @@ const announce = (
 
 /** Waits until `signal` is aborted. */
 const waitForAbort = (signal: AbortSignal): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     if (signal.aborted) return resume(Effect.void)
     const onAbort = () => resume(Effect.void)
     signal.addEventListener("abort", onAbort, { once: true })

@@ -128,7 +128,7 @@ const settled = (
       if (Exit.isSuccess(exit)) {
         publish.artifact(answerParts(agent, exit.value.output))
         publish.status(TaskState.TASK_STATE_COMPLETED)
-      } else if (Cause.isInterruptedOnly(exit.cause)) {
+      } else if (Cause.hasInterruptsOnly(exit.cause)) {
         publish.status(TaskState.TASK_STATE_CANCELED, "the task was canceled: its run was aborted")
       } else {
         publish.status(TaskState.TASK_STATE_FAILED, failureText(Cause.squash(exit.cause)))

@@ -28,11 +28,11 @@ import {
   UnauthenticatedUser,
   validateVersion
 } from "@a2a-js/sdk/server"
-import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServer from "@effect/platform/HttpServer"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpApp from "effect/http/HttpEffect"
+import type * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -138,7 +138,7 @@ export const makeApp = <Ag extends Agent.Any>(
       const answer = yield* Effect.tryPromise(async () => {
         validateVersion(context.requestedVersion, card, "JSONRPC")
         return (isLegacy ? legacy : v1).handle(body as Record<string, unknown>, context)
-      }).pipe(Effect.either)
+      }).pipe(Effect.result)
       if (answer._tag === "Left") {
         const mapped = mapError(answer.left.error)
         return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapped })
@@ -150,7 +150,7 @@ export const makeApp = <Ag extends Agent.Any>(
       const iterator = result[Symbol.asyncIterator]()
       const first = yield* Effect.tryPromise(() =>
         iterator.next()
-      ).pipe(Effect.either)
+      ).pipe(Effect.result)
       if (first._tag === "Left") {
         return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
       }

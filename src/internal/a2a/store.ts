@@ -16,7 +16,7 @@ import {
 } from "@a2a-js/sdk"
 import { RequestMalformedError, UnsupportedOperationError } from "@a2a-js/sdk/errors"
 import { resolveUserScope, type ServerCallContext, type TaskStore } from "@a2a-js/sdk/server"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -55,13 +55,13 @@ export interface MemoryOptions {
   /** The most tasks kept, running or finished (default 1000). */
   readonly maxTasks?: number | undefined
   /** How long a finished task is kept (default 7 days). */
-  readonly retention?: Duration.DurationInput | undefined
+  readonly retention?: Duration.Input | undefined
 }
 
 /** The options of the SQL store. */
 export interface SqlOptions {
   /** How long a finished task is kept (default 7 days). */
-  readonly retention?: Duration.DurationInput | undefined
+  readonly retention?: Duration.Input | undefined
 }
 
 /** The default `maxTasks`. */
@@ -95,7 +95,7 @@ export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service, 
     if (!Number.isInteger(maxTasks) || maxTasks < 1) {
       return yield* Effect.dieMessage(`A2A: maxTasks must be a whole number of at least 1, not ${maxTasks}`)
     }
-    const retention = Duration.decode(options.retention ?? defaultRetention)
+    const retention = Duration.fromInputUnsafe(options.retention ?? defaultRetention)
     const runtime = yield* Effect.runtime<never>()
     const now = () => Runtime.runSync(runtime)(Clock.currentTimeMillis)
     const state = emptyMemory()
@@ -237,7 +237,7 @@ export const makeSql = (
 ): Effect.Effect<Service, Errors.SessionStoreFailed, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const retention = Duration.decode(options.retention ?? defaultRetention)
+    const retention = Duration.fromInputUnsafe(options.retention ?? defaultRetention)
     yield* SessionSql.migrate()
     yield* createTables(sql)
     const runtime = yield* Effect.runtime<never>()
@@ -264,17 +264,17 @@ export const makeSql = (
     }
     yield* Effect.forkScoped(
       Effect.repeat(
-        Effect.catchAll(prune, (error) => Effect.logWarning("A2A: pruning the finished tasks failed", error)),
+        Effect.catch(prune, (error) => Effect.logWarning("A2A: pruning the finished tasks failed", error)),
         Schedule.spaced(pruneInterval(retention))
       )
     )
     yield* Effect.addFinalizer(() =>
       Effect.promise(() => settled(open, onSave, closeWait)).pipe(
-        Effect.zipRight(Effect.suspend(() => {
+        Effect.andThen(Effect.suspend(() => {
           closed = true
           return Effect.forEach([...open], (taskId) => cancelStopped(sql, write, taskId), { discard: true })
         })),
-        Effect.catchAll((error) => Effect.logWarning("A2A: saving the tasks the stop aborted failed", error))
+        Effect.catch((error) => Effect.logWarning("A2A: saving the tasks the stop aborted failed", error))
       )
     )
 

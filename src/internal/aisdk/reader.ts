@@ -1,6 +1,6 @@
 /**
  * The waits of a call: for `doStream`'s answer together with the first parts of its stream, then for
- * each next batch of parts, each wait at most the idle timeout. One `Effect.async` a wait, without an
+ * each next batch of parts, each wait at most the idle timeout. One `Effect.callback` a wait, without an
  * interruption handler of its own: the call's finalizer (`close`) clears the wait's timer and cancels
  * the stream, once for the whole call (a handler per wait cost about eight fiber operations). They run
  * their own timer rather than `Effect.timeout`, which forks two fibers and patches fiber refs per wait,
@@ -74,7 +74,7 @@ export class PartReader {
   ) {}
 
   /** The next batch of parts (the first one after `doStream`'s answer); `done` once the stream ended. */
-  readonly next: Effect.Effect<Array<Part>, Errors.ModelError> = Effect.async((resume: Resume) => {
+  readonly next: Effect.Effect<Array<Part>, Errors.ModelError> = Effect.callback((resume: Resume) => {
     if (this.closed) return
     this.waiting = resume
     this.arm()

@@ -4,11 +4,11 @@
  * only for a call that waits for one. An `Allow` with `always` also allows the tool's later calls in the
  * session: they no longer ask.
  */
-import type * as Sharding from "@effect/cluster/Sharding"
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as Activity from "@effect/workflow/Activity"
-import * as DurableDeferred from "@effect/workflow/DurableDeferred"
-import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import type * as Sharding from "effect/cluster/Sharding"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Activity from "effect/workflow/Activity"
+import * as DurableDeferred from "effect/workflow/DurableDeferred"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -35,7 +35,7 @@ export const permissions = (
   run: { readonly sessionId: string; readonly runId: string; readonly sql: SqlClient.SqlClient },
   workflowContext: WorkflowContext
 ): Permissions.Service => {
-  const timeout = Duration.decode(options.approvalTimeout ?? "7 days")
+  const timeout = Duration.fromInputUnsafe(options.approvalTimeout ?? "7 days")
   return {
     check: (request) => {
       const verdict = options.policy?.(request) ?? "Allow"
@@ -197,10 +197,10 @@ const decide = (sessionId: string, runId: string, toolCallId: string, decision: 
     }))
     // a decision that lands while the run is still on its way to suspending finds nothing to resume:
     // resuming again shortly after covers that window (resuming a run that is not suspended does nothing)
-    yield* Effect.forkDaemon(
+    yield* Effect.forkDetach(
       Effect.forEach(
         [100, 400, 1000, 3000],
-        (millis) => Effect.zipRight(Effect.sleep(millis), RunWorkflow.resume(executionId)),
+        (millis) => Effect.andThen(Effect.sleep(millis), RunWorkflow.resume(executionId)),
         { discard: true }
       ).pipe(Effect.provide(context))
     )

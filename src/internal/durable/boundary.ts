@@ -10,13 +10,13 @@
  * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import * as Activity from "@effect/workflow/Activity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import * as Activity from "effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
@@ -65,10 +65,10 @@ export type Folded = typeof Folded.Type
 /** What a model step returns: the answer alone (the loop runs its calls as steps), or the folded turn. */
 const Response = Schema.Union(Message.AssistantMessage, Folded)
 
-const encodeFolded = Schema.encodeSync(Schema.parseJson(Folded))
-const encodeAnswer = Schema.encodeSync(Schema.parseJson(Message.AssistantMessage))
-const decodeSaved = Schema.decodeUnknown(Schema.parseJson(Response))
-const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
+const encodeFolded = Schema.encodeSync(Schema.fromJsonString(Folded))
+const encodeAnswer = Schema.encodeSync(Schema.fromJsonString(Message.AssistantMessage))
+const decodeSaved = Schema.decodeUnknownEffect(Schema.fromJsonString(Response))
+const decodeInput = Schema.decodeUnknownEffect(Schema.fromJsonString(Message.UserMessage))
 
 /**
  * One model response as a step of the run, racing the run's abort, its deltas written as live events.
@@ -88,7 +88,7 @@ export const respond = (
   const name = `model/${run.modelCalls++}`
   // the position the answer will have in the log: its live events lead to it
   const position = run.history.length
-  const interval = Duration.decode(options.abortPollInterval ?? "200 millis")
+  const interval = Duration.fromInputUnsafe(options.abortPollInterval ?? "200 millis")
   const execute = Effect.scoped(Effect.gen(function*() {
     // a step new to every execution (see `ranModelSteps`) has nothing saved, and is not read for it; an
     // `Abort` is then seen at the watch's first poll or the turn's boundary (the boundary before the
@@ -107,7 +107,7 @@ export const respond = (
     // one watch on the abort for the step, whose first check was the opening's
     const abort = yield* Deferred.make<void>()
     if (opening.aborted) yield* Deferred.succeed(abort, undefined)
-    else yield* Effect.forkScoped(Effect.intoDeferred(Effect.zipRight(Effect.sleep(interval), run.abortSignal), abort))
+    else yield* Effect.forkScoped(Effect.intoDeferred(Effect.andThen(Effect.sleep(interval), run.abortSignal), abort))
     const abortSignal = Deferred.await(abort)
     // the last live events of the response, written with the answer: saved before its calls, or else
     // with the turn, or else (the calls take steps of their own) now
@@ -120,15 +120,15 @@ export const respond = (
         model.respond(request, (event) =>
           Effect.suspend(() => {
             partial.push(event)
-            return Effect.zipRight(onEvent(event), emit(event))
+            return Effect.andThen(onEvent(event), emit(event))
           })),
-        Effect.zipRight(abortSignal, Effect.sync(() => abortedAnswer(turn ? partial : undefined)))
+        Effect.andThen(abortSignal, Effect.sync(() => abortedAnswer(turn ? partial : undefined)))
       )
     // the answer a step cut off by a crash saved before its calls ran is not asked for again
     const answer = saved ?? (yield* liveResponse(run.sql, run.sessionId, position, ask, held, stepOf(run, name)))
     const admitted = turn ? admit(run, options, tools, answer) : undefined
     if (admitted === undefined) {
-      yield* Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void)
+      yield* Effect.catchCause(insertLive(run.sql, held), () => Effect.void)
       return answer
     }
     if (saved === undefined && Message.toolCalls(answer).length > 0) {
@@ -171,7 +171,7 @@ const admit = (
     const tool = tools.find((each) => each.name === call.name)
     if (tool === undefined || !mayRerun(tool)) return undefined
     const input = Tool.decodeInput(tool, call.input)
-    if (Either.isLeft(input)) return undefined
+    if (Result.isFailure(input)) return undefined
     const verdict = options.policy?.({ toolCallId: call.id, toolName: call.name, input: input.right }) ?? "Allow"
     if (verdict !== "Allow") return undefined
   }
@@ -286,7 +286,7 @@ const commit = (
     retryStore,
     Effect.orDie,
     // the followers of the session in this process read it at once, and the waiters for the run's end
-    Effect.zipLeft(notify(sql, run.sessionId, "all")),
+    Effect.tap(notify(sql, run.sessionId, "all")),
     Effect.tap((folded) => folded.ended === undefined ? Effect.void : ended(sql, run.runId))
   )
 }
@@ -306,8 +306,8 @@ const saveAnswer = (run: DurableRun, name: string, answer: Message.AssistantMess
       VALUES (${run.runId}, ${name}, ${encodeAnswer(answer)}, ${Date.now()}) ON CONFLICT (run_id, step) DO NOTHING`
   ).pipe(uncancelled, retryStore, Effect.orDie)
   return together.length === 0
-    ? Effect.zipRight(Effect.catchAllCause(insertLive(run.sql, held), () => Effect.void), save)
-    : Effect.zipRight(save, notify(run.sql, run.sessionId, "live"))
+    ? Effect.andThen(Effect.catchCause(insertLive(run.sql, held), () => Effect.void), save)
+    : Effect.andThen(save, notify(run.sql, run.sessionId, "live"))
 }
 
 /** The abort and an input taken (none: `null`s), as `takeBoundary` reads them. */
@@ -434,11 +434,11 @@ export const executeTool = (
 ) => {
   let execution: Effect.Effect<Tool.Output, unknown, any> = tool.execute(input, {
     ...context,
-    update: (progress) => Effect.zipRight(context.update(progress), update(progress)),
+    update: (progress) => Effect.andThen(context.update(progress), update(progress)),
     idempotencyKey: context.toolCallId
   })
   if (tool.timeout !== undefined) {
-    const limit = Duration.decode(tool.timeout)
+    const limit = Duration.fromInputUnsafe(tool.timeout)
     execution = Effect.timeoutFail(execution, {
       duration: limit,
       onTimeout: () =>
@@ -450,7 +450,7 @@ export const executeTool = (
   return Effect.map(
     Effect.raceFirst(
       execution,
-      Effect.zipRight(
+      Effect.andThen(
         abortSignal,
         Effect.failSync(() => new Errors.ToolExecutionFailed({ description: "Operation aborted" }))
       )

@@ -4,9 +4,9 @@
  * decide a waiting call, and
  * `History`, `Wait` and `Events` read the store.
  */
-import * as Entity from "@effect/cluster/Entity"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Entity from "effect/cluster/Entity"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -37,14 +37,14 @@ export const handlers = (options: Pick<Options, "policy"> & { readonly maxPrompt
     ).pipe(Effect.catchTag("SessionStoreFailed", (error) => Effect.fail(storeFailed(error))))
     /** Stores an input of the session (deduplicated by its id). */
     const store = (inputId: string, text: string) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkSize(text, options.maxPromptBytes),
-        withStore(Effect.zipRight(SessionSql.makeSql(sessionId), enqueue(sessionId, inputId, text)))
+        withStore(Effect.andThen(SessionSql.makeSql(sessionId), enqueue(sessionId, inputId, text)))
       )
 
     return SessionEntity.of({
       Prompt: ({ payload }) =>
-        Effect.zipRight(
+        Effect.andThen(
           store(payload.inputId, payload.text),
           withStore(Effect.gen(function*() {
             const running = yield* runningRun(sessionId)
@@ -73,7 +73,7 @@ export const handlers = (options: Pick<Options, "policy"> & { readonly maxPrompt
           return { runId: running.value.run_id }
         })),
       Approve: ({ payload }) =>
-        Effect.zipRight(
+        Effect.andThen(
           requireSession,
           approve(options, sessionId, payload.toolCallId, payload.decision).pipe(
             Effect.provide(context),
@@ -86,7 +86,7 @@ export const handlers = (options: Pick<Options, "policy"> & { readonly maxPrompt
           reason: approvalTimedOutText(Duration.millis(payload.after))
         })),
       History: () =>
-        Effect.zipRight(
+        Effect.andThen(
           requireSession,
           Effect.provide(SessionSql.readMessages(sessionId), context).pipe(Effect.mapError(storeFailed))
         ),

@@ -3,7 +3,7 @@
  * events of the steps that run meanwhile, each before the message it leads to. Any process that reaches
  * the database can read them, runner or not.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -38,7 +38,7 @@ export const follow = (
     readonly after: number
     readonly live: boolean
     readonly idle: Effect.Effect<void>
-    readonly pollInterval?: Duration.DurationInput | undefined
+    readonly pollInterval?: Duration.Input | undefined
     /**
      * Whether the end of a run that ended at `after` (its last message at `after - 1`) is announced: for
      * a client that resumes after a message it got, which may have missed the end that followed it.
@@ -75,7 +75,7 @@ const checked = (sessionId: string, stream: Stream.Stream<SessionEvent, unknown,
   }))
 
 /** How often the tail reads the store while a run is going, when no write of this process woke it first. */
-const defaultPollInterval: Duration.DurationInput = "100 millis"
+const defaultPollInterval: Duration.Input = "100 millis"
 
 interface LiveRow {
   readonly position: number | null
@@ -95,9 +95,9 @@ interface Writer {
   readonly callId: string | null
 }
 
-const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
-const decodeMessage = Schema.decodeUnknown(Schema.parseJson(Message.Message))
-const decodeOutcome = Schema.decodeUnknown(Schema.parseJson(Outcome))
+const decodeLiveEvents = Schema.decodeUnknownEffect(Schema.fromJsonString(Schema.Array(LiveEvent)))
+const decodeMessage = Schema.decodeUnknownEffect(Schema.fromJsonString(Message.Message))
+const decodeOutcome = Schema.decodeUnknownEffect(Schema.fromJsonString(Outcome))
 
 /** What the tail has delivered so far. */
 interface Cursor {
@@ -134,10 +134,10 @@ const tail = (
   after: number,
   live: boolean,
   idle: Option.Option<Effect.Effect<void>>,
-  pollInterval: Duration.DurationInput,
+  pollInterval: Duration.Input,
   endAtAfter: boolean
 ): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+  Stream.unwrap(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const feed = yield* Feed.subscribe(sql, sessionId)
     const cursor: Cursor = {

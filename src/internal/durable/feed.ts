@@ -6,11 +6,11 @@
  * store), and holds a session only while someone follows it. Writes made by other processes (the other
  * runners of a cluster) wake nobody here: the followers' polls still find them.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
+import * as FiberId from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type { LiveEvent } from "./models.js"
 
@@ -65,7 +65,7 @@ export const publish = (sql: SqlClient.SqlClient, sessionId: string, published: 
       subscriber.dropped.set(published.writer, published)
     }
     subscriber.changed = subscriber.changed === "all" ? "all" : "live"
-    Deferred.unsafeDone(subscriber.wake, Exit.void)
+    Deferred.doneUnsafe(subscriber.wake, Exit.void)
   }
 }
 
@@ -79,7 +79,7 @@ export const notify = (sql: SqlClient.SqlClient, sessionId: string, change: Chan
     if (subscribers === undefined) return
     for (const subscriber of subscribers) {
       subscriber.changed = change === "all" || subscriber.changed === "all" ? "all" : "live"
-      Deferred.unsafeDone(subscriber.wake, Exit.void)
+      Deferred.doneUnsafe(subscriber.wake, Exit.void)
     }
   })
 
@@ -140,7 +140,7 @@ export const subscribe = (
   Effect.map(
     enrol(followers, sql, sessionId, (): Subscriber => ({
       changed: undefined,
-      wake: Deferred.unsafeMake(FiberId.none),
+      wake: Deferred.makeUnsafe(FiberId.none),
       pending: [],
       overflowed: false,
       dropped: new Map()
@@ -149,7 +149,7 @@ export const subscribe = (
       take: () => {
         const changed = subscriber.changed
         subscriber.changed = undefined
-        if (changed !== undefined) subscriber.wake = Deferred.unsafeMake(FiberId.none)
+        if (changed !== undefined) subscriber.wake = Deferred.makeUnsafe(FiberId.none)
         return changed
       },
       drain: () => {
@@ -181,7 +181,7 @@ export const ended = (sql: SqlClient.SqlClient, runId: string): Effect.Effect<vo
   Effect.sync(() => {
     const waiters = runWaiters.get(sql)?.get(runId)
     if (waiters === undefined) return
-    for (const waiter of waiters) Deferred.unsafeDone(waiter, Exit.void)
+    for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
   })
 
 /** For the scope, what ends once `ended` is called for `runId` on `sql` in this process. */
@@ -189,7 +189,7 @@ export const endOf = (
   sql: SqlClient.SqlClient,
   runId: string
 ): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-  Effect.map(enrol(runWaiters, sql, runId, () => Deferred.unsafeMake<void>(FiberId.none)), Deferred.await)
+  Effect.map(enrol(runWaiters, sql, runId, () => Deferred.makeUnsafe<void>(FiberId.none)), Deferred.await)
 
 /** How many sessions of `sql` someone follows in this process (for the tests: none once every follower ended). */
 export const followed = (sql: SqlClient.SqlClient): number => followers.get(sql)?.size ?? 0

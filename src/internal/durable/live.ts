@@ -4,7 +4,7 @@
  * best-effort: a step never waits for them beyond a write, nor fails because of them. A response cut
  * off with its step is read back from them (`streamed`).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -59,13 +59,13 @@ const liveWriter = (
       }
     }
     const flush = lock.withPermits(1)(Effect.suspend(() => insertLive(sql, take()))).pipe(
-      Effect.catchAllCause(() => Effect.void)
+      Effect.catchCause(() => Effect.void)
     )
     // (after a write in progress: the rows stay in order)
     const hold = (held: Array<LiveRow>) => lock.withPermits(1)(Effect.sync(() => held.push(...take())))
     const ready = yield* Queue.dropping<void>(1)
     yield* Effect.forkScoped(
-      Effect.forever(Effect.zipRight(Queue.take(ready), Effect.zipRight(Effect.sleep(liveWriteGap), flush)))
+      Effect.forever(Effect.andThen(Queue.take(ready), Effect.andThen(Effect.sleep(liveWriteGap), flush)))
     )
     const push = (event: LiveEvent) =>
       Effect.sync(() => {
@@ -162,7 +162,7 @@ export const streamed = (
     return assembler
   }).pipe(uncancelled, retryStore, Effect.orDie)
 
-const decodeLiveEvents = Schema.decodeUnknown(Schema.parseJson(Schema.Array(LiveEvent)))
+const decodeLiveEvents = Schema.decodeUnknownEffect(Schema.fromJsonString(Schema.Array(LiveEvent)))
 
 /**
  * A tool call as a step: its start, progress (`update`) and end are written as live events; with `held`,
@@ -185,7 +185,7 @@ export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E,
         if (Exit.isSuccess(exit)) {
           return live.push({ _tag: "ToolEnd", toolCallId, toolName, isError: false, content: exit.value.content })
         }
-        const failure = Cause.failureOption(exit.cause)
+        const failure = Cause.findErrorOption(exit.cause)
         return Option.isNone(failure) ? Effect.void : live.push({
           _tag: "ToolEnd",
           toolCallId,
@@ -194,6 +194,6 @@ export const liveToolCall = <A extends ReturnType<typeof Tool.outputContent>, E,
           content: [Message.text(describe(failure.value))]
         })
       }),
-      Effect.onExit(finish(live, held, (exit) => !Exit.isInterrupted(exit)))
+      Effect.onExit(finish(live, held, (exit) => !Exit.hasInterrupts(exit)))
     )
   }))

@@ -82,9 +82,9 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<T
    */
   readonly policy?: Policy | undefined
   /** How long an approval may take; then the call is denied with a timeout reason (default 7 days). */
-  readonly approvalTimeout?: Duration.DurationInput | undefined
+  readonly approvalTimeout?: Duration.Input | undefined
   /** How often a running step checks for an `Abort` (default 200 millis). */
-  readonly abortPollInterval?: Duration.DurationInput | undefined
+  readonly abortPollInterval?: Duration.Input | undefined
   /** The most bytes (UTF-8) a `Prompt` or `Steer` text may have (default 1 MiB); more fails with `PromptTooLarge`. */
   readonly maxPromptBytes?: number | undefined
 }

@@ -2,11 +2,11 @@
  * The session entity's RPCs and the run workflow, as the cluster sees them: what each message carries,
  * which are persisted and how a retried one is recognized.
  */
-import * as ClusterSchema from "@effect/cluster/ClusterSchema"
-import * as DeliverAt from "@effect/cluster/DeliverAt"
-import * as Entity from "@effect/cluster/Entity"
-import * as Rpc from "@effect/rpc/Rpc"
-import * as Workflow from "@effect/workflow/Workflow"
+import * as ClusterSchema from "effect/cluster/ClusterSchema"
+import * as DeliverAt from "effect/cluster/DeliverAt"
+import * as Entity from "effect/cluster/Entity"
+import * as Rpc from "effect/rpc/Rpc"
+import * as Workflow from "effect/workflow/Workflow"
 import * as DateTime from "effect/DateTime"
 import * as PrimaryKey from "effect/PrimaryKey"
 import * as Schema from "effect/Schema"

@@ -3,7 +3,7 @@
  * be stopped instead of recording anything, and a message to another entity is sent again until a runner
  * takes it.
  */
-import * as ClusterError from "@effect/cluster/ClusterError"
+import * as ClusterError from "effect/cluster/ClusterError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -29,8 +29,8 @@ export const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, 
     ClusterError.EntityNotAssignedToRunner.is(defect)
       ? Option.some(
         Effect.logWarning("the run's shard moved to another runner: this step waits to be stopped").pipe(
-          Effect.zipRight(Effect.sleep(handoffWait)),
-          Effect.zipRight(Effect.die(defect))
+          Effect.andThen(Effect.sleep(handoffWait)),
+          Effect.andThen(Effect.die(defect))
         )
       )
       : Option.none())
@@ -43,7 +43,7 @@ export const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, 
  * is not a second message). What still fails after that fails, a defect as a failure.
  */
 export const retrySend = <A, E, R>(send: Effect.Effect<A, E, R>): Effect.Effect<A, unknown, R> =>
-  Effect.retry(Effect.catchAllDefect(send, (defect) => Effect.fail(defect)), {
+  Effect.retry(Effect.catchDefect(send, (defect) => Effect.fail(defect)), {
     schedule: Schedule.spaced("500 millis"),
     times: 60
   })

@@ -3,9 +3,9 @@
  * write with. Every write is idempotent (keyed, `ON CONFLICT DO NOTHING`), so a step that runs again
  * after a crash writes nothing twice.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import type * as Statement from "@effect/sql/Statement"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import type * as Statement from "effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -72,7 +72,7 @@ const addColumn = (
       // another process may add it between the check and the change: then it is there
       return Effect.flatMap(missing, (isMissing) =>
         isMissing
-          ? Effect.catchAll(
+          ? Effect.catch(
             add,
             (error) => Effect.flatMap(missing, (still) => still ? Effect.fail(error) : Effect.void)
           )
@@ -102,14 +102,14 @@ export const runningRun = (sessionId: string) =>
     Effect.map(
       sql<RunRow>`SELECT run_id, session_id, status, outcome FROM effect_agent_runs
         WHERE session_id = ${sessionId} AND status = 'running' ORDER BY created_at DESC LIMIT 1`,
-      (rows) => Option.fromNullable(rows[0])
+      (rows) => Option.fromNullishOr(rows[0])
     ))
 
 export const insertRun = (sessionId: string, runId: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
-      Effect.zipLeft(
+      Effect.tap(
         sql`INSERT INTO effect_agent_runs (run_id, session_id, status, created_at)
         VALUES (${runId}, ${sessionId}, 'running', ${Date.now()}) ON CONFLICT (run_id) DO NOTHING`,
         Feed.notify(sql, sessionId, "all")
@@ -123,7 +123,7 @@ const logSize = (sql: SqlClient.SqlClient) =>
 /** Records how a run ended, and at which position of the log. */
 export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.zipLeft(
+    Effect.tap(
       sql`UPDATE effect_agent_runs SET status = ${outcome._tag.toLowerCase()},
       outcome = ${JSON.stringify(outcome)}, ended_at = ${Date.now()}, end_position = ${logSize(sql)}
       WHERE run_id = ${runId}`,
@@ -136,7 +136,7 @@ export const endRun = (sessionId: string, runId: string, outcome: Outcome) =>
  */
 export const dropAnswers = (runId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.zipRight(
+    Effect.andThen(
       sql`DELETE FROM effect_agent_answers WHERE run_id = ${runId}`,
       sql`DELETE FROM effect_agent_decisions WHERE run_id = ${runId}`
     ))
@@ -146,12 +146,12 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
-      Effect.zipLeft(
+      Effect.tap(
         sql`UPDATE effect_agent_runs SET status = 'failed', outcome = ${JSON.stringify(outcome)},
         ended_at = ${Date.now()}, end_position = ${logSize(sql)} WHERE run_id = ${runId} AND status = 'running'`,
-        Effect.zipRight(Feed.notify(sql, sessionId, "all"), Feed.ended(sql, runId))
+        Effect.andThen(Feed.notify(sql, sessionId, "all"), Feed.ended(sql, runId))
       )
-  ).pipe(Effect.zipLeft(dropAnswers(runId)), retryStore, Effect.ignore)
+  ).pipe(Effect.tap(dropAnswers(runId)), retryStore, Effect.ignore)
 
 /**
  * The outcome of a run, once it has one: polled every 100 millis, and at once when a runner of this
@@ -167,7 +167,7 @@ export const waitForRun = (runId: string) =>
         WHERE run_id = ${runId}`
       const outcome = rows[0]?.outcome
       if (outcome !== undefined && outcome !== null) {
-        return yield* Schema.decodeUnknown(Schema.parseJson(Outcome))(outcome)
+        return yield* Schema.decodeUnknownEffect(Schema.fromJsonString(Outcome))(outcome)
       }
       const poll = Effect.sleep("100 millis")
       // (once woken, only the polls: the end is committed by then)
@@ -203,7 +203,7 @@ export const withdrawIfIdle = (sessionId: string, inputId: string) =>
 /** Takes the session's inputs no run has taken yet for the turn `claim`, and returns them in order. */
 export const claimInbox = (sessionId: string, claim: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.zipRight(
+    Effect.andThen(
       sql`UPDATE effect_agent_inbox SET run_id = ${claim} WHERE session_id = ${sessionId} AND run_id IS NULL`,
       sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox WHERE run_id = ${claim} ORDER BY id`
     ))
@@ -258,7 +258,7 @@ export const decisionOf = (runId: string, toolCallId: string) =>
       WHERE run_id = ${runId} AND call_id = ${toolCallId}`
     return rows.length === 0
       ? Option.none()
-      : Option.some(yield* Schema.decodeUnknown(Schema.parseJson(Decision))(rows[0]!.decision))
+      : Option.some(yield* Schema.decodeUnknownEffect(Schema.fromJsonString(Decision))(rows[0]!.decision))
   })
 
 /** The tools allowed for the rest of the session, by name, in the order they were allowed. */
@@ -310,7 +310,7 @@ const insertLiveRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) 
 
 /** Writes rows of live events (all of one session) and wakes the session's followers in this process. */
 export const insertLive = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
-  rows.length === 0 ? Effect.void : Effect.zipLeft(
+  rows.length === 0 ? Effect.void : Effect.tap(
     uncancelled(insertLiveRows(sql, rows)),
     Feed.notify(sql, rows[0]!.session_id, "live")
   )
@@ -329,7 +329,7 @@ export const withLive = <A extends object>(
   const insert = insertLiveRows(sql, rows)
   return sql.onDialectOrElse({
     pg: () => sql<A>`WITH live AS (${insert}) ${statement}`,
-    orElse: () => Effect.zipRight(insert, statement)
+    orElse: () => Effect.andThen(insert, statement)
   })
 }
 

@@ -5,10 +5,10 @@
  * (`boundary.ts`). The session is the run's history in memory, written to the log as it grows; and each
  * step races the run's abort.
  */
-import type * as Sharding from "@effect/cluster/Sharding"
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as Activity from "@effect/workflow/Activity"
-import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import type * as Sharding from "effect/cluster/Sharding"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Activity from "effect/workflow/Activity"
+import * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -95,7 +95,7 @@ export const begin = (
     const abortSignal = aborted.pipe(
       Effect.repeat({
         until: (isAborted) => isAborted,
-        schedule: Schedule.spaced(Duration.decode(options.abortPollInterval ?? "200 millis"))
+        schedule: Schedule.spaced(Duration.fromInputUnsafe(options.abortPollInterval ?? "200 millis"))
       }),
       Effect.asVoid
     )
@@ -170,10 +170,10 @@ const session = (run: Run): Session.Service => {
         if (stop || Boundary.appended(run, messages)) return Effect.void
         for (const message of messages) run.history.push(message)
         // the followers of the session in this process read it at once
-        const stored = Effect.zipLeft(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
+        const stored = Effect.tap(retryStore(run.store.append(...messages)), notify(run.sql, run.sessionId, "all"))
         // an answer stored: the live events of earlier steps are no longer needed
         return messages.some((message) => message.role === "assistant")
-          ? Effect.zipLeft(stored, run.pruneLive)
+          ? Effect.tap(stored, run.pruneLive)
           : stored
       }),
     sync: Effect.void,

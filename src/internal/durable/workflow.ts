@@ -6,8 +6,8 @@
  * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came
  * (in the model step of a last turn folded there: its boundary is the last drain).
  */
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as Activity from "@effect/workflow/Activity"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Activity from "effect/workflow/Activity"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -43,9 +43,9 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
       const exit = yield* Effect.exit(turn(input))
       turns++
       // a suspension (waiting for an approval) or a shutdown interrupts the turn: the workflow resumes later
-      if (Exit.isFailure(exit) && Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
+      if (Exit.isFailure(exit) && Exit.hasInterrupts(exit)) return yield* Effect.failCause(exit.cause)
       if (Exit.isFailure(exit)) {
-        const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+        const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
         return yield* finish(run, { _tag: "Failed", turns, reason: describe(failure ?? exit.cause) })
       }
       // the last turn, folded into its model step, ended the run there: the step's saved result is no
@@ -68,8 +68,8 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
   }).pipe(
     // a run ended by a defect (an interruption is not an end: the run resumes, here or elsewhere) is
     // marked failed in the runs table, so the session does not wait for it forever
-    Effect.tapErrorCause((cause) =>
-      Cause.isInterruptedOnly(cause)
+    Effect.tapCause((cause) =>
+      Cause.hasInterruptsOnly(cause)
         ? Effect.void
         : markFailed(payload.sessionId, payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
     ),
@@ -115,7 +115,7 @@ const afterTurn = (run: Run, turn: number) =>
     )
   }))
 
-const decodeInput = Schema.decodeUnknown(Schema.parseJson(Message.UserMessage))
+const decodeInput = Schema.decodeUnknownEffect(Schema.fromJsonString(Message.UserMessage))
 
 const takeInputs = (run: Pick<Run, "sessionId" | "runId" | "sql">, turn: number) =>
   Effect.gen(function*() {
@@ -150,5 +150,5 @@ const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
     Effect.provideService(SqlClient.SqlClient, run.sql),
     retryStore,
     Effect.orDie,
-    Effect.zipLeft(ended(run.sql, run.runId))
+    Effect.tap(ended(run.sql, run.runId))
   )

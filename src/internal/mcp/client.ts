@@ -35,7 +35,7 @@ export const connect = (options: ServerOptions): Effect.Effect<Server, McpError,
     const lock = yield* Effect.makeSemaphore(1)
     yield* Effect.addFinalizer(() => state.current === undefined ? Effect.void : close(state.current))
 
-    const open = Effect.suspend(() => openConnection(options, () => Queue.unsafeOffer(listChanged, undefined)))
+    const open = Effect.suspend(() => openConnection(options, () => Queue.offerUnsafe(listChanged, undefined)))
     const refresh = (connection: Connection): Effect.Effect<void, ReconnectError> =>
       listTools(options, connection).pipe(
         Effect.flatMap((definitions) => makeTools(options, definitions, call)),
@@ -102,8 +102,8 @@ const followChanges = (
   refresh: () => Effect.Effect<void, ReconnectError>
 ): Effect.Effect<unknown, never, Scope.Scope> =>
   Queue.take(listChanged).pipe(
-    Effect.zipRight(Effect.suspend(refresh)),
-    Effect.catchAll((error) => Effect.logWarning(`MCP server "${server}": the new tool list was not taken`, error)),
+    Effect.andThen(Effect.suspend(refresh)),
+    Effect.catch((error) => Effect.logWarning(`MCP server "${server}": the new tool list was not taken`, error)),
     Effect.forever,
     Effect.forkScoped
   )

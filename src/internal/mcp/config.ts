@@ -3,7 +3,7 @@
  * format (the one MCP clients share) read into server options.
  */
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as NodePath from "node:path"
@@ -22,11 +22,11 @@ export const defaults = {
 } as const
 
 /** Parses the `mcpServers` JSON into server options; a relative `cwd` resolves against `base`. */
-export const parse = (json: unknown, base?: string): Either.Either<ReadonlyArray<ServerOptions>, string> =>
-  Either.flatMap(checkNames(json), () =>
-    Either.map(
-      Either.mapLeft(
-        Schema.decodeUnknownEither(ConfigFile, { errors: "all" })(json),
+export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray<ServerOptions>, string> =>
+  Result.flatMap(checkNames(json), () =>
+    Result.map(
+      Result.mapError(
+        Schema.decodeUnknownResult(ConfigFile, { errors: "all" })(json),
         (error) =>
           ParseResult.ArrayFormatter.formatErrorSync(error)
             .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
@@ -82,15 +82,15 @@ const ConfigFile = Schema.Struct({
 
 // what the schema cannot say: a record drops a key named `__proto__` (it sets the prototype), and a
 // union takes the first member that fits, so an entry with `command` and `url` would be stdio silently
-const checkNames = (json: unknown): Either.Either<void, string> => {
+const checkNames = (json: unknown): Result.Result<void, string> => {
   const servers = typeof json === "object" && json !== null ? (json as { mcpServers?: unknown }).mcpServers : undefined
-  if (typeof servers !== "object" || servers === null) return Either.void
+  if (typeof servers !== "object" || servers === null) return Result.void
   for (const name of Object.keys(servers)) {
-    if (name === "__proto__") return Either.left(`mcpServers.__proto__: this name cannot be a server's name`)
+    if (name === "__proto__") return Result.fail(`mcpServers.__proto__: this name cannot be a server's name`)
     const entry = (servers as Record<string, unknown>)[name]
     if (typeof entry === "object" && entry !== null && "command" in entry && "url" in entry) {
-      return Either.left(`mcpServers.${name}: a server has a "command" (stdio) or a "url" (HTTP), not both`)
+      return Result.fail(`mcpServers.${name}: a server has a "command" (stdio) or a "url" (HTTP), not both`)
     }
   }
-  return Either.void
+  return Result.void
 }

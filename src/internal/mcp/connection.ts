@@ -82,7 +82,7 @@ export const openConnection = (
 const openHttp = (
   options: HttpOptions,
   guard: Guard,
-  timeout: Duration.DurationInput,
+  timeout: Duration.Input,
   onListChanged: () => void
 ): Effect.Effect<Connection, McpConnectionFailed | McpInitializeTimeout> => {
   const url = new URL(options.url)
@@ -129,7 +129,7 @@ const initialize = (
   transport: Transport,
   guard: Guard,
   diagnostics: Diagnostics,
-  timeout: Duration.DurationInput,
+  timeout: Duration.Input,
   onListChanged: () => void,
   process: () => Connection["process"]
 ): Effect.Effect<Connection, InitializeFailed | McpInitializeTimeout> => {
@@ -137,7 +137,7 @@ const initialize = (
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => onListChanged())
   client.onerror = (error) => diagnostics.onInitError?.(error)
   const closeAll = Effect.promise(() => client.close().catch(() => undefined)).pipe(
-    Effect.zipRight(Effect.suspend(() => stopProcess(process())))
+    Effect.andThen(Effect.suspend(() => stopProcess(process())))
   )
   const connect = Effect.tryPromise({
     try: (signal) =>
@@ -207,5 +207,5 @@ export const close = (connection: Connection): Effect.Effect<void> =>
 // the group is gone once the kernel says so; the server itself, once Node has reaped it
 const stopProcess = (process: Connection["process"]): Effect.Effect<void> =>
   process === undefined ? Effect.void : ProcessGroup.stop(process.pid, process.mark, exitGrace).pipe(
-    Effect.zipRight(Effect.promise(() => process.exited).pipe(Effect.timeout(exitGrace), Effect.ignore))
+    Effect.andThen(Effect.promise(() => process.exited).pipe(Effect.timeout(exitGrace), Effect.ignore))
   )

@@ -6,7 +6,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
+import * as FiberId from "effect/Fiber"
 
 /** A call that failed, with whether the server no longer knows the session (then it is sent again). */
 export class CallFailed {
@@ -20,14 +20,14 @@ export class CallFailed {
  */
 export class Guard {
   reason: string | undefined = undefined
-  readonly failed = Deferred.unsafeMake<never, CallFailed>(FiberId.none)
+  readonly failed = Deferred.makeUnsafe<never, CallFailed>(FiberId.none)
   constructor(readonly maxMessageBytes: number) {}
   tooLarge(bytes: number): void {
     if (this.reason !== undefined) return
     this.reason = `the server sent a message of more than ${this.maxMessageBytes} bytes (${
       bytes > this.maxMessageBytes ? "maxMessageBytes" : "the cap"
     }); it was dropped, and the next call starts a new connection`
-    Deferred.unsafeDone(this.failed, Exit.fail(new CallFailed(this.reason, false)))
+    Deferred.doneUnsafe(this.failed, Exit.fail(new CallFailed(this.reason, false)))
   }
   /** The effect, unless the guard fails first. */
   watch<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | CallFailed> {

@@ -29,7 +29,7 @@ import {
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as JSONSchema from "effect/JSONSchema"
+import * as JSONSchema from "effect/JsonSchema"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
@@ -253,7 +253,7 @@ const resultOf = (
   const _meta = { [sessionMeta]: sessionId }
   const session = { type: "text" as const, text: `sessionId: ${sessionId} (pass it to continue)` }
   if (Exit.isFailure(exit)) {
-    const text = Cause.isInterruptedOnly(exit.cause)
+    const text = Cause.hasInterruptsOnly(exit.cause)
       ? "the run was cancelled"
       : failureText(Cause.squash(exit.cause))
     return { content: [{ type: "text", text }, session], isError: true, _meta }
@@ -294,7 +294,7 @@ export const serveStdio = <Ag extends Agent.Any>(
   Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>
 > =>
   Effect.flatMap(serve(agents, options), (served) =>
-    Effect.async<void, McpMessageTooLarge>((resume) => {
+    Effect.callback<void, McpMessageTooLarge>((resume) => {
       const limit = options.maxMessageBytes ?? defaultMaxMessageBytes
       const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: limit })
       let closing = false
@@ -385,7 +385,7 @@ export const serveHttp = <Ag extends Agent.Any>(
       })
     })
     yield* Effect.acquireRelease(
-      Effect.async<void, McpListenFailed>((resume) => {
+      Effect.callback<void, McpListenFailed>((resume) => {
         const onError = (error: Error) =>
           resume(
             Effect.fail(new McpListenFailed({ address: `${listenHost}:${options.port ?? 0}`, reason: error.message }))

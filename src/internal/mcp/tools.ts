@@ -6,7 +6,7 @@
 import type { Tool as McpToolDefinition } from "@modelcontextprotocol/sdk/types.js"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import { createHash } from "node:crypto"
 import type * as Errors from "../../Errors.js"
 import type { McpTool, ServerOptions } from "../../Mcp.js"
@@ -24,7 +24,7 @@ export const toolName = (server: string, tool: string): string => {
 }
 
 /** The timeout of one of the server's tools: its own, or the server's. */
-export const configuredTimeout = (options: ServerOptions, tool: string): Duration.DurationInput | undefined =>
+export const configuredTimeout = (options: ServerOptions, tool: string): Duration.Input | undefined =>
   options.toolTimeouts?.[tool] ?? options.toolTimeout
 
 /**
@@ -52,7 +52,7 @@ export const makeTools = (
       if ((allow !== undefined && !allow(definition.name)) || deny?.(definition.name) === true) continue
       const jsonSchema = definition.inputSchema as Tool.JsonSchema
       const parameters = JsonSchema.parameters(jsonSchema)
-      if (Either.isLeft(parameters)) return invalid(`its input schema cannot be compiled: ${parameters.left}`)
+      if (Result.isFailure(parameters)) return invalid(`its input schema cannot be compiled: ${parameters.left}`)
       const description = definition.description ?? definition.title ?? definition.annotations?.title ?? ""
       tools.push({
         name: toolName(options.name, definition.name),

@@ -5,9 +5,9 @@
  *
  * @internal
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClient from "effect/http/HttpClient"
 import * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -75,7 +75,7 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
     Layer.effect(Model.Model, make(options))
   const layerConfig = (
     options: ConfigOptions<O>
-  ): Layer.Layer<Model.Model, ConfigError.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
+  ): Layer.Layer<Model.Model, Config.ConfigError | Errors.ModelConfigInvalid, HttpClient.HttpClient> =>
     Layer.effect(
       Model.Model,
       Effect.gen(function*() {

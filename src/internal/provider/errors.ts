@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientError from "effect/http/HttpClientError"
 import * as Errors from "../../Errors.js"
 
 /**

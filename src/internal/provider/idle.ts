@@ -33,7 +33,7 @@ export const idleStream = <A>(
   idle: Duration.Duration,
   onTimeout: () => Errors.ModelError
 ): Stream.Stream<A, Errors.ModelError> =>
-  Stream.unwrapScoped(Effect.map(Stream.toPull(bytes), (pull) =>
+  Stream.unwrap(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
       Effect.timeoutFail(Effect.repeat(pull, { while: Chunk.isEmpty }), {
         duration: idle,

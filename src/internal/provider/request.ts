@@ -5,9 +5,9 @@
  *
  * @internal
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -46,14 +46,14 @@ export const streamEvents = (options: {
 }): Stream.Stream<Model.Event, Errors.ModelError> =>
   Stream.suspend(() => {
     const { provider, url } = options
-    const idle = Duration.decode(options.options.idleTimeout ?? defaultIdleTimeout)
+    const idle = Duration.fromInputUnsafe(options.options.idleTimeout ?? defaultIdleTimeout)
     const silent = () =>
       new Errors.ModelUnavailable({
         provider,
         url,
         description: `no data for ${Duration.format(idle)} (the idle timeout; raise idleTimeout for a slow server)`
       })
-    const attempt = Stream.unwrapScoped(Effect.gen(function*() {
+    const attempt = Stream.unwrap(Effect.gen(function*() {
       // GenAI attributes of the model span the request runs in (nothing without an application tracer)
       yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
       const client = HttpClient.withScope(options.client)

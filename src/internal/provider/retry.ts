@@ -62,8 +62,8 @@ const retrySchedule = (
   options: RetryOptions | undefined,
   canRetry: (error: Errors.ModelError) => boolean
 ): Schedule.Schedule<unknown, Errors.ModelError> => {
-  const maxDelay = Duration.decode(options?.maxDelay ?? Duration.seconds(30))
-  const maxElapsed = Duration.decode(options?.maxElapsed ?? Duration.minutes(2))
+  const maxDelay = Duration.fromInputUnsafe(options?.maxDelay ?? Duration.seconds(30))
+  const maxElapsed = Duration.fromInputUnsafe(options?.maxElapsed ?? Duration.minutes(2))
   const backoff = Schedule.exponential(options?.initialDelay ?? Duration.millis(500))
   const schedule = Schedule.identity<Errors.ModelError>().pipe(
     Schedule.intersect(options?.jitter === false ? backoff : Schedule.jittered(backoff)),

@@ -1,13 +1,13 @@
 /**
  * The HTTP API of `effect-agent/Server`: its endpoints, payloads and typed errors.
  */
-import * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
-import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
-import * as OpenApi from "@effect/platform/OpenApi"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
+import * as OpenApi from "effect/http-api/OpenApi"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Durable from "../../Durable.js"
@@ -20,13 +20,13 @@ import * as Message from "../../Message.js"
 export class Unauthorized extends Schema.TaggedError<Unauthorized>("effect-agent/Server/Unauthorized")(
   "Unauthorized",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 401, description: "No bearer token, or a wrong one" })
+  HttpApiSchema.annotate({ status: 401, description: "No bearer token, or a wrong one" })
 ) {}
 
 export class Forbidden extends Schema.TaggedError<Forbidden>("effect-agent/Server/Forbidden")(
   "Forbidden",
   { message: Schema.String },
-  HttpApiSchema.annotations({
+  HttpApiSchema.annotate({
     status: 403,
     description: "A Host or Origin this server does not serve (a page on another site, or DNS rebinding)"
   })
@@ -35,31 +35,31 @@ export class Forbidden extends Schema.TaggedError<Forbidden>("effect-agent/Serve
 export class NotFound extends Schema.TaggedError<NotFound>("effect-agent/Server/NotFound")(
   "NotFound",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 404, description: "No session with this id" })
+  HttpApiSchema.annotate({ status: 404, description: "No session with this id" })
 ) {}
 
 export class BadRequest extends Schema.TaggedError<BadRequest>("effect-agent/Server/BadRequest")(
   "BadRequest",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 400, description: "The request does not decode: its issues on one line" })
+  HttpApiSchema.annotate({ status: 400, description: "The request does not decode: its issues on one line" })
 ) {}
 
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("effect-agent/Server/PayloadTooLarge")(
   "PayloadTooLarge",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 413, description: "The body is over the server's limit (1 MiB by default)" })
+  HttpApiSchema.annotate({ status: 413, description: "The body is over the server's limit (1 MiB by default)" })
 ) {}
 
 export class Conflict extends Schema.TaggedError<Conflict>("effect-agent/Server/Conflict")(
   "Conflict",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409, description: "The session is busy with a run" })
+  HttpApiSchema.annotate({ status: 409, description: "The session is busy with a run" })
 ) {}
 
 export class NotWaiting extends Schema.TaggedError<NotWaiting>("effect-agent/Server/NotWaiting")(
   "NotWaiting",
   { message: Schema.String },
-  HttpApiSchema.annotations({
+  HttpApiSchema.annotate({
     status: 409,
     description: "Nothing waits for this: no run going on (steer, approve), or no tool call with this id waiting " +
       "for approval, or one decided otherwise already (approve); nothing was kept"
@@ -95,7 +95,7 @@ export const refusedSteer = <A, E, R>(
 export class ServerError extends Schema.TaggedError<ServerError>("effect-agent/Server/ServerError")(
   "ServerError",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 500, description: "The store failed" })
+  HttpApiSchema.annotate({ status: 500, description: "The store failed" })
 ) {}
 
 /** Checks the bearer token of every endpoint (when the server has one). */
@@ -209,7 +209,7 @@ export const ServerInfo = Schema.Struct({
 
 const RunRef = Schema.Struct({ runId: Schema.optional(Schema.String) })
 
-const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotate({
   description: "Server-Sent Events"
 })
 

@@ -6,10 +6,10 @@
  * gives it to Scalar for the requests its client makes. A Content-Security-Policy keeps every request on
  * the server (Scalar's default fonts are off: they would come from another host).
  */
-import * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import * as HttpLayerRouter from "effect/http/HttpRouter"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
@@ -105,7 +105,7 @@ const script = `(function () {
 const scalarSource = (api: HttpApi.HttpApi.Any): Effect.Effect<string> =>
   Effect.gen(function*() {
     // the bundle (3.4 MB) is loaded when the server starts, not when this module is imported
-    const Scalar = yield* Effect.promise(() => import("@effect/platform/HttpApiScalar"))
+    const Scalar = yield* Effect.promise(() => import("effect/http-api/HttpApiScalar"))
     let handler: unknown
     const router = {
       add: (_method: string, _path: string, route: unknown) => Effect.sync(() => void (handler = route))

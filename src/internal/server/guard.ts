@@ -3,13 +3,13 @@
  * limit and the JSON check before a handler runs, decode errors on one line, and CORS when asked for.
  * `handlers.ts` wires it around the API; the web chat asks the same questions of its own files.
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpApiError from "@effect/platform/HttpApiError"
-import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpMethod from "@effect/platform/HttpMethod"
-import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type * as HttpApiError from "effect/http-api/HttpApiError"
+import type * as HttpApp from "effect/http/HttpEffect"
+import * as HttpMethod from "effect/http/HttpMethod"
+import * as HttpMiddleware from "effect/http/HttpMiddleware"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -173,7 +173,7 @@ const isJson = (request: HttpServerRequest.HttpServerRequest) => {
 const handled = (app: HttpApp.Default, request: HttpServerRequest.HttpServerRequest): Guarded =>
   app.pipe(
     Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-    Effect.catchAll((error: unknown) => Effect.fail(badRequestOf(error)))
+    Effect.catch((error: unknown) => Effect.fail(badRequestOf(error)))
   )
 
 /** A decode error or an unreadable body as a 400; anything else (a route not found) goes on as it was. */

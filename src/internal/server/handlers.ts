@@ -2,12 +2,12 @@
  * The handlers of the server's API and the store queries they need beside the `Durable` entity's RPCs,
  * wired with the guard of `guard.ts` (token, body size, one-line decode errors, CORS) into one layer.
  */
-import * as ClusterSchema from "@effect/cluster/ClusterSchema"
-import * as EntityId from "@effect/cluster/EntityId"
-import * as Sharding from "@effect/cluster/Sharding"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as ClusterSchema from "effect/cluster/ClusterSchema"
+import * as EntityId from "effect/cluster/EntityId"
+import * as Sharding from "effect/cluster/Sharding"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -42,14 +42,14 @@ export interface HandlerOptions extends Guard.Options {
    */
   readonly sseMaxBytes?: number | undefined
   /** How often an idle event stream sends a comment (default 15 seconds). */
-  readonly heartbeat?: Duration.DurationInput | undefined
+  readonly heartbeat?: Duration.Input | undefined
   /** The model's name, which `GET /info` reports (a client shows it before the first answer). */
   readonly model?: string | undefined
 }
 
 export const defaultSseBacklog = 256
 export const defaultSseMaxBytes = 4 * 1024 * 1024
-export const defaultHeartbeat: Duration.DurationInput = "15 seconds"
+export const defaultHeartbeat: Duration.Input = "15 seconds"
 
 const sseLimits = (options: HandlerOptions): ServerStream.Limits => ({
   maxBytes: options.sseMaxBytes ?? defaultSseMaxBytes,
@@ -141,7 +141,7 @@ export const runningRun = (sessionId: string) =>
     Effect.map(
       sql<{ readonly run_id: string }>`SELECT run_id FROM effect_agent_runs
         WHERE session_id = ${sessionId} AND status = 'running' ORDER BY created_at DESC LIMIT 1`,
-      (rows) => Option.fromNullable(rows[0]?.run_id)
+      (rows) => Option.fromNullishOr(rows[0]?.run_id)
     ))
 
 /** The position after the assistant message that made `toolCallId` (the log's size when none did). */
@@ -314,7 +314,7 @@ const eventStream = (sessionId: string, options: {
   readonly endAtAfter: boolean
   readonly live: boolean
   readonly asksApproval: ServerStream.AsksApproval
-  readonly heartbeat: Duration.DurationInput
+  readonly heartbeat: Duration.Input
 }) => {
   const session = sessionApprovals(sessionId, options.asksApproval)
   const approvals = ServerStream.translator(session.asks)
@@ -334,7 +334,7 @@ const eventStream = (sessionId: string, options: {
       )
       return [ServerStream.sseEvent(event, { id: event.position }), ...requested]
     }),
-    Stream.catchAll((error) =>
+    Stream.catch((error) =>
       Stream.make(`event: error\n${ServerStream.sseEvent({ message: describe(error) }).slice(0)}`)
     )
   )
@@ -354,7 +354,7 @@ const eventStream = (sessionId: string, options: {
  */
 export const abortRuns = (options: {
   readonly policy?: Durable.Policy | undefined
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly local?: boolean | undefined
 } = {}) =>
   Effect.gen(function*() {
@@ -433,7 +433,7 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("prompt", ({ path, payload }) =>
           run(
             path.sessionId,
-            Effect.zipRight(
+            Effect.andThen(
               requireSession(path.sessionId),
               makeClient(path.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
             )
@@ -441,7 +441,7 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("steer", ({ path, payload }) =>
           run(
             path.sessionId,
-            Effect.zipRight(
+            Effect.andThen(
               requireSession(path.sessionId),
               Api.refusedSteer(
                 Effect.as(makeClient(path.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
@@ -451,7 +451,7 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("abort", ({ path, payload }) =>
           run(
             path.sessionId,
-            Effect.zipRight(
+            Effect.andThen(
               requireSession(path.sessionId),
               makeClient(path.sessionId).Abort({ requestId: payload.clientId })
             )
@@ -466,7 +466,7 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("events", ({ headers, path, request, urlParams }) =>
           run(
             path.sessionId,
-            Effect.zipRight(
+            Effect.andThen(
               requireSession(path.sessionId),
               Effect.sync(() =>
                 ServerStream.sseResponse(

@@ -4,8 +4,8 @@
  * Both packages are loaded when their endpoint is first used, so the server runs without them.
  */
 import type * as AgUi from "@ag-ui/core"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -63,9 +63,9 @@ const runParts = (deps: Deps, sessionId: string, runId: string, after: number) =
         if (item.ends !== undefined) ending = item.ends
         return item.parts
       }),
-      Stream.flattenIterables,
+      Stream.flattenIterable,
       Stream.map((part) => ({ _tag: "Part" as const, part })),
-      Stream.catchAll((error) =>
+      Stream.catch((error) =>
         Stream.sync(() => {
           ending = { _tag: "Error", message: `The session's events could not be read: ${describe(error)}` }
         }).pipe(Stream.drain)
@@ -296,7 +296,7 @@ export const agui = (deps: Deps, input: typeof Api.RunAgentInput.Type) =>
       Stream.mapEffect((item) =>
         item._tag === "Part" ? Effect.succeed(agUiPart(item.part)) : aguiEnding(deps, base, item.ending)
       ),
-      Stream.flattenIterables,
+      Stream.flattenIterable,
       Stream.map((event) => encoder.encodeSSE(event))
     )
     return ServerStream.sseResponse(
@@ -410,7 +410,7 @@ export const chat = (deps: Deps, request: typeof Api.ChatRequest.Type) =>
               : [{ type: "error", errorText: failureText(ending.outcome.reason) }]
         }
       }),
-      Stream.flattenIterables,
+      Stream.flattenIterable,
       (parts) => Stream.concat(Stream.make<Array<Chunk>>({ type: "start" }, { type: "start-step" }), parts)
     )
     const runtime = yield* Effect.runtime<never>()

@@ -4,15 +4,15 @@
  * translation of stored messages and live deltas into the parts the wire protocols are made of.
  */
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricBoundaries from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
@@ -32,7 +32,7 @@ export const follow = (
   sessionId: string,
   after: number,
   live: boolean,
-  idle: Duration.DurationInput | Effect.Effect<void> = "500 millis",
+  idle: Duration.Input | Effect.Effect<void> = "500 millis",
   endAtAfter = false
 ): Stream.Stream<Durable.SessionEvent, Durable.StoreFailed | Durable.SessionNotFound, SqlClient.SqlClient> =>
   Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle), endAtAfter })
@@ -66,7 +66,7 @@ export interface Limits {
   /** The most events queued. */
   readonly maxEvents: number
   /** How long the server waits, at a limit, for the client's socket to take something before dropping it. */
-  readonly stall: Duration.DurationInput
+  readonly stall: Duration.Input
 }
 
 /** The bytes the server holds for its event-stream clients now: events queued, and written but not yet sent. */
@@ -128,7 +128,7 @@ export const bounded = <E, R>(
   limits: Limits,
   socket: Socket
 ): Stream.Stream<Uint8Array, E, R> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+  Stream.unwrap(Effect.gen(function*() {
     const queue = yield* Queue.unbounded<Take.Take<Uint8Array, E>>()
     const dropped = yield* Deferred.make<void>()
     let queued = 0
@@ -136,21 +136,21 @@ export const bounded = <E, R>(
     let reported = 0
     let peak = 0
     let moved = yield* Deferred.make<void>()
-    const move = () => Deferred.unsafeDone(moved, Exit.void)
+    const move = () => Deferred.doneUnsafe(moved, Exit.void)
     socket.onDrain(move)
     const report = Effect.suspend(() => {
       const held = queued + socket.unsent()
       const change = held - reported
       reported = held
       peak = Math.max(peak, held)
-      return change === 0 ? Effect.void : Metric.incrementBy(heldBytes, change)
+      return change === 0 ? Effect.void : Metric.update(heldBytes, change)
     })
     yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => Effect.zipRight(Metric.incrementBy(heldBytes, -reported), Metric.update(peakBytes, peak)))
+      Effect.suspend(() => Effect.andThen(Metric.update(heldBytes, -reported), Metric.update(peakBytes, peak)))
     )
-    const drop = Effect.zipRight(
+    const drop = Effect.andThen(
       Effect.sync(() => socket.drop()),
-      Effect.zipRight(Metric.increment(clientsCut), Deferred.succeed(dropped, undefined))
+      Effect.andThen(Metric.increment(clientsCut), Deferred.succeed(dropped, undefined))
     )
     const fits = (size: number) => {
       const held = queued + socket.unsent()

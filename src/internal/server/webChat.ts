@@ -6,9 +6,9 @@
  * Content-Security-Policy: scripts and styles from the server only, no inline script, connections to
  * the server only.
  */
-import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpApp from "effect/http/HttpEffect"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"

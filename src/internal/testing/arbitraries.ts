@@ -4,7 +4,7 @@
  * point in the stream where the run is aborted. `Testing.scripted` plays a script as a model.
  */
 import * as Arbitrary from "effect/Arbitrary"
-import * as FastCheck from "effect/FastCheck"
+import * as FastCheck from "fast-check"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
 import type * as Tool from "../../Tool.js"

@@ -82,7 +82,7 @@ export const make = (
   answer: (request: Received, index: number) => Reply
 ): Effect.Effect<Server, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ server: http.Server; handle: Server }>((resume) => {
+    Effect.callback<{ server: http.Server; handle: Server }>((resume) => {
       const requests: Array<Received> = []
       const server = http.createServer((req, res) => {
         const chunks: Array<Buffer> = []
@@ -146,7 +146,7 @@ export const make = (
       })
     }),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })

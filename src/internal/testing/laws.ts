@@ -3,14 +3,14 @@
  * in call order; a run's events open and close in order and the run ends once (also in each
  * sub-agent's run, told apart by its path). Each check returns the first violation it finds, in words.
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type * as Event from "../../Event.js"
 import * as Message from "../../Message.js"
 
 /** The first way a history breaks the pairing law, if any. */
 export const pairingViolation = (history: ReadonlyArray<Message.Message>): string | undefined => {
   const checked = Message.validateHistory(history)
-  if (Either.isLeft(checked)) return checked.left.message
+  if (Result.isFailure(checked)) return checked.left.message
   const calls = history.flatMap((message) => message.role === "assistant" ? Message.toolCalls(message) : [])
   const results = history.filter((message) => message.role === "toolResult")
   if (results.length !== calls.length) {

@@ -3,7 +3,7 @@
  * entry before it on its branch), and the current branch is the path from the latest entry (the leaf)
  * back to the root. Shared by the in-memory and the JSON Lines stores of `Session`; pure, no effects.
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type * as Errors from "../../Errors.js"
 import type * as CompactionEntry from "../../internal/compactionEntry.js"
 import * as Pairing from "../../internal/pairing.js"
@@ -141,7 +141,7 @@ export class Tree {
    * tool call ids of the branch, or its first violation. The set is the tree's own, read-only to the
    * caller; later checks add to it.
    */
-  check(): Either.Either<ReadonlySet<string>, Errors.HistoryInvalid> {
+  check(): Result.Result<ReadonlySet<string>, Errors.HistoryInvalid> {
     const messages = this.messages
     if (messages !== this.checkedOf) {
       this.checkedOf = messages
@@ -153,11 +153,11 @@ export class Tree {
       if (violation !== undefined) {
         // the ids of the failed part are in the set: the next check starts over
         this.checkedOf = undefined
-        return Either.left(violation)
+        return Result.fail(violation)
       }
       this.checkedUpTo = messages.length
     }
-    return Either.right(this.checkedIds)
+    return Result.succeed(this.checkedIds)
   }
   /** The current branch replayed with each message's entry and line (built when asked). */
   get branch(): Replayed {

@@ -2,9 +2,9 @@
  * What the built-in file tools share: resolving a path in the workspace (an escape is a permission
  * denial), walking the workspace as `list_files` sees it, and the "did you mean" of a missing path.
  */
-import type * as PlatformError from "@effect/platform/Error"
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+import type * as PlatformError from "effect/PlatformError"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Errors from "../../Errors.js"

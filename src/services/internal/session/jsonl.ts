@@ -4,7 +4,7 @@
  * `sync` and every `fork`. After a failed write nothing more is written, since it may have left half a
  * line. Also the copy of a session's current branch into a new format-2 file.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Errors from "../../../Errors.js"
@@ -81,9 +81,9 @@ export const store = (
           return Effect.fail(storeFailed(path, "a message cannot be written as JSON", error))
         }
         return written(
-          durable ? Effect.zipRight(file.writeAll(bytes), file.sync) : file.writeAll(bytes),
+          durable ? Effect.andThen(file.writeAll(bytes), file.sync) : file.writeAll(bytes),
           "appending to the session"
-        ).pipe(Effect.zipRight(Effect.sync(() => {
+        ).pipe(Effect.andThen(Effect.sync(() => {
           for (const node of nodes) tree.add(node)
         })))
       })

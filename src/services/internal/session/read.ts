@@ -3,8 +3,8 @@
  * tree, without writing or locking anything. A bad line fails with `SessionCorrupt` naming it, except
  * the last one when a crash cut it off mid-write: that one is reported as torn, for the repair.
  */
-import type * as PlatformError from "@effect/platform/Error"
-import * as FileSystem from "@effect/platform/FileSystem"
+import type * as PlatformError from "effect/PlatformError"
+import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -127,8 +127,8 @@ const completeLines = (bytes: Uint8Array): Array<string> | number => {
   return lines
 }
 
-const decodeHeader = Schema.decodeUnknownEither(Format.Header)
-const decodeEntry = Schema.decodeUnknownEither(Format.Entry)
+const decodeHeader = Schema.decodeUnknownResult(Format.Header)
+const decodeEntry = Schema.decodeUnknownResult(Format.Entry)
 
 const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
 

@@ -7,7 +7,7 @@
  * written.
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Message from "../../../Message.js"
 import type * as Session from "../../Session.js"
 import { SessionCorrupt } from "./errors.js"
@@ -70,7 +70,7 @@ export const repair = (
       Effect.mapError(tree.check(), (error) => {
         // the line of the first message the recorded history breaks the law at (else the last line)
         const original = Message.validateHistory(contents.messages)
-        const index = Either.isLeft(original) ? original.left.index : contents.messages.length - 1
+        const index = Result.isFailure(original) ? original.left.index : contents.messages.length - 1
         const line = contents.lines[index] ?? Math.max(1, contents.lines[contents.lines.length - 1] ?? 1)
         return new SessionCorrupt({ path, line, description: `the history cannot be repaired: ${error.message}` })
       }),
