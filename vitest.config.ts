@@ -39,7 +39,8 @@ export default defineConfig({
           name: "durable",
           include: durable,
           pool: "forks",
-          poolOptions: { forks: { singleFork: true } },
+          maxWorkers: 1,
+          isolate: false,
           sequence: { groupOrder: 1 }
         }
       }

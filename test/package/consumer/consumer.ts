@@ -1,12 +1,13 @@
 // A strict NodeNext TypeScript application, type-checked against the installed package's .d.ts.
 import { Errors, Loop, Message, Model, Session, Tool } from "effect-agent"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 
 class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {}) {}
 
-class Clock extends Effect.Tag("Clock")<Clock, { readonly now: Effect.Effect<number> }>() {}
+class Clock extends Context.Service<Clock, { readonly now: Effect.Effect<number> }>()("Clock") {}
 
 const echo = Tool.make({
   name: "echo",
@@ -19,7 +20,7 @@ const now = Tool.make({
   name: "now",
   description: "The time",
   parameters: Schema.Struct({}),
-  execute: () => Effect.map(Clock.now, (time) => `${time}`)
+  execute: () => Clock.use((clock) => Effect.map(clock.now, (time) => `${time}`))
 })
 
 const program = Loop.run({ input: "Say hi through echo", tools: [echo, now], maxTurns: 10 })
