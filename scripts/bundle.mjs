@@ -16,40 +16,17 @@
  * library's entry points (dist/index.js, …): the command is a program of its own, and every part of it
  * that runs — the MCP module included — is a chunk of this bundle and shares the bundle's copy. Only
  * @modelcontextprotocol/sdk stays outside (an optional peer dependency, loaded by the MCP chunk when
- * `--mcp` is given), and so does better-sqlite3 (a native addon, loaded when a database is a SQLite
- * file); everything else it needs is inside.
+ * `--mcp` is given); everything else it needs is inside or comes with Node (`node:sqlite`, the
+ * embedded store).
  *
  *   node scripts/bundle.mjs        (part of `npm run build`)
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-
-/**
- * The providers' HTTP client (`NodeHttpClient.layerWithoutAgent` and `makeAgentLayer`, on Node's `http`)
- * taken from the file of @effect/platform-node that holds it, for src/cli/Providers.ts only. Its
- * `NodeHttpClient` module also holds the undici client, which `serve` uses (through @effect/cluster):
- * esbuild splits by file, so through that module the providers' chunk would import undici (700 KB) too.
- */
-const providersHttpClient = {
-  name: "providers-http-client",
-  setup(build) {
-    const platformNode = path.dirname(
-      createRequire(path.join(repo, "package.json")).resolve("@effect/platform-node/package.json")
-    )
-    build.onResolve(
-      { filter: /^@effect\/platform-node\/NodeHttpClient$/ },
-      (args) =>
-        args.importer.endsWith(path.join("src", "cli", "Providers.ts"))
-          ? { path: path.join(platformNode, "dist", "esm", "internal", "httpClient.js") }
-          : undefined
-    )
-  }
-}
 
 /** The entry loads the help or the command, which stay files of their own beside it. */
 const entryImports = {
@@ -76,7 +53,7 @@ const common = {
   bundle: true,
   format: "esm",
   platform: "node",
-  target: "node20",
+  target: "node22",
   // whitespace and syntax only: identifiers keep their names, so stack traces stay readable
   minifyWhitespace: true,
   minifySyntax: true,
@@ -96,15 +73,12 @@ const result = await esbuild.build({
   entryPoints: { main: "src/cli/main.ts" },
   chunkNames: "chunks/[name]-[hash]",
   splitting: true,
-  // better-sqlite3 finds its native addon from its own files: it stays a package of its own, loaded
-  // when a database is a SQLite file (`serve`, `--session` on SQLite)
-  external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*", "better-sqlite3"],
+  external: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*"],
   // the CommonJS packages inside (undici and ws for `serve`, pg, …) call `require` for Node's modules
   banner: {
     js:
       "import { createRequire as __createRequire } from \"node:module\";const require = __createRequire(import.meta.url);"
   },
-  plugins: [providersHttpClient],
   metafile: true
 })
 // BUNDLE_META=file writes what went into each output file (esbuild's metafile)

@@ -2,7 +2,8 @@
  * The layering of `src/` (docs/DESIGN.md, "The parts and their boundaries"), checked on every import
  * of every file: a module imports only modules of its own layer or of the layers below it; the
  * command's modules are imported only by the command; and neither the package's main entry nor the
- * command's loads an optional peer dependency (MCP, the AI SDK, the cluster, SQL) until it is used.
+ * command's loads an optional peer dependency (MCP, the AI SDK, PostgreSQL) or effect's cluster, SQL or
+ * AI modules until it is used.
  * The diagram of the layers in docs/DESIGN.md is checked against the list here.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -26,8 +27,11 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "Tracing",
       "internal/glob",
       "internal/jsonSchema",
+      "internal/schemaJson",
+      "internal/issues",
       "internal/compactionEntry",
       "internal/sqliteShared",
+      "internal/sqlite/*",
       "internal/processGroup",
       "internal/limits",
       "internal/pairing",
@@ -156,8 +160,13 @@ const packageJson = JSON.parse(Fs.readFileSync(NodePath.join(root, "package.json
 }
 const optionalPeers = Object.entries(packageJson.peerDependenciesMeta).filter(([, meta]) => meta.optional === true)
   .map(([name]) => name)
+/**
+ * `effect` carries its cluster, workflow, SQL, RPC and AI modules: they are loaded on demand like an
+ * optional peer (a user who never runs durable runs never loads the cluster)
+ */
+const onDemand = ["effect/cluster", "effect/workflow", "effect/sql", "effect/rpc", "effect/ai"]
 const isOptionalPeer = (specifier: string) =>
-  optionalPeers.some((peer) => specifier === peer || specifier.startsWith(`${peer}/`))
+  [...optionalPeers, ...onDemand].some((peer) => specifier === peer || specifier.startsWith(`${peer}/`))
 
 /** What loading `entry` loads: its static, value (not type-only) imports, transitively. */
 const staticClosure = (entry: string): ReadonlySet<string> => {
