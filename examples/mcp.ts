@@ -29,7 +29,7 @@ const FileServer = Mcp.stdio({
 
 const program = Effect.gen(function*() {
   // the server's tools (mcp__fs__read_text_file, mcp__fs__write_file, …), read again at every turn
-  const dynamicTools = yield* Mcp.Mcp.pipe(Effect.map((mcp) => mcp.tools))
+  const dynamicTools = (yield* Mcp.Mcp).tools
   yield* Loop.stream({
     input: `Write a haiku about Effect into ${dir}/haiku.txt, then list ${dir}.`,
     dynamicTools

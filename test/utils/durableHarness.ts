@@ -264,7 +264,7 @@ export const clusterClient = (sql: Layer.Layer<SqlClient.SqlClient, unknown>) =>
 export const spawn = (config: RunnerConfig) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const runner = yield* startRunner(config).pipe(Scope.extend(scope))
+    const runner = yield* startRunner(config).pipe(Scope.provide(scope))
     return { runner, close: Scope.close(scope, Exit.void) }
   })
 
@@ -283,7 +283,7 @@ export const awaitRunsEnded = (store: Store, count: number, timeoutMs = 60_000) 
     while (true) {
       const runs = yield* runStatuses(store)
       if (runs.length === count && runs.every((run) => run.status !== "running")) return runs
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`runs did not end: ${JSON.stringify(runs)}`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`runs did not end: ${JSON.stringify(runs)}`))
       yield* Effect.sleep("200 millis")
     }
   })

@@ -61,9 +61,9 @@ export const waitUntil = (what: string, check: () => boolean, timeout: Duration.
   Effect.gen(function*() {
     while (!check()) yield* Effect.sleep(Duration.millis(20))
   }).pipe(
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: timeout,
-      onTimeout: () => new HelperFailed({ message: `timed out waiting for ${what}` })
+      orElse: () => Effect.fail(new HelperFailed({ message: `timed out waiting for ${what}` }))
     })
   )
 

@@ -18,10 +18,7 @@ import * as Reaper from "./reaper.js"
 export const within =
   (duration: Duration.Input, what: () => string) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    effect.pipe(
-      Effect.timeoutFail({ duration, onTimeout: () => "timeout" as const }),
-      Effect.catchIf((error): error is "timeout" => error === "timeout", () => Effect.dieMessage(what()))
-    ) as Effect.Effect<A, E, R>
+    effect.pipe(Effect.timeoutOrElse({ duration, orElse: () => Effect.die(new Error(what())) }))
 
 /** A `serve` process. */
 export interface Serve {

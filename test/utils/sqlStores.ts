@@ -147,9 +147,9 @@ export const postgres = Effect.gen(function*() {
 export const recordStatements = Effect.map(Effect.tracer, (base) => {
   const statements: Array<string> = []
   const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind, options) => {
-      const span = base.span(name, parent, context, links, startTime, kind, options)
-      if (name === "sql.execute") {
+    span: (options) => {
+      const span = base.span(options)
+      if (options.name === "sql.execute") {
         const attribute = span.attribute.bind(span)
         span.attribute = (key, value) => {
           if (key === "db.query.text") statements.push(String(value))
@@ -158,7 +158,7 @@ export const recordStatements = Effect.map(Effect.tracer, (base) => {
       }
       return span
     },
-    context: (f, fiber) => base.context(f, fiber)
+    ...(base.context === undefined ? {} : { context: base.context })
   })
   return { statements, tracer }
 })
