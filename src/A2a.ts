@@ -129,7 +129,7 @@ export class TokenRequired extends Schema.TaggedError<TokenRequired>("effect-age
  */
 export class A2aOriginRefused extends Schema.TaggedError<A2aOriginRefused>("effect-agent/A2aOriginRefused")(
   "A2aOriginRefused",
-  { url: Schema.String, origin: Schema.String, via: Schema.Literal("card", "redirect") }
+  { url: Schema.String, origin: Schema.String, via: Schema.Literals(["card", "redirect"]) }
 ) {
   override get message(): string {
     return `The A2A agent at ${this.url} ${
@@ -151,7 +151,7 @@ export class A2aLimitExceeded extends Schema.TaggedError<A2aLimitExceeded>("effe
   {
     url: Schema.String,
     what: Schema.String,
-    limit: Schema.Literal("maxCardBytes", "maxResponseBytes"),
+    limit: Schema.Literals(["maxCardBytes", "maxResponseBytes"]),
     bytes: Schema.Number
   }
 ) {

@@ -72,7 +72,7 @@ export class ToolExecutionFailed
  * @since 0.1.0
  * @category Errors
  */
-export const Recoverable = Schema.Union(ToolNotFound, ToolInputInvalid, ToolExecutionFailed)
+export const Recoverable = Schema.Union([ToolNotFound, ToolInputInvalid, ToolExecutionFailed])
 
 /**
  * @since 0.1.0
@@ -249,13 +249,7 @@ export class ModelRequestFailed
  * @since 0.1.0
  * @category Errors
  */
-export const ModelError = Schema.Union(
-  ModelAuthenticationFailed,
-  ModelRateLimited,
-  ModelUnavailable,
-  ModelContextOverflow,
-  ModelResponseInvalid,
-  ModelRequestFailed
+export const ModelError = Schema.Union([ModelAuthenticationFailed, ModelRateLimited, ModelUnavailable, ModelContextOverflow, ModelResponseInvalid, ModelRequestFailed]
 )
 
 /**
@@ -312,7 +306,7 @@ export class SessionStoreFailed
  * @since 0.1.0
  * @category Errors
  */
-export const Terminal = Schema.Union(ToolPermissionDenied, MaxTurnsExceeded, ModelError, SessionStoreFailed)
+export const Terminal = Schema.Union([ToolPermissionDenied, MaxTurnsExceeded, ModelError, SessionStoreFailed])
 
 /**
  * @since 0.1.0

@@ -22,10 +22,7 @@ import * as Pairing from "./internal/pairing.js"
  * @since 0.1.0
  * @category Models
  */
-export const ProviderMetadata = Schema.Record({
-  key: Schema.String,
-  value: Schema.Record({ key: Schema.String, value: Schema.Unknown })
-})
+export const ProviderMetadata = Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Unknown))
 
 /**
  * @since 0.1.0
@@ -159,7 +156,7 @@ export interface Usage extends Schema.Schema.Type<typeof Usage> {}
  * @since 0.1.0
  * @category Models
  */
-export const StopReason = Schema.Literal("stop", "toolUse", "length", "error", "aborted")
+export const StopReason = Schema.Literals(["stop", "toolUse", "length", "error", "aborted"])
 
 /**
  * @since 0.1.0
@@ -175,7 +172,7 @@ export type StopReason = typeof StopReason.Type
  */
 export const UserMessage = Schema.Struct({
   role: Schema.Literal("user"),
-  content: Schema.Union(Schema.String, Schema.Array(Schema.Union(TextContent, ImageContent))),
+  content: Schema.Union([Schema.String, Schema.Array(Schema.Union([TextContent, ImageContent]))]),
   timestamp: Schema.Number
 })
 
@@ -193,7 +190,7 @@ export interface UserMessage extends Schema.Schema.Type<typeof UserMessage> {}
  */
 export const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
-  content: Schema.Array(Schema.Union(TextContent, ThinkingContent, ToolCall)),
+  content: Schema.Array(Schema.Union([TextContent, ThinkingContent, ToolCall])),
   stopReason: StopReason,
   usage: Schema.optional(Usage),
   model: Schema.optional(Schema.String),
@@ -218,7 +215,7 @@ export const ToolResultMessage = Schema.Struct({
   role: Schema.Literal("toolResult"),
   toolCallId: Schema.String,
   toolName: Schema.String,
-  content: Schema.Array(Schema.Union(TextContent, ImageContent)),
+  content: Schema.Array(Schema.Union([TextContent, ImageContent])),
   isError: Schema.Boolean,
   details: Schema.optional(Schema.Unknown),
   timestamp: Schema.Number
@@ -236,7 +233,7 @@ export interface ToolResultMessage extends Schema.Schema.Type<typeof ToolResultM
  * @since 0.1.0
  * @category Models
  */
-export const Message = Schema.Union(UserMessage, AssistantMessage, ToolResultMessage)
+export const Message = Schema.Union([UserMessage, AssistantMessage, ToolResultMessage])
 
 /**
  * @since 0.1.0

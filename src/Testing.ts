@@ -67,7 +67,7 @@ export class CassetteMismatch extends Schema.TaggedError<CassetteMismatch>("effe
  * @category Errors
  */
 export class LawViolated extends Schema.TaggedError<LawViolated>("effect-agent/LawViolated")("LawViolated", {
-  law: Schema.Literal("pairing", "events"),
+  law: Schema.Literals(["pairing", "events"]),
   description: Schema.String
 }) {
   override get message(): string {

@@ -92,7 +92,7 @@ describe("Loop.run", () => {
       const failing = Tool.make({
         name: "failing",
         description: "fails",
-        parameters: Schema.Struct({ mode: Schema.Literal("fail", "throw", "die") }),
+        parameters: Schema.Struct({ mode: Schema.Literals(["fail", "throw", "die"]) }),
         execute: ({ mode }) => {
           if (mode === "throw") throw new Error("kaboom")
           return mode === "fail"

@@ -333,7 +333,7 @@ describe("OpenAiResponses bad input", () => {
 const calculator = Tool.make({
   name: "calculator",
   description: "Arithmetic on two numbers",
-  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number, op: Schema.Literal("add", "multiply") }),
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number, op: Schema.Literals(["add", "multiply"]) }),
   execute: ({ a, b, op }) => Effect.succeed(String(op === "add" ? a + b : a * b))
 })
 

@@ -17,7 +17,7 @@ import { echo, scriptedRun } from "./utils/layers.js"
 const Invoice = Schema.Struct({
   vendor: Schema.String,
   total: Schema.Number,
-  currency: Schema.Literal("EUR", "USD")
+  currency: Schema.Literals(["EUR", "USD"])
 })
 
 const final = (id: string, input: unknown) => Message.assistant([Message.toolCall(id, Loop.outputToolName, input)])

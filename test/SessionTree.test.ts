@@ -468,7 +468,7 @@ describe("Session tree: format-1 files", () => {
   const v1Line = (message: Message.Message) => JSON.stringify({ type: "message", role: message.role, message }) + "\n"
   const V1Entry = Schema.Struct({
     type: Schema.Literal("message"),
-    role: Schema.Literal("user", "assistant", "toolResult"),
+    role: Schema.Literals(["user", "assistant", "toolResult"]),
     message: Message.Message
   })
   const V1Header = Schema.Struct({

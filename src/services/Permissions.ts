@@ -278,7 +278,7 @@ const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match e
  * @category Models
  */
 export const FileRule = Schema.transformOrFail(
-  Schema.Union(Schema.String, Schema.Object).annotate({
+  Schema.Union([Schema.String, Schema.Object]).annotate({
     message: () => ({
       message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`,
       override: true
@@ -318,7 +318,7 @@ export const File = Schema.Struct({
   ask: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
   deny: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
   otherwise: Schema.optionalWith(
-    Schema.Literal("allow", "ask", "deny").annotate({
+    Schema.Literals(["allow", "ask", "deny"]).annotate({
       message: () => ({ message: `expected "allow", "ask" or "deny"`, override: true })
     }),
     { exact: true }

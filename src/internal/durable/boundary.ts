@@ -35,7 +35,7 @@ import type { Run as DurableRun } from "./turns.js"
 
 /** What a tool call step returns: the call's output as the loop takes it. */
 export const ToolOutput = Schema.Struct({
-  content: Schema.Array(Schema.Union(Message.TextContent, Message.ImageContent)),
+  content: Schema.Array(Schema.Union([Message.TextContent, Message.ImageContent])),
   details: Schema.optional(Schema.Unknown)
 })
 
@@ -63,7 +63,7 @@ export const Folded = Schema.TaggedStruct("Folded", {
 export type Folded = typeof Folded.Type
 
 /** What a model step returns: the answer alone (the loop runs its calls as steps), or the folded turn. */
-const Response = Schema.Union(Message.AssistantMessage, Folded)
+const Response = Schema.Union([Message.AssistantMessage, Folded])
 
 const encodeFolded = Schema.encodeSync(Schema.fromJsonString(Folded))
 const encodeAnswer = Schema.encodeSync(Schema.fromJsonString(Message.AssistantMessage))

@@ -21,7 +21,7 @@ import { RunWorkflow, SessionEntity } from "./protocol.js"
 import { enqueue, insertAbort, insertRun, runningRun, waitForRun, withdrawIfIdle } from "./store.js"
 
 /** Whether an `Approve` failed because the call does not wait (rather than because the store failed). */
-const isRefusal = Schema.is(Schema.Union(NoRunGoingOn, CallNotWaiting))
+const isRefusal = Schema.is(Schema.Union([NoRunGoingOn, CallNotWaiting]))
 
 export const handlers = (options: Pick<Options, "policy"> & { readonly maxPromptBytes: number }) =>
   Effect.gen(function*() {

@@ -54,7 +54,7 @@ export class CallNotWaiting
     sessionId: Schema.String,
     toolCallId: Schema.String,
     /** The decision the call already has, when it has one; absent: the run has no such call waiting. */
-    decided: Schema.optional(Schema.Literal("allowed", "allowed for the session", "denied"))
+    decided: Schema.optional(Schema.Literals(["allowed", "allowed for the session", "denied"]))
   })
 {
   override get message(): string {

@@ -42,12 +42,12 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   Rpc.make("Prompt", {
     payload: { inputId: Schema.String, text: Schema.String },
     success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
-    error: Schema.Union(StoreFailed, PromptTooLarge),
+    error: Schema.Union([StoreFailed, PromptTooLarge]),
     primaryKey: ({ inputId }) => inputId
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Steer", {
     payload: { inputId: Schema.String, text: Schema.String },
-    error: Schema.Union(StoreFailed, PromptTooLarge, NoRunGoingOn),
+    error: Schema.Union([StoreFailed, PromptTooLarge, NoRunGoingOn]),
     primaryKey: ({ inputId }) => inputId
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("Abort", {
@@ -61,12 +61,12 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   Rpc.make("Approve", {
     payload: { toolCallId: Schema.String, decision: Decision },
     success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
-    error: Schema.Union(StoreFailed, SessionNotFound, NoRunGoingOn, CallNotWaiting)
+    error: Schema.Union([StoreFailed, SessionNotFound, NoRunGoingOn, CallNotWaiting])
   }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("History", {
     success: Schema.Array(Message.Message),
-    error: Schema.Union(StoreFailed, SessionNotFound)
+    error: Schema.Union([StoreFailed, SessionNotFound])
   }),
   Rpc.make("Wait", {
     payload: { runId: Schema.String },
@@ -76,7 +76,7 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   Rpc.make("Events", {
     payload: { after: Schema.optional(Schema.Number), live: Schema.optional(Schema.Boolean) },
     success: SessionEvent,
-    error: Schema.Union(StoreFailed, SessionNotFound),
+    error: Schema.Union([StoreFailed, SessionNotFound]),
     stream: true
   })
 ])

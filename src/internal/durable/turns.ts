@@ -117,9 +117,7 @@ export const begin = (
     return { run, input: "history" in loaded ? loaded.input : undefined }
   })
 
-const Loaded = Schema.Union(
-  Schema.Array(Message.Message),
-  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })
+const Loaded = Schema.Union([Schema.Array(Message.Message), Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })]
 )
 
 /**
@@ -217,7 +215,7 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
         return yield* step(Activity.make({
           name,
           success: Boundary.ToolOutput,
-          error: Schema.Union(Errors.ToolExecutionFailed, Schema.Unknown),
+          error: Schema.Union([Errors.ToolExecutionFailed, Schema.Unknown]),
           execute: Effect.gen(function*() {
             if (yield* run.aborted) {
               return yield* new Errors.ToolExecutionFailed({ description: "Skipped: run aborted" })

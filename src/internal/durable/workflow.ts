@@ -96,7 +96,7 @@ const lastDrain = (run: Run, turn: number, outcome: Outcome) =>
     )
   }))
 
-const LastDrain = Schema.Union(Inputs, Schema.Struct({ ended: Outcome }))
+const LastDrain = Schema.Union([Inputs, Schema.Struct({ ended: Outcome })])
 
 /**
  * The boundary after a turn, as one step: whether an `Abort` came, and if not the inputs that came in.

@@ -49,7 +49,7 @@ export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray
 
 const Timeout = Schema.optional(Schema.Number.pipe(Schema.nonNegative()))
 const Disabled = Schema.optional(Schema.Boolean)
-const StringMap = Schema.Record({ key: Schema.String, value: Schema.String })
+const StringMap = Schema.Record(Schema.String, Schema.String)
 const Common = {
   timeout: Timeout,
   disabled: Disabled,
@@ -61,23 +61,18 @@ const Common = {
 }
 
 const ConfigFile = Schema.Struct({
-  mcpServers: Schema.Record({
-    key: Schema.String,
-    value: Schema.Union(
-      Schema.Struct({
+  mcpServers: Schema.Record(Schema.String, Schema.Union([Schema.Struct({
         command: Schema.String,
         args: Schema.optional(Schema.Array(Schema.String)),
         env: Schema.optional(StringMap),
         cwd: Schema.optional(Schema.String),
         ...Common
-      }),
-      Schema.Struct({
+      }), Schema.Struct({
         url: Schema.String,
         headers: Schema.optional(StringMap),
         ...Common
-      })
-    )
-  })
+      })]
+    ))
 })
 
 // what the schema cannot say: a record drops a key named `__proto__` (it sets the prototype), and a

@@ -234,7 +234,7 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setUrlParams(Schema.Struct({
         cursor: Schema.optional(Id),
         limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
-        order: Schema.optional(Schema.Literal("id", "newest"))
+        order: Schema.optional(Schema.Literals(["id", "newest"]))
       }))
       .addSuccess(SessionPage)
       .annotate(
@@ -305,7 +305,7 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setPath(SessionPath)
       .setUrlParams(Schema.Struct({
         after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
-        live: Schema.optional(Schema.Literal("true", "false"))
+        live: Schema.optional(Schema.Literals(["true", "false"]))
       }))
       .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(LastEventId) }))
       .addSuccess(sse)
@@ -329,7 +329,7 @@ export const RunAgentInput = Schema.Struct({
   ),
   resume: Schema.optional(Schema.Array(Schema.Struct({
     interruptId: Schema.String,
-    status: Schema.Literal("resolved", "cancelled"),
+    status: Schema.Literals(["resolved", "cancelled"]),
     payload: Schema.optional(Schema.Unknown)
   })))
 })
