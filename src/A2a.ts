@@ -680,10 +680,10 @@ export const ask = (
     }).pipe(
       Effect.tapErrorTag("A2aLimitExceeded", () => cancel),
       Effect.onInterrupt(() => cancel),
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: remote.limits.streamTimeout,
-        onTimeout: () =>
-          new A2aTimedOut({ url, taskId: task.taskId, timeout: Duration.format(remote.limits.streamTimeout) })
+        orElse: () =>
+          Effect.fail(new A2aTimedOut({ url, taskId: task.taskId, timeout: Duration.format(remote.limits.streamTimeout) }))
       }),
       Effect.flatMap(() => answerOf(url, task, cancel))
     )

@@ -275,9 +275,9 @@ export const stream = <Tools extends ReadonlyArray<Tool.Any>, A, E, R>(
  * @since 0.1.0
  * @category Models
  */
-export class ChildSessions extends Context.Tag("effect-agent/ChildSessions")<ChildSessions, {
+export class ChildSessions extends Context.Service<ChildSessions, {
   readonly open: (name: string) => Effect.Effect<Session.Service, Errors.SessionStoreFailed, Scope.Scope>
-}>() {}
+}>()("effect-agent/ChildSessions") {}
 
 /**
  * Child sessions in memory, by name; reading one back is `open(name)` and its `messages`.

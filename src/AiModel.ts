@@ -166,7 +166,7 @@ const textOptions = (request: Model.Request) => {
   for (const definition of request.tools) tools[definition.name] = toAiTool(definition)
   return {
     prompt,
-    toolkit: { tools, handle: () => Effect.dieMessage("effect-agent runs the tools itself") },
+    toolkit: { tools, handle: () => Effect.die(new Error("effect-agent runs the tools itself")) },
     disableToolCallResolution: true
   }
 }

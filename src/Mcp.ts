@@ -162,7 +162,7 @@ export interface Service {
  * @since 0.1.0
  * @category Models
  */
-export class Mcp extends Context.Tag("effect-agent/Mcp")<Mcp, Service>() {}
+export class Mcp extends Context.Service<Mcp, Service>()("effect-agent/Mcp") {}
 
 // -----------------------------------------------------------------------------
 // Errors

@@ -81,7 +81,7 @@ export type Delta = Exclude<Event, { readonly _tag: "Finish" }>
  * @since 0.1.0
  * @category Models
  */
-export class Model extends Context.Tag("effect-agent/Model")<Model, Service>() {}
+export class Model extends Context.Service<Model, Service>()("effect-agent/Model") {}
 
 // -----------------------------------------------------------------------------
 // Constructors

@@ -303,7 +303,7 @@ const replayExchange = (
       yield* wait(exchange.failure.ms)
       return yield* Effect.fail(exchange.failure.error)
     }
-    return yield* Effect.dieMessage(`request ${exchange.n} of the cassette has neither a final message nor a failure`)
+    return yield* Effect.die(new Error(`request ${exchange.n} of the cassette has neither a final message nor a failure`))
   })
 
 // -----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ const scriptedLanguageModel = (
   const layer = Layer.effect(
     LanguageModel.LanguageModel,
     LanguageModel.make({
-      generateText: () => Effect.dieMessage("not used"),
+      generateText: () => Effect.die(new Error("not used")),
       streamText: (options) => {
         requests.push(options)
         return script[requests.length - 1] ?? Stream.dieMessage("script exhausted")

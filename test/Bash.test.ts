@@ -25,7 +25,7 @@ const pidsIn = (file: string, count: number) =>
       if (pids.length >= count) return pids
       yield* Effect.sleep("25 millis")
     }
-    return yield* Effect.dieMessage(`the command did not write ${count} pids to ${file}`)
+    return yield* Effect.die(new Error(`the command did not write ${count} pids to ${file}`))
   })
 
 // a tree: the shell, a background sleep, and a subshell with its own background sleep

@@ -38,7 +38,7 @@ const runner = (store: Store, model: Model.Service, options: Durable.Options = {
     Layer.provideMerge(Layer.orDie(store.layer))
   )
 
-class TestStore extends Context.Tag("test/TestStore")<TestStore, Store>() {}
+class TestStore extends Context.Service<TestStore, Store>()("test/TestStore") {}
 
 const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
   ["SQLite", Layer.effect(TestStore, Effect.map(tempDir("effect-agent-durable-"), (dir) => sqlite(dir)))],
@@ -902,7 +902,7 @@ const waitUntil = (check: () => boolean) =>
   Effect.gen(function*() {
     const deadline = Date.now() + 20_000
     while (!check()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage("timed out")
+      if (Date.now() > deadline) return yield* Effect.die(new Error("timed out"))
       yield* Effect.sleep("20 millis")
     }
   })
@@ -911,7 +911,7 @@ const waitUntilEffect = <E, R>(check: Effect.Effect<boolean, E, R>) =>
   Effect.gen(function*() {
     const deadline = Date.now() + 20_000
     while (!(yield* check)) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage("timed out")
+      if (Date.now() > deadline) return yield* Effect.die(new Error("timed out"))
       yield* Effect.sleep("50 millis")
     }
   })

@@ -239,7 +239,7 @@ describe("Durable Events: live events from another process", () => {
                 const place = yield* placement(`e${index}`)
                 if (place.session === want.session && place.workflow === want.workflow) return `e${index}`
               }
-              return yield* Effect.dieMessage(`no session placed ${JSON.stringify(want)}`)
+              return yield* Effect.die(new Error(`no session placed ${JSON.stringify(want)}`))
             })
           const servedHere = yield* pick({ session: true, workflow: false })
           const servedThere = yield* pick({ session: false, workflow: true })
@@ -327,9 +327,9 @@ const takeUntil = (queue: Queue.Dequeue<Durable.SessionEvent>, until: (event: Du
       if (until(event)) return taken
     }
   }).pipe(
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: "60 seconds",
-      onTimeout: () => new Error("the follower got nothing more: no write of this process woke it")
+      orElse: () => Effect.fail(new Error("the follower got nothing more: no write of this process woke it"))
     }),
     Effect.orDie
   )

@@ -240,7 +240,7 @@ const waitForEffect = (check: Effect.Effect<boolean>, what: string) =>
   Effect.gen(function*() {
     const deadline = Date.now() + 30_000
     while (!(yield* check)) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
       yield* Effect.sleep("50 millis")
     }
   })

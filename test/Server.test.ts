@@ -888,7 +888,7 @@ const peaksOver = (limit: number) =>
 /** Checks `condition` until it holds (an event of the server, seen through its metrics). */
 const waitUntil = (condition: Effect.Effect<boolean>) =>
   Effect.repeat(condition, { until: (holds) => holds, schedule: Schedule.spaced("20 millis") }).pipe(
-    Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("the condition never held") }),
+    Effect.timeoutOrElse({ duration: "60 seconds", orElse: () => Effect.fail(new Error("the condition never held")) }),
     Effect.orDie
   )
 

@@ -11,7 +11,7 @@ import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
 import { postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
-class TestStore extends Context.Tag("test/TestStore")<TestStore, Store>() {}
+class TestStore extends Context.Service<TestStore, Store>()("test/TestStore") {}
 
 const stores: ReadonlyArray<readonly [string, Layer.Layer<TestStore>]> = [
   ["SQLite", Layer.effect(TestStore, Effect.map(tempDir("effect-agent-sql-"), (dir) => sqlite(dir)))],

@@ -441,7 +441,7 @@ describe("Testing cassettes", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir
       const file = path.join(dir, "run.jsonl")
-      const real = Layer.effect(Model.Model, Effect.dieMessage("the real model was built"))
+      const real = Layer.effect(Model.Model, Effect.die(new Error("the real model was built")))
       const exit = yield* Effect.flatMap(
         Model.Model,
         (model) => model.complete({ messages: [Message.user("hi")], tools: [] })

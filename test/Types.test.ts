@@ -14,7 +14,7 @@ import type * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
 
 class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {}) {}
-class Database extends Context.Tag("test/Database")<Database, { readonly query: Effect.Effect<string> }>() {}
+class Database extends Context.Service<Database, { readonly query: Effect.Effect<string> }>()("test/Database") {}
 
 const recoverableOnly = Tool.make({
   name: "recoverable",
@@ -138,7 +138,7 @@ describe("sub-agents' types", () => {
   })
 
   it("a model layer's errors and requirements are the agent's", () => {
-    class Config extends Context.Tag("test/Config")<Config, string>() {}
+    class Config extends Context.Service<Config, string>()("test/Config") {}
     class ConfigMissing extends Schema.TaggedError<ConfigMissing>()("ConfigMissing", {}) {}
     const layered = Agent.make({
       name: "layered",

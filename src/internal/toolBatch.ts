@@ -167,12 +167,12 @@ const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Eff
   } catch (defect) {
     execute = Effect.die(defect)
   }
-  const bounded = timeout === undefined ? execute : Effect.timeoutFail(execute, {
+  const bounded = timeout === undefined ? execute : Effect.timeoutOrElse(execute, {
     duration: timeout,
-    onTimeout: () =>
-      new Errors.ToolExecutionFailed({
+    orElse: () =>
+      Effect.fail(new Errors.ToolExecutionFailed({
         description: `Tool ${call.name} timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))} and was stopped.`
-      })
+      }))
   })
   return Effect.catchCause(bounded, (cause) => {
     // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);

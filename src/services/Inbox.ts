@@ -30,7 +30,7 @@ export interface Service {
  * @since 0.1.0
  * @category Models
  */
-export class Inbox extends Context.Tag("effect-agent/Inbox")<Inbox, Service>() {}
+export class Inbox extends Context.Service<Inbox, Service>()("effect-agent/Inbox") {}
 
 /**
  * An in-memory inbox.

@@ -74,7 +74,7 @@ export interface Service {
  * @since 0.1.0
  * @category Models
  */
-export class Permissions extends Context.Tag("effect-agent/Permissions")<Permissions, Service>() {}
+export class Permissions extends Context.Service<Permissions, Service>()("effect-agent/Permissions") {}
 
 /**
  * Allows every call.

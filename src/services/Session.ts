@@ -95,7 +95,7 @@ export {
  * @since 0.1.0
  * @category Models
  */
-export class Session extends Context.Tag("effect-agent/Session")<Session, Service>() {}
+export class Session extends Context.Service<Session, Service>()("effect-agent/Session") {}
 
 /**
  * An in-memory session, optionally starting from a history.

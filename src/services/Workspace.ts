@@ -138,7 +138,7 @@ export const isSessionLock = (name: string): boolean => /^\.session-\d+-\d+\.loc
  * @since 0.1.0
  * @category Models
  */
-export class Workspace extends Context.Tag("effect-agent/Workspace")<Workspace, Service>() {}
+export class Workspace extends Context.Service<Workspace, Service>()("effect-agent/Workspace") {}
 
 // -----------------------------------------------------------------------------
 // Constructors

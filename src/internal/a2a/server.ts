@@ -95,7 +95,7 @@ export const makeApp = <Ag extends Agent.Any>(
   options: Options = {}
 ): Effect.Effect<App, never, Requirements<Ag> | Store.Store | Scope.Scope> =>
   Effect.gen(function*() {
-    if (agents.length === 0) return yield* Effect.dieMessage("A2A: serve at least one agent")
+    if (agents.length === 0) return yield* Effect.die(new Error("A2A: serve at least one agent"))
     const path = options.path ?? defaultPath
     const runtime = yield* Effect.runtime<Requirements<Ag>>()
     const store = yield* Store.Store

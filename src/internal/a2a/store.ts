@@ -48,7 +48,7 @@ export interface Admission {
 }
 
 /** The store's tag (`A2a.TaskStore`). */
-export class Store extends Context.Tag("effect-agent/A2aTaskStore")<Store, Service>() {}
+export class Store extends Context.Service<Store, Service>()("effect-agent/A2aTaskStore") {}
 
 /** The options of the in-memory store. */
 export interface MemoryOptions {
@@ -93,7 +93,7 @@ export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service, 
   Effect.gen(function*() {
     const maxTasks = options.maxTasks ?? defaultMaxTasks
     if (!Number.isInteger(maxTasks) || maxTasks < 1) {
-      return yield* Effect.dieMessage(`A2A: maxTasks must be a whole number of at least 1, not ${maxTasks}`)
+      return yield* Effect.die(new Error(`A2A: maxTasks must be a whole number of at least 1, not ${maxTasks}`))
     }
     const retention = Duration.fromInputUnsafe(options.retention ?? defaultRetention)
     const runtime = yield* Effect.runtime<never>()

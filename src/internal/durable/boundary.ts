@@ -439,12 +439,12 @@ export const executeTool = (
   })
   if (tool.timeout !== undefined) {
     const limit = Duration.fromInputUnsafe(tool.timeout)
-    execution = Effect.timeoutFail(execution, {
+    execution = Effect.timeoutOrElse(execution, {
       duration: limit,
-      onTimeout: () =>
-        new Errors.ToolExecutionFailed({
+      orElse: () =>
+        Effect.fail(new Errors.ToolExecutionFailed({
           description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
-        })
+        }))
     })
   }
   return Effect.map(

@@ -118,15 +118,15 @@ const bounded = (
   body: Effect.Effect<Tool.Output, CallFailed | Errors.ToolExecutionFailed>
 ): Effect.Effect<Tool.Output, Errors.ToolExecutionFailed> => {
   const limited = configuredTimeout(options, tool) === undefined ?
-    Effect.timeoutFail(body, {
+    Effect.timeoutOrElse(body, {
       duration: defaults.callTimeout,
-      onTimeout: () =>
-        new CallFailed(
+      orElse: () =>
+        Effect.fail(new CallFailed(
           `no answer within ${
             Duration.format(defaults.callTimeout)
           } (the default bound of an MCP call; the server's toolTimeout changes it)`,
           false
-        )
+        ))
     }) :
     body
   return Effect.mapError(limited, (error) =>

@@ -157,10 +157,10 @@ const initialize = (
   })
   return guard.watch(connect).pipe(
     Effect.mapError((error) => error._tag === "CallFailed" ? new InitializeFailed(server, error.reason, error) : error),
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: timeout,
-      onTimeout: () =>
-        new McpInitializeTimeout({ server, timeout: Duration.format(timeout), stderr: diagnostics.stderr.trim() })
+      orElse: () =>
+        Effect.fail(new McpInitializeTimeout({ server, timeout: Duration.format(timeout), stderr: diagnostics.stderr.trim() }))
     }),
     Effect.onError(() => closeAll),
     Effect.map(() => {

@@ -35,8 +35,8 @@ export const idleStream = <A>(
 ): Stream.Stream<A, Errors.ModelError> =>
   Stream.unwrap(Effect.map(Stream.toPull(bytes), (pull) =>
     Stream.repeatEffectChunkOption(
-      Effect.timeoutFail(Effect.repeat(pull, { while: Chunk.isEmpty }), {
+      Effect.timeoutOrElse(Effect.repeat(pull, { while: Chunk.isEmpty }), {
         duration: idle,
-        onTimeout: () => Option.some(onTimeout())
+        orElse: () => Effect.fail(Option.some(onTimeout()))
       }).pipe(Effect.withClock(liveClock))
     )))
