@@ -537,7 +537,7 @@ const restart = (store: Store) =>
     const started = yield* Deferred.make<void>()
     const gate = yield* Deferred.make<void>()
     const first = yield* Scope.make()
-    const url = yield* serve([rememberer(), blocking(started, gate)], options).pipe(Scope.extend(first))
+    const url = yield* serve([rememberer(), blocking(started, gate)], options).pipe(Scope.provide(first))
     const client = yield* clientOf(url)
     const task = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("apples")))))
     assert.strictEqual(textOf(task.artifacts[0]?.parts), "heard: apples")
@@ -602,7 +602,7 @@ describe("A2a.layer's task stores", () => {
   it.live("in memory, tasks/get does not survive a restart", () =>
     Effect.gen(function*() {
       const first = yield* Scope.make()
-      const url = yield* serve([rememberer()]).pipe(Scope.extend(first))
+      const url = yield* serve([rememberer()]).pipe(Scope.provide(first))
       const client = yield* clientOf(url)
       const task = asTask(yield* Effect.promise(() => client.sendMessage(request(userMessage("apples")))))
       yield* Scope.close(first, Exit.void)
@@ -965,7 +965,7 @@ describe("A2a.tool, against an @a2a-js/sdk server", () => {
   it.live("a call whose agent went away after its card was read is A2aUnreachable", () =>
     Effect.gen(function*() {
       const inner = yield* Scope.make()
-      const remote = yield* sdkServer().pipe(Scope.extend(inner))
+      const remote = yield* sdkServer().pipe(Scope.provide(inner))
       const tool = yield* A2a.tool(remote.url)
       yield* Scope.close(inner, Exit.void)
       const gone = yield* Effect.flip(callOf(tool, "hi").run)

@@ -121,7 +121,7 @@ const killTest = (
     const start = (index: number) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const runner = yield* startRunner(config(index)).pipe(Scope.extend(scope))
+        const runner = yield* startRunner(config(index)).pipe(Scope.provide(scope))
         runners[index] = { runner, scope }
       })
     yield* Effect.addFinalizer(() =>

@@ -496,7 +496,7 @@ describe("Mcp over HTTP (server-everything)", () => {
     Effect.gen(function*() {
       const port = yield* freePort
       const serverScope = yield* Scope.make()
-      yield* everythingHttp(port).pipe(Scope.extend(serverScope))
+      yield* everythingHttp(port).pipe(Scope.provide(serverScope))
       const { close, mcp } = yield* open(Mcp.http({ name: "web", url: `http://127.0.0.1:${port}/mcp` }))
       const echo = findTool(yield* mcp.tools, "mcp__web__echo")
       assert.deepStrictEqual(Tool.outputContent(yield* echo.execute({ message: "one" }, context(echo))).content, [
@@ -505,7 +505,7 @@ describe("Mcp over HTTP (server-everything)", () => {
       // the server restarts and forgets the session: the call is sent again in a new session
       yield* Scope.close(serverScope, Exit.void)
       const restarted = yield* Scope.make()
-      yield* everythingHttp(port).pipe(Scope.extend(restarted))
+      yield* everythingHttp(port).pipe(Scope.provide(restarted))
       assert.deepStrictEqual(Tool.outputContent(yield* echo.execute({ message: "two" }, context(echo))).content, [
         Message.text("Echo: two")
       ])

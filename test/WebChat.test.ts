@@ -177,7 +177,7 @@ beforeAll(async () => {
     stdio: "inherit"
   })
   const scope = Effect.runSync(Scope.make())
-  const chat = await Effect.runPromise(Scope.extend(setup, scope))
+  const chat = await Effect.runPromise(Scope.provide(setup, scope))
   shared = { chat, scope }
 }, 120_000)
 afterAll(async () => {

@@ -270,7 +270,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { report, service } = yield* Session.openJsonl(path).pipe(
-        Scope.extend(scope),
+        Scope.provide(scope),
         Effect.onError(() => Scope.close(scope, Exit.void))
       )
       yield* Scope.close(sessionScope, Exit.void)

@@ -259,7 +259,7 @@ const RuleObject = Schema.Struct({
   tools: strings,
   paths: strings,
   commands: strings,
-  reason: Schema.optionalWith(Schema.String, { exact: true })
+  reason: Schema.optionalKey(Schema.String)
 })
 
 /** The message for a rule object that sets no criterion: it would match every call, silently. */
@@ -314,9 +314,9 @@ export const FileRule = Schema.transformOrFail(
  * @category Models
  */
 export const File = Schema.Struct({
-  allow: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
-  ask: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
-  deny: Schema.optionalWith(Schema.Array(FileRule), { exact: true }),
+  allow: Schema.optionalKey(Schema.Array(FileRule)),
+  ask: Schema.optionalKey(Schema.Array(FileRule)),
+  deny: Schema.optionalKey(Schema.Array(FileRule)),
   otherwise: Schema.optionalWith(
     Schema.Literals(["allow", "ask", "deny"]).annotate({
       message: () => ({ message: `expected "allow", "ask" or "deny"`, override: true })
