@@ -30,8 +30,8 @@ import {
 } from "@a2a-js/sdk/client"
 import { A2AError } from "@a2a-js/sdk/errors"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import type * as HttpServer from "effect/http/HttpServer"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
 import type * as HttpServerError from "effect/http/HttpServerError"
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
@@ -335,15 +335,14 @@ export const defaultPath: typeof A2aServer.defaultPath = A2aServer.defaultPath
 export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
 
 /**
- * The agents' A2A routes (the card and the JSON-RPC endpoint) on the router of `HttpApiBuilder`: with
+ * The agents' A2A routes (the card and the JSON-RPC endpoint) on the `HttpRouter`: with
  * `Server.layer({ routes })` they are served beside the server's API (behind its token), or with
- * `HttpApiBuilder.Router.serve()` alone. The first agent answers a task unless the message's metadata
+ * `HttpRouter.serve(routes)` alone. The first agent answers a task unless the message's metadata
  * names another (`{ "skill": "<agent name>" }`).
  *
  * @example
  * ```ts
- * import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
- * import { Layer } from "effect"
+ * import * as HttpRouter from "effect/http/HttpRouter"
  * import { Agent, Message, Model } from "effect-agent"
  * import * as A2a from "effect-agent/A2a"
  *
@@ -356,7 +355,7 @@ export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
  *
  * // the card at /.well-known/agent-card.json, JSON-RPC at /a2a
  * const routes = A2a.layerRoutes([helper])
- * const app = HttpApiBuilder.Router.serve().pipe(Layer.provide(routes))
+ * const app = HttpRouter.serve(routes)
  * ```
  *
  * @since 0.1.0
@@ -365,12 +364,12 @@ export type Requirements<Ag extends Agent.Any> = A2aServer.Requirements<Ag>
 export const layerRoutes = <Ag extends Agent.Any, E = never, R = never>(
   agents: ReadonlyArray<Ag>,
   options?: ServeOptions<E, R>
-): Layer.Layer<never, E, Requirements<Ag> | R> =>
-  HttpApiBuilder.Router.use((router) =>
+): Layer.Layer<never, E, HttpRouter.HttpRouter | Requirements<Ag> | R> =>
+  HttpRouter.use((router) =>
     Effect.gen(function*() {
       const app = yield* A2aServer.makeApp(agents, options)
-      yield* router.get(A2aServer.cardPath, app.card)
-      yield* router.post(app.path, app.rpc)
+      yield* router.add("GET", A2aServer.cardPath, app.card)
+      yield* router.add("POST", app.path, app.rpc)
     })
   ).pipe(Layer.provide(options?.store ?? layerStoreMemory()))
 
@@ -428,9 +427,14 @@ export const layer = <Ag extends Agent.Any, E = never, R = never>(
 ): Layer.Layer<HttpServer.HttpServer, TokenRequired | HttpServerError.ServeError | E, Requirements<Ag> | R> => {
   const host = options.host ?? "127.0.0.1"
   const token = HttpGuard.tokenValue(options.token)
-  if (token === undefined && !HttpGuard.isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
-  return HttpApiBuilder.Router.serve(A2aServer.guard({ token, allowedHosts: options.allowedHosts })).pipe(
-    Layer.provide(layerRoutes(agents, options)),
+  if (token === undefined && !HttpGuard.isLoopback(host)) {
+    return Layer.effect(HttpServer.HttpServer, Effect.fail(new TokenRequired({ host })))
+  }
+  const guard = A2aServer.guard({ token, allowedHosts: options.allowedHosts })
+  return Layer.effectDiscard(
+    Effect.flatMap(A2aServer.makeApp(agents, options), (app) => HttpServer.serveEffect()(guard(A2aServer.route(app))))
+  ).pipe(
+    Layer.provide(options.store ?? layerStoreMemory()),
     Layer.provideMerge(NodeHttpServer.layer(() => Http.createServer(), { host, port: options.port ?? 0 }))
   )
 }

@@ -351,10 +351,10 @@ export const readConfig: (
     try: () => JSON.parse(text) as unknown,
     catch: (error) => new McpErrors.McpConfigInvalid({ source: path, reason: `not JSON: ${McpErrors.describe(error)}` })
   })
-  return yield* Result.mapError(
+  return yield* Effect.fromResult(Result.mapError(
     parseConfig(json, NodePath.dirname(NodePath.resolve(path))),
     (reason) => new McpErrors.McpConfigInvalid({ source: path, reason })
-  )
+  ))
 })
 
 /**

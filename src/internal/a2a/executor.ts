@@ -10,12 +10,13 @@ import { type Message as A2aMessage, Role, TaskState } from "@a2a-js/sdk"
 import { RequestMalformedError } from "@a2a-js/sdk/errors"
 import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from "@a2a-js/sdk/server"
 import * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import { randomUUID } from "node:crypto"
 import * as Agent from "../../Agent.js"
 import type * as Event from "../../Event.js"
@@ -51,7 +52,7 @@ export const skillKey = "skill"
 
 /** A run going on, by task id. */
 interface Running {
-  fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  fiber: Fiber.Fiber<unknown, unknown> | undefined
   /** Settles when the run has ended and its final state is published. */
   done: Promise<void>
   /** The call waiting for the client's answer, if any. */
@@ -117,7 +118,7 @@ const agentOf = <Ag extends Agent.Any>(
  * settles then.
  */
 const settled = (
-  fiber: Fiber.RuntimeFiber<{ readonly output: unknown }, unknown>,
+  fiber: Fiber.Fiber<{ readonly output: unknown }, unknown>,
   agent: Agent.Any,
   publish: ReturnType<typeof publisher>,
   onEnd: () => void
@@ -168,10 +169,10 @@ const answerTask = (
   return existing.done
 }
 
-/** The executor of `agents`, running them in `runtime`. */
+/** The executor of `agents`, running them with `services`. */
 export const make = <Ag extends Agent.Any>(
   agents: ReadonlyArray<Ag>,
-  runtime: Runtime.Runtime<never>,
+  services: Context.Context<never>,
   options: Options & { readonly openSession: NonNullable<Options["openSession"]> }
 ): AgentExecutor & { readonly interruptAll: Effect.Effect<void> } => {
   const running = new Map<string, Running>()
@@ -189,7 +190,7 @@ export const make = <Ag extends Agent.Any>(
       ask: asker(record, publish)
     }).pipe(lock.withPermits(1), Effect.ensuring(Effect.sync(release)))
     running.set(taskId, record)
-    const fiber = Runtime.runFork(runtime)(run)
+    const fiber = Effect.runForkWith(services)(run)
     record.fiber = fiber
     record.done = settled(fiber, agent, publish, () => running.delete(taskId))
     return record
@@ -213,7 +214,7 @@ export const make = <Ag extends Agent.Any>(
         return publisher(bus, taskId, "").status(TaskState.TASK_STATE_CANCELED, "the task was canceled")
       }
       // the run's observer publishes `canceled` once its calls are closed
-      await Runtime.runPromise(runtime)(Fiber.interrupt(record.fiber))
+      await Effect.runPromiseWith(services)(Fiber.interrupt(record.fiber))
       await record.done
     },
     interruptAll: Effect.suspend(() =>
@@ -227,9 +228,9 @@ export const make = <Ag extends Agent.Any>(
  * while a run holds it or waits for it.
  */
 const contextLocks = () => {
-  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
+  const locks = new Map<string, { readonly lock: Semaphore.Semaphore; users: number }>()
   return (contextId: string) => {
-    const entry = locks.get(contextId) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
+    const entry = locks.get(contextId) ?? { lock: Semaphore.makeUnsafe(1), users: 0 }
     locks.set(contextId, entry)
     entry.users++
     const release = () => {

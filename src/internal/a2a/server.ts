@@ -28,12 +28,13 @@ import {
   UnauthenticatedUser,
   validateVersion
 } from "@a2a-js/sdk/server"
-import type * as HttpApp from "effect/http/HttpEffect"
-import type * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServer from "effect/http/HttpServer"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as NetAddress from "effect/net/NetAddress"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -76,9 +77,12 @@ const defaultMaxBodyBytes = 1024 * 1024
 /** The card and the JSON-RPC endpoint, as handlers of an `HttpRouter`. */
 export interface App {
   readonly path: `/${string}`
-  readonly card: HttpRouter.Route.Handler<never, never>
-  readonly rpc: HttpRouter.Route.Handler<never, never>
+  readonly card: Handler
+  readonly rpc: Handler
 }
+
+/** A route's handler: the answer to the request of the context. */
+export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
 
 /** The services a run of `Ag` needs from the server's context. */
 export type Requirements<Ag extends Agent.Any> = Exclude<
@@ -97,9 +101,10 @@ export const makeApp = <Ag extends Agent.Any>(
   Effect.gen(function*() {
     if (agents.length === 0) return yield* Effect.die(new Error("A2A: serve at least one agent"))
     const path = options.path ?? defaultPath
-    const runtime = yield* Effect.runtime<Requirements<Ag>>()
+    const context = yield* Effect.context<Requirements<Ag>>()
     const store = yield* Store.Store
-    const executor = Executor.make(agents, runtime as any, {
+    // the runs need only what `Requirements<Ag>` names, which the context has
+    const executor = Executor.make(agents, context as Context.Context<never>, {
       ...options,
       openSession: options.openSession ?? store.session
     })
@@ -139,23 +144,23 @@ export const makeApp = <Ag extends Agent.Any>(
         validateVersion(context.requestedVersion, card, "JSONRPC")
         return (isLegacy ? legacy : v1).handle(body as Record<string, unknown>, context)
       }).pipe(Effect.result)
-      if (answer._tag === "Left") {
-        const mapped = mapError(answer.left.error)
-        return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapped })
+      if (answer._tag === "Failure") {
+        const mapped = mapError(answer.failure.cause)
+        return HttpServerResponse.jsonUnsafe({ jsonrpc: "2.0", id, error: mapped })
       }
-      const result = answer.right
+      const result = answer.success
       if (!isAsyncIterable(result)) {
-        return HttpServerResponse.unsafeJson(result)
+        return HttpServerResponse.jsonUnsafe(result)
       }
       const iterator = result[Symbol.asyncIterator]()
       const first = yield* Effect.tryPromise(() =>
         iterator.next()
       ).pipe(Effect.result)
-      if (first._tag === "Left") {
-        return HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: mapError(first.left.error) })
+      if (first._tag === "Failure") {
+        return HttpServerResponse.jsonUnsafe({ jsonrpc: "2.0", id, error: mapError(first.failure.cause) })
       }
       return HttpServerResponse.stream(
-        sse(iterator, first.right, (cause) =>
+        sse(iterator, first.success, (cause) =>
           formatSSEErrorEvent({ jsonrpc: "2.0", id, error: mapError(cause) })),
         {
           contentType: "text/event-stream",
@@ -167,19 +172,31 @@ export const makeApp = <Ag extends Agent.Any>(
     return { path, card: cardHandler, rpc: rpcHandler }
   })
 
+/** The card and the endpoint as one handler, for a server of their own; any other request is answered 404. */
+export const route = (app: App): Handler =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const path = request.url.split("?")[0]
+    if (path === cardPath && request.method === "GET") return app.card
+    if (path === app.path && request.method === "POST") return app.rpc
+    return Effect.succeed(HttpServerResponse.empty({ status: 404 }))
+  })
+
 // -----------------------------------------------------------------------------
 // Helpers
 // -----------------------------------------------------------------------------
 
 /** A JSON-RPC error answer (HTTP 200 unless `status` says otherwise). */
 const rpcError = (code: number, message: string, id: unknown = null, status = 200) =>
-  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", id, error: { code, message } }, { status })
+  HttpServerResponse.jsonUnsafe({ jsonrpc: "2.0", id, error: { code, message } }, { status })
 
 /**
  * Who may ask the A2A server alone (`A2a.layer`), around all its routes: `HttpGuard.refusal` (the
  * `Host`, the `Origin`, the token), a refused request answered with its status and one line of JSON.
  */
-export const guard = (policy: HttpGuard.Policy) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+export const guard = (policy: HttpGuard.Policy) =>
+<E, R>(
+  app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const headers = request.headers
     const refusal = HttpGuard.refusal(policy, {
@@ -190,7 +207,7 @@ export const guard = (policy: HttpGuard.Policy) => <E, R>(app: HttpApp.Default<E
     return refusal === undefined
       ? app
       : Effect.succeed(
-        HttpServerResponse.unsafeJson({
+        HttpServerResponse.jsonUnsafe({
           _tag: refusal.status === 401 ? "Unauthorized" : "Forbidden",
           message: refusal.message
         }, {
@@ -346,14 +363,14 @@ const cardHandlerOf = (card: AgentCard, configured: string | undefined, path: st
  * its loopback address (the `url` option names it otherwise); a Unix socket has none (the card gives the
  * path alone).
  */
-const origin = (address: HttpServer.Address): string => {
-  if (address._tag !== "TcpAddress") return ""
-  const host = address.hostname === "0.0.0.0" || address.hostname === ""
+const origin = (address: NetAddress.SocketAddress): string => {
+  if (NetAddress.isUnixPathAddress(address)) return ""
+  const host = !NetAddress.isUnspecified(address.address)
+    ? NetAddress.formatIp(address.address)
+    : address._tag === "InetAddressV4"
     ? "127.0.0.1"
-    : address.hostname === "::"
-    ? "::1"
-    : address.hostname
-  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`
+    : "::1"
+  return `http://${NetAddress.formatUrlHostString(host)}:${address.port}`
 }
 
 const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> =>
@@ -370,13 +387,13 @@ const sse = (
   errorEvent: (cause: unknown) => string
 ): Stream.Stream<Uint8Array> => {
   let finished = first.done === true
-  const rest: Stream.Stream<string> = Stream.repeatEffectOption(Effect.suspend(() => {
-    if (finished) return Effect.fail(Option.none())
+  const rest: Stream.Stream<string> = Stream.fromPull(Effect.succeed(Effect.suspend(() => {
+    if (finished) return Cause.done()
     return Effect.tryPromise(() => iterator.next()).pipe(
       Effect.match({
         onFailure: (error) => {
           finished = true
-          return Option.some(errorEvent(error.error))
+          return Option.some(errorEvent(error.cause))
         },
         onSuccess: (result) => {
           if (result.done === true) {
@@ -386,9 +403,9 @@ const sse = (
           return Option.some(formatSSEEvent(result.value))
         }
       }),
-      Effect.flatMap(Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed }))
+      Effect.flatMap(Option.match({ onNone: () => Cause.done(), onSome: (event) => Effect.succeed([event] as const) }))
     )
-  }))
+  })))
   return Stream.concat(first.done === true ? Stream.empty : Stream.make(formatSSEEvent(first.value)), rest).pipe(
     Stream.ensuring(Effect.sync(() => {
       if (!finished) void drain(iterator)

@@ -21,7 +21,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
@@ -96,8 +95,8 @@ export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service, 
       return yield* Effect.die(new Error(`A2A: maxTasks must be a whole number of at least 1, not ${maxTasks}`))
     }
     const retention = Duration.fromInputUnsafe(options.retention ?? defaultRetention)
-    const runtime = yield* Effect.runtime<never>()
-    const now = () => Runtime.runSync(runtime)(Clock.currentTimeMillis)
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
     const state = emptyMemory()
     const prune = () => pruneMemory(state, now() - Duration.toMillis(retention))
 
@@ -240,8 +239,8 @@ export const makeSql = (
     const retention = Duration.fromInputUnsafe(options.retention ?? defaultRetention)
     yield* SessionSql.migrate()
     yield* createTables(sql)
-    const runtime = yield* Effect.runtime<never>()
-    const run = <A>(effect: Effect.Effect<A, unknown>) => Runtime.runPromise(runtime)(effect)
+    const context = yield* Effect.context<never>()
+    const run = <A>(effect: Effect.Effect<A, unknown>) => Effect.runPromiseWith(context)(effect)
     const write = writeSql(sql)
     const prune = pruneSql(sql, retention)
 

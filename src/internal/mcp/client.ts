@@ -7,6 +7,7 @@ import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextpro
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
+import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Errors from "../../Errors.js"
@@ -32,7 +33,7 @@ export const connect = (options: ServerOptions): Effect.Effect<Server, McpError,
     const state: { current: Connection | undefined } = { current: undefined }
     const listChanged = yield* Queue.sliding<void>(1)
     const tools = yield* SubscriptionRef.make<ReadonlyArray<McpTool>>([])
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
     yield* Effect.addFinalizer(() => state.current === undefined ? Effect.void : close(state.current))
 
     const open = Effect.suspend(() => openConnection(options, () => Queue.offerUnsafe(listChanged, undefined)))
@@ -90,7 +91,7 @@ export const connect = (options: ServerOptions): Effect.Effect<Server, McpError,
     return {
       name: options.name,
       tools: SubscriptionRef.get(tools),
-      changes: tools.changes,
+      changes: SubscriptionRef.changes(tools),
       pid: Effect.sync(() => state.current?.process?.pid)
     } satisfies Server
   })

@@ -4,8 +4,8 @@
  */
 import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as NodePath from "node:path"
 import type { ServerOptions } from "../../Mcp.js"
 
@@ -21,6 +21,13 @@ export const defaults = {
   warnTools: 100
 } as const
 
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const pathOf = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>): string =>
+  path.length === 0 ?
+    "(root)" :
+    path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")
+
 /** Parses the `mcpServers` JSON into server options; a relative `cwd` resolves against `base`. */
 export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray<ServerOptions>, string> =>
   Result.flatMap(checkNames(json), () =>
@@ -28,8 +35,8 @@ export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray
       Result.mapError(
         Schema.decodeUnknownResult(ConfigFile, { errors: "all" })(json),
         (error) =>
-          ParseResult.ArrayFormatter.formatErrorSync(error)
-            .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
+          formatIssues(error.issue).issues
+            .map((issue) => `${pathOf(issue.path ?? [])}: ${issue.message}`)
             .join("; ")
       ),
       (config) =>
@@ -47,13 +54,13 @@ export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray
         })
     ))
 
-const Timeout = Schema.optional(Schema.Number.pipe(Schema.nonNegative()))
+const Timeout = Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)))
 const Disabled = Schema.optional(Schema.Boolean)
 const StringMap = Schema.Record(Schema.String, Schema.String)
 const Common = {
   timeout: Timeout,
   disabled: Disabled,
-  maxMessageBytes: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
+  maxMessageBytes: Schema.optional(Schema.Number.check(Schema.isInt(), Schema.isGreaterThan(0))),
   tools: Schema.optional(Schema.Struct({
     allow: Schema.optional(Schema.Array(Schema.String)),
     deny: Schema.optional(Schema.Array(Schema.String))

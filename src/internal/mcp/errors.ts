@@ -4,6 +4,7 @@
  */
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError as ProtocolError } from "@modelcontextprotocol/sdk/types.js"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
 /**
@@ -30,7 +31,10 @@ export class McpInitializeTimeout
     /** The end of the server's stderr, if it wrote any. */
     stderr: Schema.String,
     /** The request that was not answered. */
-    request: Schema.optionalWith(Schema.String, { default: () => "initialize" })
+    request: Schema.String.pipe(
+      Schema.withDecodingDefaultKey(Effect.succeed("initialize")),
+      Schema.withConstructorDefault(Effect.succeed("initialize"))
+    )
   })
 {
   override get message(): string {

@@ -6,7 +6,6 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/Fiber"
 
 /** A call that failed, with whether the server no longer knows the session (then it is sent again). */
 export class CallFailed {
@@ -20,7 +19,7 @@ export class CallFailed {
  */
 export class Guard {
   reason: string | undefined = undefined
-  readonly failed = Deferred.makeUnsafe<never, CallFailed>(FiberId.none)
+  readonly failed = Deferred.makeUnsafe<never, CallFailed>()
   constructor(readonly maxMessageBytes: number) {}
   tooLarge(bytes: number): void {
     if (this.reason !== undefined) return

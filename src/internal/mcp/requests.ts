@@ -37,7 +37,7 @@ export const listTools = (
         // each page has the handshake's deadline; a server that pages without end is stopped by the cap
         const page = await connection.client.listTools(cursor === undefined ? {} : { cursor }, {
           signal,
-          timeout: Duration.toMillis(timeout)
+          timeout: Duration.toMillis(Duration.fromInputUnsafe(timeout))
         })
         all.push(...page.tools)
         if (all.length > maxTools || ++pages > maxTools) {
@@ -49,7 +49,7 @@ export const listTools = (
     },
     catch: (error) =>
       error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout ?
-        new McpInitializeTimeout({ server, timeout: Duration.format(timeout), stderr: "", request: "tools/list" }) :
+        new McpInitializeTimeout({ server, timeout: Duration.format(Duration.fromInputUnsafe(timeout)), stderr: "", request: "tools/list" }) :
         new McpConnectionFailed({
           server,
           reason: error instanceof TooMany ? error.message : `tools/list failed: ${describe(error)}`

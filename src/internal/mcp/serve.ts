@@ -29,12 +29,12 @@ import {
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as JSONSchema from "effect/JsonSchema"
+import type * as Context from "effect/Context"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import { randomUUID } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
@@ -113,7 +113,7 @@ const serveTracked = <Ag extends Agent.Any>(
   options: ServeOptions,
   running: Running
 ): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
-  Effect.map(Effect.runtime<never>(), (runtime) => {
+  Effect.map(Effect.context<Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>>(), (context) => {
     const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
     const sessions = new Map<string, Session.Service>()
     const rules = options.permissions
@@ -130,7 +130,8 @@ const serveTracked = <Ag extends Agent.Any>(
         ...rules,
         confirm: rules.confirm ?? cannotAsk
       }),
-      runtime: runtime as Runtime.Runtime<unknown>,
+      // the context has every service the agents' runs need besides the two each call provides
+      context: context as Context.Context<unknown>,
       running
     }
     const tools: Array<McpToolDefinition> = agents.map((agent) => ({
@@ -156,10 +157,10 @@ interface Calls {
   readonly byTool: ReadonlyMap<string, Agent.Any>
   readonly maxPromptLength: number
   /** A lock per session this server returned, so one conversation runs one prompt at a time. */
-  readonly locks: Map<string, Effect.Semaphore>
+  readonly locks: Map<string, Semaphore.Semaphore>
   readonly openSession: (id: string) => Effect.Effect<Session.Service, unknown>
   readonly permissions: Layer.Layer<Permissions.Permissions> | undefined
-  readonly runtime: Runtime.Runtime<unknown>
+  readonly context: Context.Context<unknown>
   readonly running: Running
 }
 
@@ -168,7 +169,7 @@ type CallExtra = RequestHandlerExtra<ServerRequest, ServerNotification>
 /** A call of an agent's tool: the checked arguments, a run of the agent in the session, its result. */
 const callTool = async (calls: Calls, request: CallToolRequest, extra: CallExtra): Promise<CallToolResult> => {
   const { agent, prompt, sessionId } = checkCall(calls, request)
-  const lock = calls.locks.get(sessionId) ?? Effect.unsafeMakeSemaphore(1)
+  const lock = calls.locks.get(sessionId) ?? Semaphore.makeUnsafe(1)
   calls.locks.set(sessionId, lock)
   const run = Effect.gen(function*() {
     const session = yield* calls.openSession(sessionId)
@@ -183,10 +184,7 @@ const callTool = async (calls: Calls, request: CallToolRequest, extra: CallExtra
   const onAbort = () => abort.abort()
   extra.signal.addEventListener("abort", onAbort)
   calls.running.set(key, abort)
-  const exit = await Runtime.runPromiseExit(calls.runtime)(
-    run as Effect.Effect<{ readonly output: unknown }, unknown, unknown>,
-    { signal: abort.signal }
-  ).finally(() => {
+  const exit = await Effect.runPromiseExitWith(calls.context)(run, { signal: abort.signal }).finally(() => {
     extra.signal.removeEventListener("abort", onAbort)
     if (calls.running.get(key) === abort) calls.running.delete(key)
   })
@@ -508,20 +506,25 @@ export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
 // Helpers
 // -----------------------------------------------------------------------------
 
-const isObjectSchema = (schema: Schema.Schema<any, any, never>): boolean => {
-  const json = JSONSchema.make(schema) as { readonly type?: unknown }
-  return json.type === "object"
+/** The JSON Schema of an answer (draft 2020-12), its definitions under `$defs`. */
+const jsonSchemaOf = (schema: Schema.Encoder<unknown>): { readonly [key: string]: unknown } => {
+  const document = Schema.toJsonSchemaDocument(schema)
+  return Object.keys(document.definitions).length === 0
+    ? document.schema
+    : { ...document.schema, $defs: document.definitions }
 }
 
-const outputSchema = (schema: Schema.Schema<any, any, never>): McpToolDefinition["outputSchema"] & object => {
-  const { $schema: _, ...json } = JSONSchema.make(schema) as unknown as { readonly [key: string]: unknown }
-  return isObjectSchema(schema)
-    ? json as { type: "object" }
+const isObjectSchema = (schema: Schema.Encoder<unknown>): boolean => jsonSchemaOf(schema).type === "object"
+
+const outputSchema = (schema: Schema.Encoder<unknown>): McpToolDefinition["outputSchema"] & object => {
+  const json = jsonSchemaOf(schema)
+  return json.type === "object"
+    ? { ...json, type: "object" }
     : { type: "object", properties: { value: json }, required: ["value"] }
 }
 
 /** The answer encoded with its Schema, as an object (a non-object answer is `{ value }`). */
-const structuredOf = (schema: Schema.Schema<any, any, never>, value: unknown): { [key: string]: unknown } => {
+const structuredOf = (schema: Schema.Encoder<unknown>, value: unknown): { [key: string]: unknown } => {
   const encoded = Schema.encodeUnknownSync(schema)(value)
   return isObjectSchema(schema) ? encoded as { [key: string]: unknown } : { value: encoded }
 }

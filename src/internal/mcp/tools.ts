@@ -52,14 +52,14 @@ export const makeTools = (
       if ((allow !== undefined && !allow(definition.name)) || deny?.(definition.name) === true) continue
       const jsonSchema = definition.inputSchema as Tool.JsonSchema
       const parameters = JsonSchema.parameters(jsonSchema)
-      if (Result.isFailure(parameters)) return invalid(`its input schema cannot be compiled: ${parameters.left}`)
+      if (Result.isFailure(parameters)) return invalid(`its input schema cannot be compiled: ${parameters.failure}`)
       const description = definition.description ?? definition.title ?? definition.annotations?.title ?? ""
       tools.push({
         name: toolName(options.name, definition.name),
         description: description.length > defaults.maxDescriptionChars ?
           `${description.slice(0, defaults.maxDescriptionChars)}… (cut at ${defaults.maxDescriptionChars} characters)` :
           description,
-        parameters: parameters.right,
+        parameters: parameters.success,
         jsonSchema,
         execute: (input, context) => call(definition, input, context),
         execution: "parallel",
