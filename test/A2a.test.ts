@@ -22,8 +22,8 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import type * as NetAddress from "effect/net/NetAddress"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -55,7 +55,7 @@ import { postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 const serve = <Ag extends Agent.Any, E = never>(agents: ReadonlyArray<Ag>, options?: A2a.LayerOptions<E>) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(A2a.layer(agents, options) as Layer.Layer<HttpServer.HttpServer, unknown>)
-    const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+    const address = Context.get(context, HttpServer.HttpServer).address as NetAddress.InetAddress
     return `http://127.0.0.1:${address.port}`
   })
 
@@ -721,7 +721,7 @@ describe("A2a.layerRoutes on Server.layer", () => {
         })
           .pipe(Layer.provide(runner), Layer.orDie)
       )
-      const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+      const address = Context.get(context, HttpServer.HttpServer).address as NetAddress.InetAddress
       const url = `http://127.0.0.1:${address.port}`
       const anonymous = yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`))
       assert.strictEqual(anonymous.status, 401)
@@ -902,7 +902,7 @@ const sdkServer = (): Effect.Effect<
 
 const callOf = (tool: Tool.Tool<{ readonly prompt: string }, Errors.ToolExecutionFailed>, prompt: string) => {
   const updates: Array<unknown> = []
-  const updated = Deferred.makeUnsafe<void>(FiberId.none)
+  const updated = Deferred.makeUnsafe<void>()
   const context: Tool.Context = {
     toolCallId: "t1",
     toolName: tool.name,
@@ -1310,7 +1310,7 @@ describe("the agent card served", () => {
       const context = yield* Layer.build(
         Server.layer({ token, routes: A2a.layerRoutes([greeter()]) }).pipe(Layer.provide(runner), Layer.orDie)
       )
-      const address = Context.get(context, HttpServer.HttpServer).address as HttpServer.TcpAddress
+      const address = Context.get(context, HttpServer.HttpServer).address as NetAddress.InetAddress
       const url = `http://127.0.0.1:${address.port}`
       const card = yield* getWithHost(`${url}/.well-known/agent-card.json`, "evil.example", {
         authorization: `Bearer ${token}`

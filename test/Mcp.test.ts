@@ -107,7 +107,7 @@ describe("Mcp.parseConfig", () => {
   it("says where a configuration is wrong", () => {
     const parsed = Mcp.parseConfig({ mcpServers: { fs: { args: ["x"] } } })
     assert.isTrue(Result.isFailure(parsed))
-    assert.include(Result.getLeft(parsed).pipe(Option.getOrThrow), "mcpServers.fs")
+    assert.include(Result.getFailure(parsed).pipe(Option.getOrThrow), "mcpServers.fs")
     assert.isTrue(Result.isFailure(Mcp.parseConfig({ servers: {} })))
   })
 
@@ -173,7 +173,7 @@ describe("Mcp over stdio (server-everything)", () => {
       const sum = findTool(tools, "mcp__everything__get-sum")
       const decoded = Tool.decodeInput(sum, { a: "two" })
       assert.isTrue(Result.isFailure(decoded))
-      const error = Result.getLeft(decoded).pipe(Option.getOrThrow)
+      const error = Result.getFailure(decoded).pipe(Option.getOrThrow)
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.include(error.issues, "- a: must be number")
       assert.include(error.issues, "- (root): must have required property 'b'")
@@ -209,7 +209,7 @@ describe("Mcp over stdio (server-everything)", () => {
       process.kill(first, "SIGKILL")
       const failed = yield* Fiber.join(call)
       assert.isTrue(Result.isFailure(failed))
-      const error = Result.getLeft(failed).pipe(Option.getOrThrow) as { _tag: string; message: string }
+      const error = Result.getFailure(failed).pipe(Option.getOrThrow) as { _tag: string; message: string }
       assert.strictEqual(error._tag, "ToolExecutionFailed")
       assert.include(error.message, "closed the connection during the call")
 
@@ -309,7 +309,7 @@ describe("Mcp over stdio (fixture server)", () => {
       )
       const add = findTool(yield* mcp.tools, "mcp__fixture__add_tool")
       yield* add.execute({}, context(add))
-      const lists = Chunk.toReadonlyArray(yield* Fiber.join(seen).pipe(Effect.timeout("10 seconds")))
+      const lists = yield* Fiber.join(seen).pipe(Effect.timeout("10 seconds"))
       assert.deepStrictEqual(lists[0], before, "the stream starts with the current list")
       assert.include(lists.at(-1)!, "mcp__fixture__extra")
       const extra = findTool(yield* Mcp.tools.pipe(Effect.provideService(Mcp.Mcp, mcp)), "mcp__fixture__extra")

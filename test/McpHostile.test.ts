@@ -10,7 +10,6 @@ import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/testing/TestClock"
-import * as TestServices from "effect/TestServices"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"
 import * as Mcp from "../src/Mcp.js"
@@ -103,7 +102,7 @@ describe("Mcp against hostile servers: schemas", () => {
       // 2^40 steps for a backtracking engine
       const decoded = Tool.decodeInput(match, { text: `${"a".repeat(40)}!` })
       assert.isTrue(Result.isFailure(decoded))
-      assert.include(Result.getLeft(decoded).pipe(Option.getOrThrow).issues, "must match pattern")
+      assert.include(Result.getFailure(decoded).pipe(Option.getOrThrow).issues, "must match pattern")
       assert.isTrue(Result.isSuccess(Tool.decodeInput(match, { text: "aaaa" })))
       yield* close
     }), 60_000)
@@ -181,12 +180,11 @@ describe("Mcp against hostile servers: many tools", () => {
     () =>
       Effect.gen(function*() {
         const warnings: Array<string> = []
-        const logger = Logger.replace(
-          Logger.defaultLogger,
+        const logger = Logger.layer([
           Logger.make(({ logLevel, message }) => {
-            if (logLevel._tag === "Warning") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+            if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
           })
-        )
+        ])
         const all = yield* open(Mcp.stdio(hostile(logFile(), "many"))).pipe(Effect.provide(logger))
         assert.strictEqual((yield* all.mcp.tools).length, 150)
         assert.strictEqual(warnings.length, 1)
@@ -257,19 +255,19 @@ describe("Mcp against hostile servers: processes and time", () => {
         const wait = findTool(yield* mcp.tools, "mcp__fixture__wait")
         assert.isUndefined(wait.timeout)
         const call = yield* Effect.forkChild(Effect.flip(wait.execute({ ms: 3_600_000 }, context(wait))))
-        yield* TestServices.provideLive(
+        yield* TestClock.withLive(
           waitUntil("the call to start", () => readLog(log).some((line) => line.startsWith("start ")))
         )
         yield* TestClock.adjust("5 minutes")
         const error = yield* Fiber.join(call)
         assert.include(error.message, "no answer within 5m")
-        yield* TestServices.provideLive(
+        yield* TestClock.withLive(
           waitUntil(
             "the server to see the cancellation",
             () => readLog(log).some((line) => line.startsWith("cancelled "))
           )
         )
-        yield* TestServices.provideLive(close)
+        yield* TestClock.withLive(close)
       }),
     60_000
   )
@@ -278,9 +276,9 @@ describe("Mcp against hostile servers: processes and time", () => {
 describe("Mcp.parseConfig against hostile configurations", () => {
   it("a server named __proto__, or one with both command and url, is an error; limits and filters are read", () => {
     const proto = Mcp.parseConfig(JSON.parse(`{ "mcpServers": { "__proto__": { "command": "node" } } }`))
-    assert.include(Result.getLeft(proto).pipe(Option.getOrThrow), "mcpServers.__proto__")
+    assert.include(Result.getFailure(proto).pipe(Option.getOrThrow), "mcpServers.__proto__")
     const both = Mcp.parseConfig({ mcpServers: { web: { command: "node", url: "http://127.0.0.1:1/mcp" } } })
-    assert.include(Result.getLeft(both).pipe(Option.getOrThrow), `mcpServers.web: a server has a "command"`)
+    assert.include(Result.getFailure(both).pipe(Option.getOrThrow), `mcpServers.web: a server has a "command"`)
     const [server] = Result.getOrThrow(Mcp.parseConfig({
       mcpServers: {
         fs: { command: "node", maxMessageBytes: 1000, tools: { allow: ["read_*"], deny: ["read_secret"] } }
