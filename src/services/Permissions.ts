@@ -11,8 +11,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaParser from "effect/SchemaParser"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
 import * as Glob from "../internal/glob.js"
@@ -171,7 +174,7 @@ export const rules = (options: Rules): (request: Request) => Decision => {
     const path = pathOf(request)
     const verdict = decide(
       request,
-      path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path))
+      path === undefined ? undefined : fromResult(root, Workspace.resolveSync(root, path))
     )
     return verdict._tag === "Ask" ? unasked(request) : verdict
   }
@@ -211,7 +214,7 @@ export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
               const path = pathOf(request)
               return settle(
                 request,
-                decide(request, path === undefined ? undefined : fromEither(root, Workspace.resolveSync(root, path)))
+                decide(request, path === undefined ? undefined : fromResult(root, Workspace.resolveSync(root, path)))
               )
             })
         }
@@ -222,7 +225,7 @@ export const layerRules = (options: Rules): Layer.Layer<Permissions> =>
           const path = pathOf(request)
           if (path === undefined) return Effect.suspend(() => settle(request, decide(request, undefined)))
           return Effect.flatMap(Effect.result(service.resolve(path)), (resolved) =>
-            settle(request, decide(request, fromEither(service.root, resolved))))
+            settle(request, decide(request, fromResult(service.root, resolved))))
         }
       }
     })
@@ -250,9 +253,8 @@ export class PermissionsFileInvalid extends Schema.TaggedError<PermissionsFileIn
   }
 }
 
-const strings = Schema.optionalWith(
-  Schema.Array(Schema.String).annotate({ message: () => "expected an array of strings" }),
-  { exact: true }
+const strings = Schema.optionalKey(
+  Schema.Array(Schema.String).annotate({ message: "expected an array of strings" })
 )
 
 const RuleObject = Schema.Struct({
@@ -277,32 +279,28 @@ const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match e
  * @since 0.1.0
  * @category Models
  */
-export const FileRule = Schema.transformOrFail(
-  Schema.Union([Schema.String, Schema.Object]).annotate({
-    message: () => ({
-      message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`,
-      override: true
+export const FileRule = Schema.Union([Schema.String, Schema.ObjectKeyword]).annotate({
+  message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`
+}).pipe(
+  Schema.decodeTo(
+    Schema.toType(RuleObject),
+    SchemaTransformation.transformEffect({
+      decode: (input, options) =>
+        typeof input === "string"
+          ? Result.match(parsePattern(input), {
+            onFailure: (message) => Effect.fail(new SchemaIssue.InvalidValue({ message }, input, options)),
+            onSuccess: Effect.succeed
+          })
+          : Effect.flatMap(
+            SchemaParser.decodeUnknownEffect(RuleObject)(input, options),
+            (rule) =>
+              rule.tools === undefined && rule.paths === undefined && rule.commands === undefined
+                ? Effect.fail(new SchemaIssue.InvalidValue({ message: emptyRule }, input, options))
+                : Effect.succeed(rule)
+          ),
+      encode: (rule) => Effect.succeed<string | object>(formatPattern(rule) ?? (isEveryCall(rule) ? "*" : rule))
     })
-  }),
-  Schema.typeSchema(RuleObject),
-  {
-    strict: true,
-    decode: (input, options, ast) =>
-      typeof input === "string"
-        ? Result.match(parsePattern(input), {
-          onLeft: (message) => ParseResult.fail(new ParseResult.Type(ast, input, message)),
-          // a pattern's rule sets no field to undefined
-          onRight: (rule) => ParseResult.succeed(rule as typeof RuleObject.Type)
-        })
-        : ParseResult.flatMap(
-          ParseResult.decodeUnknown(RuleObject)(input, options),
-          (rule) =>
-            rule.tools === undefined && rule.paths === undefined && rule.commands === undefined
-              ? ParseResult.fail(new ParseResult.Type(ast, input, emptyRule))
-              : ParseResult.succeed(rule)
-        ),
-    encode: (rule) => ParseResult.succeed<string | object>(formatPattern(rule) ?? (isEveryCall(rule) ? "*" : rule))
-  }
+  )
 )
 
 /**
@@ -317,13 +315,10 @@ export const File = Schema.Struct({
   allow: Schema.optionalKey(Schema.Array(FileRule)),
   ask: Schema.optionalKey(Schema.Array(FileRule)),
   deny: Schema.optionalKey(Schema.Array(FileRule)),
-  otherwise: Schema.optionalWith(
-    Schema.Literals(["allow", "ask", "deny"]).annotate({
-      message: () => ({ message: `expected "allow", "ask" or "deny"`, override: true })
-    }),
-    { exact: true }
+  otherwise: Schema.optionalKey(
+    Schema.Literals(["allow", "ask", "deny"]).annotate({ message: `expected "allow", "ask" or "deny"` })
   )
-}).annotate({ message: () => `expected an object: { "allow": [...], "ask": [...], "deny": [...] }` })
+}).annotate({ message: `expected an object: { "allow": [...], "ask": [...], "deny": [...] }` })
 
 /**
  * Decodes the JSON of a permissions file into `Rules`; `file` names it in the error.
@@ -333,15 +328,25 @@ export const File = Schema.Struct({
  */
 export const parseFile = (json: unknown, file: string): Result.Result<Rules, PermissionsFileInvalid> =>
   Result.mapError(
-    Schema.decodeUnknownResult(File, { errors: "all", onExcessProperty: "error" })(json),
-    (error) =>
+    SchemaParser.decodeUnknownResult(File, { errors: "all", onExcessProperty: "error" })(json),
+    (issue) =>
       new PermissionsFileInvalid({
         file,
-        issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-          `${issue.path.length === 0 ? "(top level)" : formatJsonPath(issue.path)}: ${issue.message}`
+        issues: formatIssues(issue).issues.map(({ message, path = [] }) =>
+          `${path.length === 0 ? "(top level)" : formatJsonPath(path.map(pathKey))}: ${message}`
         )
       })
   )
+
+/** Each wrong place of a permissions file; an unknown key lists the keys allowed there. */
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1({
+  leafHook: (issue) =>
+    issue._tag === "UnexpectedKey" && SchemaAST.isObjects(issue.ast)
+      ? `is unexpected, expected: ${
+        issue.ast.propertySignatures.map((property) => JSON.stringify(String(property.name))).join(" | ")
+      }`
+      : SchemaIssue.defaultLeafHook(issue)
+})
 
 /**
  * The largest permissions file read, in bytes (1 MiB): a larger one is refused, so that no decision
@@ -417,7 +422,7 @@ export const readFile: (
         issues: [`not JSON: ${error instanceof Error ? error.message : String(error)}`]
       })
   })
-  return { rules: yield* parseFile(json, path), text }
+  return { rules: yield* Effect.fromResult(parseFile(json, path)), text }
 })
 
 /**
@@ -481,12 +486,12 @@ export const layerFile = (
 /** A call's path as rules see it: workspace-relative (or absolute, outside), or unresolvable. */
 type ResolvedPath = { readonly _tag: "Path"; readonly path: string } | { readonly _tag: "Unresolvable" }
 
-const fromEither = (
+const fromResult = (
   root: string,
   resolved: Result.Result<string, Workspace.PathOutsideWorkspace | Workspace.PathInvalid>
 ): ResolvedPath => {
-  if (Result.isSuccess(resolved)) return { _tag: "Path", path: Workspace.relativeTo(root, resolved.right) }
-  const error = resolved.left
+  if (Result.isSuccess(resolved)) return { _tag: "Path", path: Workspace.relativeTo(root, resolved.success) }
+  const error = resolved.failure
   if (error._tag === "PathOutsideWorkspace" && error.reason === undefined) {
     return { _tag: "Path", path: error.resolved.replace(/\\/g, "/") }
   }
@@ -627,7 +632,7 @@ const readRegularFile = async (path: string, limit: number): Promise<string | un
 }
 
 /** `tool`, `tool(pattern)` or `*` as a rule: a command prefix for `bash`, a path glob for any other tool. */
-const parsePattern = (text: string): Result.Result<Rule, string> => {
+const parsePattern = (text: string): Result.Result<typeof RuleObject.Type, string> => {
   if (text.trim() === "*") return Result.succeed({})
   const match = /^([^\s()]+)(?:\(([\s\S]*)\))?$/.exec(text.trim())
   if (match === null) {
@@ -660,6 +665,9 @@ const formatPattern = (rule: Rule): string | undefined => {
   if (tool === "bash" && rule.paths === undefined && rule.commands?.length === 1) return `bash(${rule.commands[0]})`
   return undefined
 }
+
+const pathKey = (segment: PropertyKey | { readonly key: PropertyKey }): PropertyKey =>
+  typeof segment === "object" ? segment.key : segment
 
 /** A path in a JSON document as people write it: `deny[1].paths[0]`. */
 const formatJsonPath = (path: ReadonlyArray<PropertyKey>): string =>

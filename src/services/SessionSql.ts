@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import * as Arr from "effect/Array"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Effect from "effect/Effect"
@@ -285,9 +286,9 @@ const openSession = (sql: SqlClient.SqlClient, sessionId: string): Effect.Effect
 const inserter = (sql: SqlClient.SqlClient, sessionId: string, at: Cursor) => {
   // one statement for all the entries: their rows get ids in their order, all or none of them
   const linear = (entries: ReadonlyArray<Keyed>) =>
-    entries.length === 0 ? Effect.void : Effect.asVoid(
+    !Arr.isReadonlyArrayNonEmpty(entries) ? Effect.void : Effect.asVoid(
       sql`INSERT INTO effect_agent_messages ${
-        sql.insert(entries.map(({ dedupId, message }) => ({
+        sql.insert(Arr.map(entries, ({ dedupId, message }) => ({
           session_id: sessionId,
           dedup_id: dedupId,
           role: message.role,

@@ -156,7 +156,7 @@ export const make = Effect.fn("Workspace.make")(function*(root: string, options:
   const realRoot = yield* fs.realPath(path.resolve(root))
   const info = yield* fs.stat(realRoot)
   if (info.type !== "Directory") {
-    return yield* new Error.BadArgument({
+    return yield* Error.badArgument({
       module: "FileSystem",
       method: "Workspace.make",
       description: `The workspace root is not a directory: ${realRoot}`

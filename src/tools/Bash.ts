@@ -7,9 +7,11 @@
  *
  * @since 0.1.0
  */
-import * as Command from "effect/process/ChildProcess"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "../Errors.js"
@@ -40,8 +42,8 @@ export const defaults = {
 export const Parameters = Schema.Struct({
   command: Schema.String.annotate({ description: "The command, run with bash -c in the workspace root" }),
   timeout: Schema.optional(
-    Schema.Number.pipe(
-      Schema.greaterThanOrEqualTo(0.001, { message: () => "a timeout must be at least 0.001 seconds (1 ms)" })
+    Schema.Number.check(
+      Schema.isGreaterThanOrEqualTo(0.001, { message: "a timeout must be at least 0.001 seconds (1 ms)" })
     )
   ).annotate({
     description: "Timeout in seconds (default 120)"
@@ -85,19 +87,25 @@ export const make = (
       const duration = timeout === undefined ? defaultTimeout : Duration.min(Duration.seconds(timeout), maxTimeout)
       const output = new Output(maxOutputBytes)
       const run = Effect.gen(function*() {
-        // @effect/platform's Command spawns the command as the leader of its own process group
-        // (`detached`), but its own cleanup sends SIGTERM once and then waits for the exit without bound;
-        // the finalizer added here runs first (finalizers run in reverse order) and escalates to SIGKILL
+        const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+        // the spawner starts the command as the leader of its own process group (`detached`), but its
+        // own cleanup sends SIGTERM once and then waits for the exit without bound; the finalizer added
+        // here runs first (finalizers run in reverse order) and escalates to SIGKILL
         // every process the command starts inherits this mark, also one that leaves the process group
         // (`setsid`, a double fork): on Linux they are found by it in /proc and killed with the group
         const mark = `${markVariable}=${crypto.randomUUID()}`
         // --norc: with its stdin a socket (Node's pipes are socket pairs) and no SHLVL in the environment,
         // bash -c takes itself for a shell started by rshd and would read ~/.bashrc
-        const child = yield* Command.make("bash", "--norc", "-c", command).pipe(
-          Command.workingDirectory(workspace.root),
-          Command.env({ [markVariable]: mark.slice(markVariable.length + 1) }),
-          Command.feed(""),
-          Command.start,
+        const child = yield* spawner.spawn(
+          ChildProcess.make("bash", ["--norc", "-c", command], {
+            cwd: workspace.root,
+            env: { [markVariable]: mark.slice(markVariable.length + 1) },
+            extendEnv: true,
+            detached: true,
+            stdin: Stream.empty,
+            forceKillAfter: killGrace
+          })
+        ).pipe(
           Effect.mapError((error) =>
             new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
           )
@@ -115,7 +123,7 @@ export const make = (
         const collecting = yield* Effect.forkChild(collect)
         const exitCode = yield* Effect.result(child.exitCode)
         // a background process may hold the pipes open: read what is buffered, then stop waiting
-        yield* Effect.raceFirst(Effect.asVoid(collecting.await), sleep(200))
+        yield* Effect.raceFirst(Effect.asVoid(Fiber.await(collecting)), sleep(200))
         return exitCode
       }).pipe(Effect.scoped)
 
@@ -128,13 +136,13 @@ export const make = (
       }
       const exit = result.value
       const text = output.text()
-      if (exit._tag === "Left") {
+      if (exit._tag === "Failure") {
         return yield* new Errors.ToolExecutionFailed({
-          description: `Command failed: ${exit.left.message}\n${text}`,
+          description: `Command failed: ${exit.failure.message}\n${text}`,
           details: { truncated: output.truncated }
         })
       }
-      const code = exit.right
+      const code = exit.success
       if (code !== 0) {
         return yield* new Errors.ToolExecutionFailed({
           description: `Command exited with code ${code}\n${text}`,

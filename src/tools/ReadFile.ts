@@ -30,10 +30,10 @@ export const defaults = { maxLines: 2000, maxBytes: 50 * 1024, maxImageBytes: 5 
  */
 export const Parameters = Schema.Struct({
   path: Schema.String.annotate({ description: "File to read, relative to the workspace" }),
-  offset: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotate({
+  offset: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))).annotate({
     description: "Line number to start from (1-based)"
   }),
-  limit: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1))).annotate({
+  limit: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))).annotate({
     description: "Maximum number of lines to read"
   })
 })

@@ -414,8 +414,8 @@ export const forkProblem = (tree: Tree, entryId: string | null): string | undefi
     return "no entry of this session has this id; take one from Session.entries (or a branch's leafId)"
   }
   const valid = Message.validateHistory(tree.replayTo(entryId).messages)
-  return valid._tag === "Left"
-    ? `the history up to it is not a whole turn (${valid.left.reason}); fork from the entry after the tool results, or before the answer that made the calls`
+  return valid._tag === "Failure"
+    ? `the history up to it is not a whole turn (${valid.failure.reason}); fork from the entry after the tool results, or before the answer that made the calls`
     : undefined
 }
 

@@ -83,16 +83,18 @@ export const pathKey = ({ path }: { readonly path: string }) =>
   Effect.flatMap(Workspace.Workspace, (workspace) => Effect.orElseSucceed(workspace.resolve(path), () => undefined))
 
 /** A file system failure as a message the model can act on. */
-export const failed = (path: string, error: PlatformError.PlatformError) =>
-  new Errors.ToolExecutionFailed({
-    description: error._tag === "SystemError"
-      ? error.reason === "PermissionDenied"
-        ? `Permission denied by the file system: ${path}`
-        : error.reason === "NotFound"
-        ? `File not found: ${path}`
-        : `Could not access ${path}: ${error.reason}${error.description === undefined ? "" : ` (${error.description})`}`
-      : `Could not access ${path}: ${error.description}`
+export const failed = (path: string, error: PlatformError.PlatformError) => {
+  const reason = error.reason
+  return new Errors.ToolExecutionFailed({
+    description: reason._tag === "PermissionDenied"
+      ? `Permission denied by the file system: ${path}`
+      : reason._tag === "NotFound"
+      ? `File not found: ${path}`
+      : reason._tag === "BadArgument"
+      ? `Could not access ${path}: ${reason.description}`
+      : `Could not access ${path}: ${reason._tag}${reason.description === undefined ? "" : ` (${reason.description})`}`
   })
+}
 
 /** The result of a walk: workspace-relative file paths, sorted, and whether the walk stopped early. */
 export interface Walk {

@@ -6,6 +6,7 @@
  */
 import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
+import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
 import * as Errors from "../../../Errors.js"
 import type * as Session from "../../Session.js"
@@ -45,7 +46,7 @@ export const store = (
   file: FileSystem.File,
   lines: Format.Lines
 ): Effect.Effect<Session.Service> =>
-  Effect.map(Effect.makeSemaphore(1), (lock) => {
+  Effect.map(Semaphore.make(1), (lock) => {
     const tree = lines.tree
     let broken: Errors.SessionStoreFailed | undefined
     const locked = <A, E>(body: () => Effect.Effect<A, E>) =>
@@ -141,7 +142,7 @@ export const copy = (
     if (contents.compaction !== undefined) out += lines.record({ type: "compaction", compaction: contents.compaction })
     yield* fs.writeFileString(to, out, { flag: "wx", mode: Format.fileMode }).pipe(
       Effect.mapError((error) =>
-        error._tag === "SystemError" && error.reason === "AlreadyExists"
+        error.reason._tag === "AlreadyExists"
           ? new Errors.SessionStoreFailed({ path: to, description: "the file exists already; copy to a new path" })
           : storeFailed(to, "writing the copy", error)
       )

@@ -7,8 +7,8 @@ import type * as PlatformError from "effect/PlatformError"
 import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaParser from "effect/SchemaParser"
 import * as Errors from "../../../Errors.js"
 import type * as Session from "../../Session.js"
 import * as Tree from "../tree.js"
@@ -33,7 +33,7 @@ export const read = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const maxBytes = options?.maxBytes ?? maxFileBytes
-    const notFound = (error: PlatformError.PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+    const notFound = (error: PlatformError.PlatformError) => error.reason._tag === "NotFound"
     const info = yield* fs.stat(path).pipe(
       Effect.map(Option.some),
       Effect.catchIf(notFound, () => Effect.succeedNone),
@@ -127,10 +127,18 @@ const completeLines = (bytes: Uint8Array): Array<string> | number => {
   return lines
 }
 
-const decodeHeader = Schema.decodeUnknownResult(Format.Header)
-const decodeEntry = Schema.decodeUnknownResult(Format.Entry)
+const decodeHeader = SchemaParser.decodeUnknownResult(Format.Header)
+const decodeEntry = SchemaParser.decodeUnknownResult(Format.Entry)
 
-const formatIssue = (error: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(error)
+const standardIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** An issue as `path: message` parts (`message.content[0].text: Expected string, got 3`). */
+const formatIssue = (issue: SchemaIssue.Issue) =>
+  standardIssues(issue).issues.map(({ message, path = [] }) =>
+    path.length === 0
+      ? message
+      : `${path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")}: ${message}`
+  ).join("; ")
 
 /** Takes a file's lines in order: the header, then each entry into the tree. */
 class Reader {
@@ -150,18 +158,18 @@ class Reader {
 
   private takeHeader(json: unknown): string | undefined {
     const decoded = decodeHeader(json)
-    if (decoded._tag === "Left") return `not an effect-agent session header: ${formatIssue(decoded.left)}`
-    if (decoded.right.version !== 1 && decoded.right.version !== Format.formatVersion) {
-      return `unsupported format version ${decoded.right.version} (this version reads 1 to ${Format.formatVersion})`
+    if (decoded._tag === "Failure") return `not an effect-agent session header: ${formatIssue(decoded.failure)}`
+    if (decoded.success.version !== 1 && decoded.success.version !== Format.formatVersion) {
+      return `unsupported format version ${decoded.success.version} (this version reads 1 to ${Format.formatVersion})`
     }
-    this.header = decoded.right
+    this.header = decoded.success
     return undefined
   }
 
   private takeEntry(json: unknown, line: number): string | undefined {
     const decoded = decodeEntry(json)
-    if (decoded._tag === "Left") return `not a session entry: ${formatIssue(decoded.left)}`
-    const entry = decoded.right
+    if (decoded._tag === "Failure") return `not a session entry: ${formatIssue(decoded.failure)}`
+    const entry = decoded.success
     const tree = this.tree
     const payload = Format.payloadOf(entry)
     if (this.header === undefined || this.header.version < 2) {

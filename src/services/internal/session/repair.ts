@@ -67,10 +67,10 @@ export const repair = (
     // checked before anything is written, so an unrepairable file is left as it was (and in the tree,
     // so the first run over the session does not check it again)
     return Effect.as(
-      Effect.mapError(tree.check(), (error) => {
+      Effect.mapError(Effect.fromResult(tree.check()), (error) => {
         // the line of the first message the recorded history breaks the law at (else the last line)
         const original = Message.validateHistory(contents.messages)
-        const index = Result.isFailure(original) ? original.left.index : contents.messages.length - 1
+        const index = Result.isFailure(original) ? original.failure.index : contents.messages.length - 1
         const line = contents.lines[index] ?? Math.max(1, contents.lines[contents.lines.length - 1] ?? 1)
         return new SessionCorrupt({ path, line, description: `the history cannot be repaired: ${error.message}` })
       }),
