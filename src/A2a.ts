@@ -30,16 +30,16 @@ import {
 } from "@a2a-js/sdk/client"
 import { A2AError } from "@a2a-js/sdk/errors"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServer from "effect/http/HttpServer"
 import type * as HttpServerError from "effect/http/HttpServerError"
-import type * as SqlClient from "effect/sql/SqlClient"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { randomUUID } from "node:crypto"
 import * as Http from "node:http"
 import type * as Agent from "./Agent.js"
@@ -687,7 +687,9 @@ export const ask = (
       Effect.timeoutOrElse({
         duration: remote.limits.streamTimeout,
         orElse: () =>
-          Effect.fail(new A2aTimedOut({ url, taskId: task.taskId, timeout: Duration.format(remote.limits.streamTimeout) }))
+          Effect.fail(
+            new A2aTimedOut({ url, taskId: task.taskId, timeout: Duration.format(remote.limits.streamTimeout) })
+          )
       }),
       Effect.flatMap(() => answerOf(url, task, cancel))
     )

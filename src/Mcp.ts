@@ -10,13 +10,13 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "effect/FileSystem"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
+import * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"

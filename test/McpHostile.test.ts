@@ -5,10 +5,10 @@
  */
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as TestClock from "effect/testing/TestClock"
 import * as NodePath from "node:path"
 import * as Loop from "../src/Loop.js"

@@ -28,12 +28,12 @@ import {
   UnauthenticatedUser,
   validateVersion
 } from "@a2a-js/sdk/server"
-import * as HttpServer from "effect/http/HttpServer"
-import * as HttpServerRequest from "effect/http/HttpServerRequest"
-import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as HttpServer from "effect/http/HttpServer"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as NetAddress from "effect/net/NetAddress"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"

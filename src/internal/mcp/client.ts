@@ -7,8 +7,8 @@ import type { CallToolResult, Tool as McpToolDefinition } from "@modelcontextpro
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
-import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Errors from "../../Errors.js"
 import type { McpError, McpTool, Server, ServerOptions } from "../../Mcp.js"
@@ -122,12 +122,14 @@ const bounded = (
     Effect.timeoutOrElse(body, {
       duration: defaults.callTimeout,
       orElse: () =>
-        Effect.fail(new CallFailed(
-          `no answer within ${
-            Duration.format(defaults.callTimeout)
-          } (the default bound of an MCP call; the server's toolTimeout changes it)`,
-          false
-        ))
+        Effect.fail(
+          new CallFailed(
+            `no answer within ${
+              Duration.format(defaults.callTimeout)
+            } (the default bound of an MCP call; the server's toolTimeout changes it)`,
+            false
+          )
+        )
     }) :
     body
   return Effect.mapError(limited, (error) =>

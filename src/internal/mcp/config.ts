@@ -35,8 +35,8 @@ export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray
       Result.mapError(
         Schema.decodeUnknownResult(ConfigFile, { errors: "all" })(json),
         (error) =>
-          formatIssues(error.issue).issues
-            .map((issue) => `${pathOf(issue.path ?? [])}: ${issue.message}`)
+          // a union reports an issue of a key both members have once per member
+          [...new Set(formatIssues(error.issue).issues.map((issue) => `${pathOf(issue.path ?? [])}: ${issue.message}`))]
             .join("; ")
       ),
       (config) =>
@@ -68,18 +68,23 @@ const Common = {
 }
 
 const ConfigFile = Schema.Struct({
-  mcpServers: Schema.Record(Schema.String, Schema.Union([Schema.Struct({
+  mcpServers: Schema.Record(
+    Schema.String,
+    Schema.Union([
+      Schema.Struct({
         command: Schema.String,
         args: Schema.optional(Schema.Array(Schema.String)),
         env: Schema.optional(StringMap),
         cwd: Schema.optional(Schema.String),
         ...Common
-      }), Schema.Struct({
+      }),
+      Schema.Struct({
         url: Schema.String,
         headers: Schema.optional(StringMap),
         ...Common
-      })]
-    ))
+      })
+    ])
+  )
 })
 
 // what the schema cannot say: a record drops a key named `__proto__` (it sets the prototype), and a

@@ -160,7 +160,13 @@ const initialize = (
     Effect.timeoutOrElse({
       duration: timeout,
       orElse: () =>
-        Effect.fail(new McpInitializeTimeout({ server, timeout: Duration.format(Duration.fromInputUnsafe(timeout)), stderr: diagnostics.stderr.trim() }))
+        Effect.fail(
+          new McpInitializeTimeout({
+            server,
+            timeout: Duration.format(Duration.fromInputUnsafe(timeout)),
+            stderr: diagnostics.stderr.trim()
+          })
+        )
     }),
     Effect.onError(() => closeAll),
     Effect.map(() => {

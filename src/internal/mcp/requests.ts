@@ -49,7 +49,12 @@ export const listTools = (
     },
     catch: (error) =>
       error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout ?
-        new McpInitializeTimeout({ server, timeout: Duration.format(Duration.fromInputUnsafe(timeout)), stderr: "", request: "tools/list" }) :
+        new McpInitializeTimeout({
+          server,
+          timeout: Duration.format(Duration.fromInputUnsafe(timeout)),
+          stderr: "",
+          request: "tools/list"
+        }) :
         new McpConnectionFailed({
           server,
           reason: error instanceof TooMany ? error.message : `tools/list failed: ${describe(error)}`

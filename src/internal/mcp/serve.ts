@@ -27,9 +27,9 @@ import {
   type Tool as McpToolDefinition
 } from "@modelcontextprotocol/sdk/types.js"
 import * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type * as Context from "effect/Context"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
@@ -113,44 +113,47 @@ const serveTracked = <Ag extends Agent.Any>(
   options: ServeOptions,
   running: Running
 ): Effect.Effect<Served, never, Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>> =>
-  Effect.map(Effect.context<Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>>(), (context) => {
-    const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
-    const sessions = new Map<string, Session.Service>()
-    const rules = options.permissions
-    const calls: Calls = {
-      byTool: new Map(agents.map((agent) => [toolName(agent.name), agent] as const)),
-      maxPromptLength,
-      locks: new Map(),
-      openSession: (id) =>
-        Effect.tap(
-          options.openSession?.(id) ?? Effect.sync(() => sessions.get(id) ?? Session.makeMemory()),
-          (session) => Effect.sync(() => sessions.set(id, session))
-        ),
-      permissions: rules === undefined ? undefined : Permissions.layerRules({
-        ...rules,
-        confirm: rules.confirm ?? cannotAsk
-      }),
-      // the context has every service the agents' runs need besides the two each call provides
-      context: context as Context.Context<unknown>,
-      running
+  Effect.map(
+    Effect.context<Exclude<Agent.Requirements<Ag>, Session.Session | Permissions.Permissions>>(),
+    (context) => {
+      const maxPromptLength = options.maxPromptLength ?? defaultMaxPromptLength
+      const sessions = new Map<string, Session.Service>()
+      const rules = options.permissions
+      const calls: Calls = {
+        byTool: new Map(agents.map((agent) => [toolName(agent.name), agent] as const)),
+        maxPromptLength,
+        locks: new Map(),
+        openSession: (id) =>
+          Effect.tap(
+            options.openSession?.(id) ?? Effect.sync(() => sessions.get(id) ?? Session.makeMemory()),
+            (session) => Effect.sync(() => sessions.set(id, session))
+          ),
+        permissions: rules === undefined ? undefined : Permissions.layerRules({
+          ...rules,
+          confirm: rules.confirm ?? cannotAsk
+        }),
+        // the context has every service the agents' runs need besides the two each call provides
+        context: context as Context.Context<unknown>,
+        running
+      }
+      const tools: Array<McpToolDefinition> = agents.map((agent) => ({
+        name: toolName(agent.name),
+        description: agent.description,
+        inputSchema: inputSchema(maxPromptLength),
+        ...(agent.output === undefined ? {} : { outputSchema: outputSchema(agent.output) })
+      }))
+      const server = (): Server => {
+        const server = new Server(
+          { name: options.name ?? "effect-agent", version: options.version ?? "0.1.0" },
+          { capabilities: { tools: {} } }
+        )
+        server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
+        server.setRequestHandler(CallToolRequestSchema, (request, extra) => callTool(calls, request, extra))
+        return server
+      }
+      return { server, connect: (transport) => server().connect(transport) }
     }
-    const tools: Array<McpToolDefinition> = agents.map((agent) => ({
-      name: toolName(agent.name),
-      description: agent.description,
-      inputSchema: inputSchema(maxPromptLength),
-      ...(agent.output === undefined ? {} : { outputSchema: outputSchema(agent.output) })
-    }))
-    const server = (): Server => {
-      const server = new Server(
-        { name: options.name ?? "effect-agent", version: options.version ?? "0.1.0" },
-        { capabilities: { tools: {} } }
-      )
-      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
-      server.setRequestHandler(CallToolRequestSchema, (request, extra) => callTool(calls, request, extra))
-      return server
-    }
-    return { server, connect: (transport) => server().connect(transport) }
-  })
+  )
 
 /** What every call of a server shares: its agents, its sessions and their locks, and the runs in flight. */
 interface Calls {
