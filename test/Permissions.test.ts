@@ -243,7 +243,7 @@ describe("Permissions in a run", () => {
         Effect.result
       )
       assert.isTrue(Result.isFailure(exit))
-      const error = (exit as Result.Left<any, any>).left
+      const error = (exit as Result.Failure<any, any>).failure
       assert.strictEqual(error._tag, "ToolPermissionDenied")
       assert.strictEqual(error.toolCallId, "call_1")
       assert.strictEqual(error.reason, ".env holds secrets")
@@ -290,7 +290,7 @@ describe("Permissions in a run", () => {
         Effect.provide(toolsLayer(root)),
         Effect.result
       )
-      const error = (exit as Result.Left<any, any>).left
+      const error = (exit as Result.Failure<any, any>).failure
       assert.strictEqual(error._tag, "ToolPermissionDenied")
       assert.strictEqual(error.toolCallId, "call_2")
       assert.include(error.reason, "../../etc/passwd is outside the workspace")

@@ -201,7 +201,7 @@ describe("Session tree: in memory", () => {
       const error = yield* Effect.flip(run("go"))
       const full = Message.validateHistory(yield* session.messages)
       assert.isTrue(Result.isFailure(full))
-      assert.deepStrictEqual(error, Result.isFailure(full) ? full.left : undefined)
+      assert.deepStrictEqual(error, Result.isFailure(full) ? full.failure : undefined)
       assert.include(error.message, "more than one result")
       assert.strictEqual(model.requests.length, 1)
     }))

@@ -283,7 +283,7 @@ describe("Tool.decodeInput under hostile input", () => {
     for (const input of [deep, { path: deep }]) {
       const decoded = Tool.decodeInput(Tools.readFile, input)
       assert.isTrue(Result.isFailure(decoded))
-      const error = (decoded as Result.Left<Errors.ToolInputInvalid, unknown>).left
+      const error = (decoded as Result.Failure<unknown, Errors.ToolInputInvalid>).failure
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.include(error.message, `nested deeper than ${Tool.maxInputDepth} levels`)
     }
@@ -297,7 +297,7 @@ describe("Tool.decodeInput under hostile input", () => {
     const big = "x".repeat(5_000_000)
     for (const input of [big, { path: 1, offset: big }, { path: Array.from({ length: 10_000 }, () => 1) }]) {
       const decoded = Tool.decodeInput(Tools.readFile, input)
-      const error = (decoded as Result.Left<Errors.ToolInputInvalid, unknown>).left
+      const error = (decoded as Result.Failure<unknown, Errors.ToolInputInvalid>).failure
       assert.strictEqual(error._tag, "ToolInputInvalid")
       assert.isBelow(error.message.length, 20_000)
     }

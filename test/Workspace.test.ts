@@ -132,7 +132,7 @@ describe("Workspace", () => {
         )
       }
       assert.strictEqual(
-        Result.getLeft(Workspace.resolveSync(root, "../x")).pipe(Option.map((e) => e._tag), Option.getOrUndefined),
+        Result.getFailure(Workspace.resolveSync(root, "../x")).pipe(Option.map((e) => e._tag), Option.getOrUndefined),
         "PathOutsideWorkspace"
       )
     } finally {
@@ -145,7 +145,8 @@ describe("Workspace", () => {
       const error = yield* Effect.flip(
         Effect.provide(Workspace.Workspace, toolsLayer("/nonexistent/effect-agent-root"))
       )
-      assert.strictEqual(error._tag, "SystemError")
+      assert.strictEqual(error._tag, "PlatformError")
+      assert.strictEqual(error.reason._tag, "NotFound")
     }))
 })
 

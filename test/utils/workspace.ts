@@ -41,7 +41,7 @@ export const toolsLayer = (root: string) => Layer.provideMerge(Workspace.layer(r
 
 /** Calls a tool as the loop does (decode, then execute) and returns its result as a tool result message. */
 export const call = (tool: Tool.Any, input: unknown, toolCallId = "call_1") =>
-  Tool.decodeInput(tool, input).pipe(
+  Effect.fromResult(Tool.decodeInput(tool, input)).pipe(
     Effect.flatMap((decoded) =>
       tool.execute(decoded, { toolCallId, toolName: tool.name, update: () => Effect.void }) as Effect.Effect<
         Tool.Output,
