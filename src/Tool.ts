@@ -8,10 +8,11 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as JSONSchema from "effect/JsonSchema"
-import * as ParseResult from "effect/ParseResult"
-import type * as Schema from "effect/Schema"
+import * as Schema from "effect/Schema"
+import type * as SchemaIssue from "effect/SchemaIssue"
 import * as Errors from "./Errors.js"
+import * as Issues from "./internal/issues.js"
+import * as SchemaJson from "./internal/schemaJson.js"
 import * as Message from "./Message.js"
 
 // -----------------------------------------------------------------------------
@@ -70,7 +71,7 @@ export type Execution = "parallel" | "exclusive"
 export interface Tool<in out Input, out E = never, out R = never> {
   readonly name: string
   readonly description: string
-  readonly parameters: Schema.Schema<Input, any, never>
+  readonly parameters: Schema.Decoder<Input>
   /** The JSON Schema of the parameters, as providers send it. */
   readonly jsonSchema: JsonSchema
   readonly execute: (input: Input, context: Context) => Effect.Effect<Output, E, R>
@@ -98,7 +99,7 @@ export interface Tool<in out Input, out E = never, out R = never> {
 export interface Any {
   readonly name: string
   readonly description: string
-  readonly parameters: Schema.Schema<any, any, never>
+  readonly parameters: Schema.Decoder<any>
   readonly jsonSchema: JsonSchema
   readonly execute: (input: any, context: Context) => Effect.Effect<Output, any, any>
   readonly execution: Execution
@@ -170,7 +171,7 @@ export interface Definition {
 export const make = <Input, E = never, R = never>(options: {
   readonly name: string
   readonly description: string
-  readonly parameters: Schema.Schema<Input, any, never>
+  readonly parameters: Schema.Decoder<Input>
   readonly execute: (input: Input, context: Context) => Effect.Effect<Output, E, R>
   readonly execution?: Execution | undefined
   readonly key?: ((input: Input) => string | undefined | Effect.Effect<string | undefined, never, R>) | undefined
@@ -178,7 +179,7 @@ export const make = <Input, E = never, R = never>(options: {
   readonly idempotent?: boolean | undefined
 }): Tool<Input, E, R> => {
   if (options.timeout !== undefined) checkTimeout(options.timeout, `the timeout of tool ${options.name}`)
-  const { $schema: _, ...jsonSchema } = JSONSchema.make(options.parameters)
+  const jsonSchema = SchemaJson.parameters(options.parameters)
   const key = options.key
   return {
     name: options.name,
@@ -251,7 +252,7 @@ export const maxInputDepth = 100
  * @category Combinators
  */
 export const decodeInput = <Input>(
-  tool: { readonly name: string; readonly parameters: Schema.Schema<Input, any, never> },
+  tool: { readonly name: string; readonly parameters: Schema.Decoder<Input> },
   input: unknown
 ): Result.Result<Input, Errors.ToolInputInvalid> => {
   if (depthExceeds(input, maxInputDepth)) {
@@ -266,10 +267,8 @@ export const decodeInput = <Input>(
   return Result.mapError(
     decoderOf(tool.parameters)(input),
     (error) => {
-      const issues = ParseResult.ArrayFormatter.formatIssueSync(error)
-      const shown = issues.slice(0, maxIssues).map((issue) =>
-        cap(`- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`, maxIssueLength)
-      )
+      const issues = Issues.entries(error)
+      const shown = issues.slice(0, maxIssues).map((issue) => cap(Issues.formatEntry(issue), maxIssueLength))
       if (issues.length > maxIssues) shown.push(`- … and ${issues.length - maxIssues} more issues`)
       return new Errors.ToolInputInvalid({ toolName: tool.name, issues: shown.join("\n"), input })
     }
@@ -300,23 +299,24 @@ const depthExceeds = (value: unknown, max: number): boolean => {
   return false
 }
 
-const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
-
 /** The decoder of a parameters Schema, made once per Schema. */
 const decoderOf = <Input>(
-  parameters: Schema.Schema<Input, any, never>
-): (input: unknown) => Result.Result<Input, ParseResult.ParseIssue> => {
+  parameters: Schema.Decoder<Input>
+): (input: unknown) => Result.Result<Input, SchemaIssue.Issue> => {
   let decode = decoders.get(parameters)
   if (decode === undefined) {
-    decode = ParseResult.decodeUnknownEither(parameters, decodeOptions)
+    // the arguments are JSON: decoded as the JSON form the JSON Schema describes
+    const decodeResult = Schema.decodeUnknownResult(Schema.toCodecJson(parameters), Issues.decodeOptions)
+    decode = (input) => Result.mapError(decodeResult(input), (error) => error.issue)
     decoders.set(parameters, decode)
   }
-  return decode as (input: unknown) => Result.Result<Input, ParseResult.ParseIssue>
+  // the map is keyed by the Schema, so its decoder produces the Schema's `Input`
+  return decode as (input: unknown) => Result.Result<Input, SchemaIssue.Issue>
 }
 
 const decoders = new WeakMap<
-  Schema.Schema<any, any, never>,
-  (input: unknown) => Result.Result<unknown, ParseResult.ParseIssue>
+  Schema.Decoder<unknown>,
+  (input: unknown) => Result.Result<unknown, SchemaIssue.Issue>
 >()
 
 /**

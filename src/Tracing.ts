@@ -17,9 +17,10 @@ import * as Layer from "effect/Layer"
  * @since 0.1.0
  * @category Models
  */
-export class RecordContent extends Context.Reference<RecordContent>()("effect-agent/Tracing/RecordContent", {
-  defaultValue: () => false
-}) {}
+export const RecordContent: Context.Reference<boolean> = Context.Reference<boolean>(
+  "effect-agent/Tracing/RecordContent",
+  { defaultValue: () => false }
+)
 
 /**
  * Opts in to recording message content on the model spans.

@@ -11,9 +11,11 @@ import type { JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprot
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type * as SchemaAST from "effect/SchemaAST"
+import * as SchemaIssue from "effect/SchemaIssue"
 import { RE2JS } from "re2js"
+import * as SchemaJson from "./schemaJson.js"
 
 /**
  * ajv's `code.regExp` engine: RE2 instead of `new RegExp`. A pattern RE2 cannot compile (a
@@ -61,15 +63,12 @@ export const validator: jsonSchemaValidator = {
  */
 export const parameters = (
   jsonSchema: { readonly [key: string]: unknown }
-): Result.Result<Schema.Schema<unknown>, string> =>
+): Result.Result<Schema.Decoder<unknown>, string> =>
   Result.map(compile(jsonSchema), (validate) =>
-    Schema.declare([], {
-      decode: () => (input, _options, ast) => {
-        const result = validate(input)
-        return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result))
-      },
-      encode: () => (input) => Effect.succeed(input)
-    }, { identifier: "JsonSchema", jsonSchema }))
+    Schema.declareConstructor<unknown>()([], () => (input, ast, options) => {
+      const result = validate(input)
+      return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result, options))
+    }, { identifier: "JsonSchema", [SchemaJson.annotation]: jsonSchema }))
 
 const compile = (
   jsonSchema: { readonly [key: string]: unknown }
@@ -94,15 +93,20 @@ const describe = (error: unknown): string => {
 }
 
 // ajv's errorsText joins `data<instancePath> <message>` with ", "; each issue starts with "data"
-const issues = (ast: Schema.Schema.AnyNoContext["ast"], input: unknown, text: string): ParseResult.ParseIssue => {
-  const parts = text.split(/, (?=data[/ ])/).map((part): ParseResult.ParseIssue => {
+const issues = (
+  ast: SchemaAST.AST,
+  input: unknown,
+  text: string,
+  options: SchemaAST.ParseOptions
+): SchemaIssue.Issue => {
+  const [first, ...rest] = text.split(/, (?=data[/ ])/).map((part): SchemaIssue.Issue => {
     const match = /^data(\S*) ([\s\S]*)$/.exec(part)
-    if (match === null) return new ParseResult.Type(ast, input, part)
+    if (match === null) return new SchemaIssue.InvalidValue({ message: part }, input, options)
     const path = match[1]!.split("/").slice(1).map((segment) => segment.replaceAll("~1", "/").replaceAll("~0", "~"))
-    const issue = new ParseResult.Type(ast, valueAt(input, path), match[2]!)
-    return path.length === 0 ? issue : new ParseResult.Pointer(path as [string, ...Array<string>], input, issue)
+    const issue = new SchemaIssue.InvalidValue({ message: match[2]! }, valueAt(input, path), options)
+    return path.length === 0 ? issue : new SchemaIssue.Pointer(path, issue)
   })
-  return parts.length === 1 ? parts[0]! : new ParseResult.Composite(ast, input, parts as [ParseResult.ParseIssue])
+  return rest.length === 0 ? first! : new SchemaIssue.Composite(ast, [first!, ...rest], input, options)
 }
 
 const valueAt = (input: unknown, path: ReadonlyArray<string>): unknown => {

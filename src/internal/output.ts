@@ -9,14 +9,14 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as JSONSchema from "effect/JsonSchema"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
 import * as Errors from "../Errors.js"
 import * as Message from "../Message.js"
 import * as Permissions from "../services/Permissions.js"
 import type * as Tool from "../Tool.js"
+import * as Issues from "./issues.js"
+import * as SchemaJson from "./schemaJson.js"
 
 /** The name of the final-answer tool, as the model sees it. */
 export const toolName = "final_answer"
@@ -39,35 +39,38 @@ export class Output<A> {
   answer: { readonly value: A } | undefined = undefined
   /** Answers that did not decode so far. */
   private failures = 0
-  private readonly decode: (input: unknown) => Result.Result<A, ParseResult.ParseError>
-  private readonly decodeAnswer: (input: unknown) => Result.Result<A, ParseResult.ParseError>
+  private readonly decode: (input: unknown) => Result.Result<A, Schema.SchemaError>
+  private readonly decodeAnswer: (input: unknown) => Result.Result<A, Schema.SchemaError>
   /** The final-answer tool: its input is decoded here (not by the loop), so failures are counted. */
   readonly tool: Tool.Tool<unknown, Errors.OutputInvalid | Errors.ToolExecutionFailed>
 
-  constructor(schema: Schema.Schema<A, any, never>, readonly maxRepairs: number) {
+  constructor(schema: Schema.Decoder<A>, readonly maxRepairs: number) {
+    // the answer is JSON: it is decoded as the JSON form its JSON Schema describes
+    const json = Schema.toCodecJson(schema)
+    this.decodeAnswer = Schema.decodeUnknownResult(json, Issues.decodeOptions)
     // providers want an object as a tool's parameters: any other answer is wrapped as `{ value }`
-    const wrapped = SchemaAST.encodedAST(schema.ast)._tag !== "TypeLiteral"
-    const wire: Schema.Schema<any, any, never> = wrapped ? Schema.Struct({ value: schema }) : schema
-    const decode = Schema.decodeUnknownResult(wire, decodeOptions)
-    this.decodeAnswer = Schema.decodeUnknownResult(schema, decodeOptions)
-    this.decode = wrapped
-      ? (input) => Result.map(decode(input), (decoded: { readonly value: A }) => decoded.value)
-      : decode
+    const wrapped = !SchemaAST.isObjects(SchemaAST.toEncoded(json.ast))
+    if (wrapped) {
+      const decode = Schema.decodeUnknownResult(Schema.Struct({ value: json }), Issues.decodeOptions)
+      this.decode = (input) => Result.map(decode(input), (decoded) => decoded.value)
+    } else {
+      this.decode = this.decodeAnswer
+    }
     this.tool = {
       name: toolName,
       description: "Give your final answer. Call this once, when you are done, with the answer as its arguments; " +
         "nothing after it is read.",
       parameters: Schema.Unknown,
-      jsonSchema: jsonSchemaOf(wire),
+      jsonSchema: SchemaJson.parameters(wrapped ? Schema.Struct({ value: schema }) : schema),
       execution: "parallel",
       execute: (input) =>
         Effect.suspend((): Effect.Effect<string, Errors.OutputInvalid | Errors.ToolExecutionFailed> => {
           const decoded = this.decode(input)
           if (Result.isSuccess(decoded)) {
-            this.answer ??= { value: decoded.right }
+            this.answer ??= { value: decoded.success }
             return Effect.succeed("Answer received.")
           }
-          const issues = formatIssues(decoded.left)
+          const issues = Issues.formatError(decoded.failure)
           return this.exhausted()
             ? Effect.fail(this.invalid(issues, input))
             : Effect.fail(
@@ -89,14 +92,14 @@ export class Output<A> {
     const json = parseJson(text)
     // the JSON in the text, else the text itself (an answer that is a string)
     const first = this.decodeAnswer(json === undefined ? text : json.value)
-    if (Result.isSuccess(first)) return { _tag: "Answered", value: first.right }
+    if (Result.isSuccess(first)) return { _tag: "Answered", value: first.success }
     if (json !== undefined) {
       const asText = this.decodeAnswer(text)
-      if (Result.isSuccess(asText)) return { _tag: "Answered", value: asText.right }
+      if (Result.isSuccess(asText)) return { _tag: "Answered", value: asText.success }
     }
     const issues = json === undefined
       ? `- (root): the answer was text, not a call of ${toolName}`
-      : formatIssues(first.left)
+      : Issues.formatError(first.failure)
     if (this.exhausted()) return { _tag: "Invalid", error: this.invalid(issues, json?.value ?? text) }
     return {
       _tag: "Repair",
@@ -139,21 +142,6 @@ export const allowAnswer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Eff
           request.toolName === toolName ? Effect.succeed(Permissions.allow) : permissions.value.check(request)
       })
   )
-
-const decodeOptions = { errors: "all", onExcessProperty: "ignore" } as const
-
-const jsonSchemaOf = (schema: Schema.Schema<any, any, never>): Tool.JsonSchema => {
-  const definitions: Record<string, JSONSchema.JsonSchema7> = {}
-  const jsonSchema: Tool.JsonSchema = {
-    ...JSONSchema.fromAST(schema.ast, { definitions, topLevelReferenceStrategy: "skip" })
-  }
-  return Object.keys(definitions).length === 0 ? jsonSchema : { ...jsonSchema, $defs: definitions }
-}
-
-const formatIssues = (error: ParseResult.ParseError): string =>
-  ParseResult.ArrayFormatter.formatIssueSync(error.issue)
-    .map((issue) => `- ${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
-    .join("\n")
 
 // the JSON in a text answer, also inside a Markdown code fence
 const parseJson = (text: string): { readonly value: unknown } | undefined => {
