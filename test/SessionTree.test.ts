@@ -237,6 +237,28 @@ const Ops = FastCheck.array(
 )
 
 /**
+ * A property over fast-check arbitraries that draws at most `numRuns` cases and stops drawing new ones
+ * once `budget` milliseconds have passed (a run cut there is not a failure); `timeout` is the test's.
+ */
+const propWithin = <A>(
+  name: string,
+  arbitrary: FastCheck.Arbitrary<A>,
+  body: (value: A) => Effect.Effect<void, unknown>,
+  options: { readonly numRuns: number; readonly budget: number; readonly timeout: number }
+) =>
+  it.live(
+    name,
+    () =>
+      Effect.promise(() =>
+        FastCheck.assert(FastCheck.asyncProperty(arbitrary, (value) => Effect.runPromise(body(value))), {
+          numRuns: options.numRuns,
+          interruptAfterTimeLimit: options.budget
+        })
+      ),
+    options.timeout
+  )
+
+/**
  * Applies random operations to a store and to a plain model of it (each branch a list of messages):
  * after each one, `messages` is the model's current branch, exactly one branch is current, and it has
  * the branch's size; every listed branch reads back as the model recorded it. Returns the model's
@@ -308,17 +330,17 @@ describe("Session tree: a model of it", () => {
   const budget = 20_000
   const timeout = 120_000
 
-  it.effect.prop(
+  propWithin(
     "in memory, random appends, forks and switches read as the model says",
-    [Ops],
-    ([ops]) => Effect.asVoid(followModel(Session.makeMemory(), ops)),
-    { fastCheck: { numRuns: 150, interruptAfterTimeLimit: budget }, timeout }
+    Ops,
+    (ops) => Effect.asVoid(followModel(Session.makeMemory(), ops)),
+    { numRuns: 150, budget, timeout }
   )
 
-  it.effect.prop(
+  propWithin(
     "in a JSON Lines file the same, and a reopened file is on the same branch",
-    [Ops],
-    ([ops]) =>
+    Ops,
+    (ops) =>
       Effect.scoped(Effect.gen(function*() {
         const path = NodePath.join(yield* tempDir, "s.jsonl")
         const current = yield* Effect.scoped(Effect.flatMap(open(path), ({ service }) => followModel(service, ops)))
@@ -326,7 +348,7 @@ describe("Session tree: a model of it", () => {
         assert.deepStrictEqual(contents.messages, current)
         assert.strictEqual(contents.branches.filter((branch) => branch.current).length, 1)
       })),
-    { fastCheck: { numRuns: 40, interruptAfterTimeLimit: budget }, timeout }
+    { numRuns: 40, budget, timeout }
   )
 })
 
