@@ -6,7 +6,7 @@ const call = (id: string) => Message.toolCall(id, "echo", { text: id })
 const result = (id: string) => Message.toolResult({ toolCallId: id, toolName: "echo", content: id })
 const reason = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
-  return Result.isFailure(checked) ? `${checked.left.index}: ${checked.left.reason}` : "valid"
+  return Result.isFailure(checked) ? `${checked.failure.index}: ${checked.failure.reason}` : "valid"
 }
 
 describe("Message.validateHistory", () => {

@@ -4,7 +4,6 @@
  * `OutputInvalid`; `Loop.stream` ends with the decoded value in `RunEnd`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -151,7 +150,7 @@ describe("typed answers", () => {
         Stream.runCollect,
         Effect.provide(scriptedRun([final("c1", { vendor: "V", total: 2, currency: "EUR" })]).layer)
       )
-      const end = Chunk.unsafeLast(events)
+      const end = events.at(-1)!
       assert.strictEqual(end._tag, "RunEnd")
       if (end._tag !== "RunEnd" || end.outcome._tag !== "Completed") return assert.fail("not completed")
       assert.deepStrictEqual(end.outcome.output, { vendor: "V", total: 2, currency: "EUR" })
@@ -160,7 +159,7 @@ describe("typed answers", () => {
         Stream.runCollect,
         Effect.provide(scriptedRun([Message.assistant("Hello there")]).layer)
       )
-      const plainEnd = Chunk.unsafeLast(plain)
+      const plainEnd = plain.at(-1)!
       assert.isTrue(
         plainEnd._tag === "RunEnd" && plainEnd.outcome._tag === "Completed" && plainEnd.outcome.output === "Hello there"
       )

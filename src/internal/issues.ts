@@ -9,7 +9,7 @@
  *   run with `reportInput: true`, as `decodeOptions` does)
  * - a missing key: `is missing`
  * - an excess key (with `onExcessProperty: "error"`): `is unexpected, expected: "a" | "b"`
- * - a failed check: its `message` annotation, else `Expected <what the check expects>, got <value>`
+ * - a failed check: its `message` annotation, else `Expected <what the check expects>, actual <value>`
  *
  * `formatIssue` / `formatError` render the entries as lines `- <path>: <message>` (the path dotted,
  * `(root)` for the whole value), the form a model or a user reads.
@@ -33,7 +33,16 @@ export interface Entry {
  */
 export const decodeOptions = { errors: "all", onExcessProperty: "ignore", reportInput: true } as const
 
-const leafHook: SchemaIssue.LeafHook = (issue) => {
+/** `Expected <what the schema expects>` (or the schema's `message` annotation). */
+const expectedOf = (ast: SchemaAST.AST): string => SchemaIssue.defaultLeafHook(new SchemaIssue.InvalidType(ast))
+
+/** Adds the rejected value to an `Expected …` message, when the decode reported it. */
+const withActual = (expected: string, issue: SchemaIssue.Issue): string =>
+  SchemaIssue.hasInput(issue) && expected.startsWith("Expected ")
+    ? `${expected}, actual ${Formatter.format(issue.input)}`
+    : expected
+
+const leafMessage = (issue: SchemaIssue.Leaf): string => {
   switch (issue._tag) {
     case "MissingKey": {
       const message = SchemaIssue.defaultLeafHook(issue)
@@ -47,31 +56,58 @@ const leafHook: SchemaIssue.LeafHook = (issue) => {
         : []
       return keys.length === 0 ? "is unexpected" : `is unexpected, expected: ${keys.join(" | ")}`
     }
-    case "InvalidType": {
-      const expected = SchemaIssue.defaultLeafHook(new SchemaIssue.InvalidType(issue.ast))
-      if (!SchemaIssue.hasInput(issue)) return expected
-      // a custom `message` annotation is shown as it is
-      if (SchemaIssue.defaultLeafHook(issue) === expected) return expected
-      return `${expected}, actual ${Formatter.format(issue.input)}`
-    }
+    case "InvalidType":
+      return withActual(expectedOf(issue.ast), issue)
     default:
       return SchemaIssue.defaultLeafHook(issue)
   }
 }
 
-const formatKey = (key: PropertyKey): string => typeof key === "string" ? JSON.stringify(key) : String(key)
+const filterMessage = (issue: SchemaIssue.Filter): string | undefined => {
+  const custom = SchemaIssue.defaultCheckHook(issue)
+  if (custom !== undefined || issue.issue._tag !== "InvalidValue") return custom
+  const expected = issue.filter.annotations?.expected
+  return withActual(`Expected ${typeof expected === "string" ? expected : "a valid value"}`, issue)
+}
 
-const standard = SchemaIssue.makeFormatterStandardSchemaV1({ leafHook })
+/**
+ * Whether the encoded side failed only on the value's type: the value is not of a form the schema
+ * decodes from (a string where the JSON form of a number is expected), said as a wrong type.
+ */
+const isTypeMismatch = (issue: SchemaIssue.Issue): boolean =>
+  issue._tag === "InvalidType" || (issue._tag === "AnyOf" && issue.issues.every(isTypeMismatch))
+
+const flatten = (
+  issue: SchemaIssue.Issue,
+  path: ReadonlyArray<PropertyKey>,
+  override: string | undefined
+): Array<Entry> => {
+  switch (issue._tag) {
+    case "Filter":
+      return flatten(issue.issue, path, override ?? filterMessage(issue))
+    case "Encoding":
+      return isTypeMismatch(issue.issue)
+        ? [{ path, message: override ?? withActual(expectedOf(issue.ast), issue) }]
+        : flatten(issue.issue, path, override)
+    case "Pointer":
+      return flatten(issue.issue, [...path, ...issue.path], override)
+    case "Composite":
+      return issue.issues.flatMap((child) => flatten(child, path, override))
+    case "AnyOf":
+      return issue.issues.length > 0
+        ? issue.issues.flatMap((child) => flatten(child, path, override))
+        : [{ path, message: override ?? withActual(expectedOf(issue.ast), issue) }]
+    default:
+      return [{ path, message: override ?? leafMessage(issue) }]
+  }
+}
+
+const formatKey = (key: PropertyKey): string => typeof key === "string" ? JSON.stringify(key) : String(key)
 
 /**
  * The wrong places of an issue, in order.
  */
-export const entries = (issue: SchemaIssue.Issue): ReadonlyArray<Entry> => standard(issue).issues.map((entry) => ({
-  path: (entry.path ?? []).map((segment) =>
-    typeof segment === "object" && segment !== null && "key" in segment ? segment.key : segment
-  ),
-  message: entry.message
-}))
+export const entries = (issue: SchemaIssue.Issue): ReadonlyArray<Entry> => flatten(issue, [], undefined)
 
 /**
  * A path as the lines show it: keys joined with dots (`items.0.name`), `(root)` for the whole value.
