@@ -690,7 +690,7 @@ describe("Session.layerJsonl: resume", () => {
         FileSystem.FileSystem,
         Effect.map(FileSystem.FileSystem, (fs) => ({
           ...fs,
-          open: (file: string, options?: FileSystem.OpenFileOptions) =>
+          open: (file: string, options?: Parameters<FileSystem.FileSystem["open"]>[1]) =>
             Effect.map(fs.open(file, options), (handle) =>
               Object.create(handle, {
                 sync: { value: Effect.andThen(Effect.sync(() => syncs++), handle.sync) }

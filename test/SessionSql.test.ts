@@ -121,7 +121,7 @@ for (const [name, store] of stores) {
         const stored = yield* SessionSql.readMessages("loop-run")
         assert.deepStrictEqual(stored, result.messages)
         assert.strictEqual(stored.length, 4)
-        yield* Message.validateHistory(stored)
+        yield* Effect.fromResult(Message.validateHistory(stored))
         assert.isTrue(yield* SessionSql.exists("loop-run"))
         assert.isFalse(yield* SessionSql.exists("no-such-session"))
         assert.deepStrictEqual(yield* SessionSql.readMessages("no-such-session"), [])

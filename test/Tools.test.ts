@@ -1,4 +1,4 @@
-import type * as CommandExecutor from "effect/process/ChildProcessSpawner"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import type * as FileSystem from "effect/FileSystem"
 import type * as Path from "effect/Path"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
@@ -391,14 +391,14 @@ describe("edit_file closest lines", () => {
 describe("tools in a run", () => {
   it("types: the tools add only ToolPermissionDenied (already terminal) and their platform services", () => {
     const _run = Loop.run({ input: "x", tools: Tools.all })
-    expectTypeOf<Effect.Effect.Error<typeof _run>>().toEqualTypeOf<Errors.Terminal | Errors.HistoryInvalid>()
-    expectTypeOf<Effect.Effect.Context<typeof _run>>().toEqualTypeOf<
+    expectTypeOf<Effect.Error<typeof _run>>().toEqualTypeOf<Errors.Terminal | Errors.HistoryInvalid>()
+    expectTypeOf<Effect.Services<typeof _run>>().toEqualTypeOf<
       | Model.Model
       | Session.Session
       | Workspace.Workspace
       | FileSystem.FileSystem
       | Path.Path
-      | CommandExecutor.CommandExecutor
+      | ChildProcessSpawner.ChildProcessSpawner
     >()
   })
 

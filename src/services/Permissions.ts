@@ -12,13 +12,13 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as SchemaAST from "effect/SchemaAST"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as SchemaParser from "effect/SchemaParser"
 import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
 import * as Glob from "../internal/glob.js"
+import * as Issues from "../internal/issues.js"
 import * as Shell from "./internal/shell.js"
 import * as Workspace from "./Workspace.js"
 
@@ -332,21 +332,11 @@ export const parseFile = (json: unknown, file: string): Result.Result<Rules, Per
     (issue) =>
       new PermissionsFileInvalid({
         file,
-        issues: formatIssues(issue).issues.map(({ message, path = [] }) =>
-          `${path.length === 0 ? "(top level)" : formatJsonPath(path.map(pathKey))}: ${message}`
+        issues: Issues.entries(issue).map(({ message, path }) =>
+          `${path.length === 0 ? "(top level)" : formatJsonPath(path)}: ${message}`
         )
       })
   )
-
-/** Each wrong place of a permissions file; an unknown key lists the keys allowed there. */
-const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1({
-  leafHook: (issue) =>
-    issue._tag === "UnexpectedKey" && SchemaAST.isObjects(issue.ast)
-      ? `is unexpected, expected: ${
-        issue.ast.propertySignatures.map((property) => JSON.stringify(String(property.name))).join(" | ")
-      }`
-      : SchemaIssue.defaultLeafHook(issue)
-})
 
 /**
  * The largest permissions file read, in bytes (1 MiB): a larger one is refused, so that no decision
@@ -665,9 +655,6 @@ const formatPattern = (rule: Rule): string | undefined => {
   if (tool === "bash" && rule.paths === undefined && rule.commands?.length === 1) return `bash(${rule.commands[0]})`
   return undefined
 }
-
-const pathKey = (segment: PropertyKey | { readonly key: PropertyKey }): PropertyKey =>
-  typeof segment === "object" ? segment.key : segment
 
 /** A path in a JSON document as people write it: `deny[1].paths[0]`. */
 const formatJsonPath = (path: ReadonlyArray<PropertyKey>): string =>

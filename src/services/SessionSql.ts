@@ -87,7 +87,9 @@ const migrated = new WeakSet<SqlClient.SqlClient>()
  * @since 0.1.0
  * @category Constructors
  */
-export const migrate = Effect.fn("SessionSql.migrate")(function*(upTo: number = schemaVersion) {
+export const migrate = (upTo: number = schemaVersion) => migrateTo(upTo)
+
+const migrateTo = Effect.fn("SessionSql.migrate")(function*(upTo: number) {
   const sql = yield* SqlClient.SqlClient
   // a store this process brought to the current version stays there: each session it opens skips this
   if (upTo >= schemaVersion && migrated.has(sql)) return

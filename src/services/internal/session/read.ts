@@ -7,9 +7,10 @@ import type * as PlatformError from "effect/PlatformError"
 import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as SchemaIssue from "effect/SchemaIssue"
+import type * as SchemaIssue from "effect/SchemaIssue"
 import * as SchemaParser from "effect/SchemaParser"
 import * as Errors from "../../../Errors.js"
+import * as Issues from "../../../internal/issues.js"
 import type * as Session from "../../Session.js"
 import * as Tree from "../tree.js"
 import { SessionCorrupt, storeFailed } from "./errors.js"
@@ -127,18 +128,17 @@ const completeLines = (bytes: Uint8Array): Array<string> | number => {
   return lines
 }
 
-const decodeHeader = SchemaParser.decodeUnknownResult(Format.Header)
-const decodeEntry = SchemaParser.decodeUnknownResult(Format.Entry)
+const decodeHeader = SchemaParser.decodeUnknownResult(Format.Header, Issues.decodeOptions)
+const decodeEntry = SchemaParser.decodeUnknownResult(Format.Entry, Issues.decodeOptions)
 
-const standardIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+/** The longest description of a bad line: the values it shows may be a whole line of the file. */
+const maxIssueLength = 500
 
-/** An issue as `path: message` parts (`message.content[0].text: Expected string, got 3`). */
-const formatIssue = (issue: SchemaIssue.Issue) =>
-  standardIssues(issue).issues.map(({ message, path = [] }) =>
-    path.length === 0
-      ? message
-      : `${path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")}: ${message}`
-  ).join("; ")
+/** An issue as its wrong places, `path: message`, on one line (cut at `maxIssueLength`). */
+const formatIssue = (issue: SchemaIssue.Issue) => {
+  const text = Issues.entries(issue).map((entry) => `${Issues.formatPath(entry.path)}: ${entry.message}`).join("; ")
+  return text.length <= maxIssueLength ? text : `${text.slice(0, maxIssueLength)}…`
+}
 
 /** Takes a file's lines in order: the header, then each entry into the tree. */
 class Reader {
