@@ -1,31 +1,47 @@
 /**
- * Counts that do not depend on the machine's load: the fiber operations an effect runs (through a
- * `Supervisor` with op supervision on) and the bytes a run allocates (heap growth with a young
- * generation big enough that no collection runs in between: `npm run bench` starts node with
- * `--max-semi-space-size`).
+ * Counts that do not depend on the machine's load: the fiber operations an effect runs and the fibers
+ * it starts (through the fiber's own hooks: the `Scheduler` every run-loop step asks whether to yield,
+ * and the runtime-metrics service every new fiber reports to), and the bytes a run allocates (heap
+ * growth with a young generation big enough that no collection runs in between: `npm run bench`
+ * starts node with `--max-semi-space-size`).
+ *
+ * An operation is one step of a fiber's run loop: one effect evaluated. A success passed straight to
+ * the next continuation (the run loop's inline fast path) is not a step and is not counted.
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as RuntimeFlags from "effect/RuntimeFlags"
-import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
-import * as Supervisor from "effect/Supervisor"
+import type * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as Scheduler from "effect/Scheduler"
 
 /**
- * Counts the fibers started and the operations they run.
+ * Counts the fibers started and the operations they run: a scheduler that delegates to the one in
+ * place and counts each time a fiber asks it whether to yield (once an operation).
  *
  * @since 0.1.0
  * @category Models
  */
-export class OpCounter extends Supervisor.AbstractSupervisor<void> {
+export class OpCounter implements Scheduler.Scheduler {
   ops = 0
   fibers = 0
-  readonly value = Effect.void
-  override onStart(): void {
-    this.fibers++
+  inner: Scheduler.Scheduler = new Scheduler.MixedScheduler()
+  get executionMode(): "sync" | "async" {
+    return this.inner.executionMode
   }
-  override onEffect(): void {
+  shouldYield(fiber: Fiber.Fiber<unknown, unknown>): boolean {
     this.ops++
+    return this.inner.shouldYield(fiber)
+  }
+  makeDispatcher(): Scheduler.SchedulerDispatcher {
+    return this.inner.makeDispatcher()
+  }
+  /** Hears of every fiber started where the counter is in place. */
+  readonly metrics: Metric.FiberRuntimeMetricsService = {
+    recordFiberStart: () => {
+      this.fibers++
+    },
+    recordFiberEnd: () => {}
   }
 }
 
@@ -36,10 +52,13 @@ export class OpCounter extends Supervisor.AbstractSupervisor<void> {
  * @category Combinators
  */
 export const counted = <A, E, R>(effect: Effect.Effect<A, E, R>, counter: OpCounter): Effect.Effect<A, E, R> =>
-  effect.pipe(
-    Effect.supervised(counter),
-    Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))
-  )
+  Effect.withFiber((fiber) => {
+    counter.inner = fiber.getRef(Scheduler.Scheduler)
+    return effect.pipe(
+      Effect.provideService(Scheduler.Scheduler, counter),
+      Effect.provideService(Metric.FiberRuntimeMetrics, counter.metrics)
+    )
+  })
 
 /**
  * Whether this process can force a collection (`node --expose-gc`), which `allocated` needs.

@@ -14,10 +14,8 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -59,7 +57,7 @@ export interface Agent<Tools extends ReadonlyArray<Tool.Any>, A = string, E = ne
   /** Its system prompt. */
   readonly instructions: string
   readonly tools: Tools
-  readonly output: Schema.Schema<A, any, never> | undefined
+  readonly output: Schema.Codec<A, unknown> | undefined
   /** Its own model (a service, or a layer built for each of its runs); otherwise the run's `Model`. */
   readonly model: Model.Service | Layer.Layer<Model.Model, any, any> | undefined
   /** Run options used for each of its runs. */
@@ -125,7 +123,7 @@ export interface MakeOptions extends AgentRunOptions {
   readonly description: string
   readonly instructions: string
   readonly tools?: ReadonlyArray<Tool.Any> | undefined
-  readonly output?: Schema.Schema<any, any, never> | undefined
+  readonly output?: Schema.Codec<any, unknown> | undefined
   readonly model?: Model.Service | Layer.Layer<Model.Model, any, any> | undefined
 }
 
@@ -137,8 +135,8 @@ export interface MakeOptions extends AgentRunOptions {
  */
 export type FromOptions<O extends MakeOptions> = Agent<
   O extends { readonly tools: infer T extends ReadonlyArray<Tool.Any> } ? T : readonly [],
-  O extends { readonly output: Schema.Schema<infer A, infer _I, never> } ? A : string,
-  | (O extends { readonly output: Schema.Schema<infer _A, infer _I, never> } ? Errors.OutputInvalid : never)
+  O extends { readonly output: Schema.Codec<infer A, infer _I> } ? A : string,
+  | (O extends { readonly output: Schema.Codec<infer _A, infer _I> } ? Errors.OutputInvalid : never)
   | (O extends { readonly model: Layer.Layer<Model.Model, infer E, infer _R> } ? E : never),
   O extends { readonly model: Layer.Layer<Model.Model, infer _E, infer R> } ? R
     : O extends { readonly model: Model.Service } ? never
@@ -367,7 +365,7 @@ export type OnDenied = "fail" | "feedBack"
  */
 export interface AsToolOptions<P, D extends OnDenied> {
   /** The tool's parameters (default `{ task: string }`, whose `task` is the child's input). */
-  readonly parameters?: Schema.Schema<P, any, never> | undefined
+  readonly parameters?: Schema.Decoder<P> | undefined
   /** The child's input from the call's parameters (default: `task`, or else the parameters as JSON). */
   readonly input?: ((parameters: P) => Loop.RunOptions["input"]) | undefined
   /** The tool's name (default: the agent's name). */
@@ -434,7 +432,7 @@ export const asTool: {
   ): Tool.Tool<{ readonly task: string }, ToolError<Ag, D>, Requirements<Ag>>
   <Ag extends Any, P, D extends OnDenied = "fail">(
     agent: Ag,
-    options: AsToolOptions<P, D> & { readonly parameters: Schema.Schema<P, any, never> }
+    options: AsToolOptions<P, D> & { readonly parameters: Schema.Decoder<P> }
   ): Tool.Tool<P, ToolError<Ag, D>, Requirements<Ag>>
 } = (agent: Any, options?: AsToolOptions<any, OnDenied>): Tool.Tool<any, any, any> => {
   const parameters = options?.parameters ?? TaskParameters
@@ -450,7 +448,7 @@ export const asTool: {
     timeout: options?.timeout,
     execute: (input, context) =>
       Effect.gen(function*() {
-        const depth = (yield* FiberRef.get(currentDepth)) + 1
+        const depth = (yield* currentDepth) + 1
         if (depth > maxDepth) {
           return yield* new Errors.ToolExecutionFailed({
             description: `The ${agent.name} agent was not started: sub-agents may nest ${maxDepth} deep, ` +
@@ -458,10 +456,11 @@ export const asTool: {
             details: { reason: "maxDepth", maxDepth, depth }
           })
         }
-        // to the event loop before the child starts: a chain of children that never waits on anything
-        // (an agent calling itself) would otherwise starve the timers, so no timeout or abort could fire
-        yield* Effect.withScheduler(Effect.yieldNow(), macrotask)
-        const parent = yield* FiberRef.get(ParentRun.current)
+        // to the event loop before the child starts (the default scheduler yields to a macrotask): a chain
+        // of children that never waits on anything (an agent calling itself) would otherwise starve the
+        // timers, so no timeout or abort could fire
+        yield* Effect.yieldNow
+        const parent = yield* ParentRun.current
         const sessions = yield* Effect.serviceOption(ChildSessions)
         const session = Option.isSome(sessions)
           ? yield* sessions.value.open(context.toolCallId)
@@ -471,12 +470,10 @@ export const asTool: {
         }).pipe(
           Effect.provideService(Session.Session, session),
           // the parent's queued input is the parent's
-          Effect.mapInputContext((services: Context.Context<any>) =>
-            Context.omit(Inbox.Inbox)(services) as Context.Context<any>
-          )
+          Effect.updateContext((services: Context.Context<any>) => Context.omit(Inbox.Inbox)(services))
         )
         // a child fiber of the call; interrupting the call interrupts it and waits for its finalizers
-        const fiber = yield* Effect.forkChild(Effect.locally(child, currentDepth, depth))
+        const fiber = yield* Effect.forkChild(Effect.provideService(child, currentDepth, depth))
         const result = yield* Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
         return agent.output === undefined
           ? result.output as string
@@ -508,7 +505,7 @@ const runOptions = (
   agent: Any,
   input: Loop.RunOptions["input"],
   options: RunOptions | undefined
-): Loop.RunOptions & { readonly output: Schema.Schema<any, any, never> } =>
+): Loop.RunOptions & { readonly output: Schema.Codec<any, unknown> } =>
   ({
     ...options,
     ...agent.options,
@@ -516,7 +513,7 @@ const runOptions = (
     tools: agent.tools,
     systemPrompt: agent.instructions,
     output: agent.output
-  }) as Loop.RunOptions & { readonly output: Schema.Schema<any, any, never> }
+  }) as Loop.RunOptions & { readonly output: Schema.Codec<any, unknown> }
 
 const withModel = <A, E, R>(agent: Any, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, any> => {
   const model = agent.model
@@ -530,16 +527,13 @@ const isLayer = (
 
 const provideStreamLayer =
   (layer: Layer.Layer<Model.Model, any, any>) => <A, E>(self: Stream.Stream<A, E, any>): Stream.Stream<A, any, any> =>
-    Stream.provideLayer(self, layer)
+    Stream.provide(self, layer)
 
 const provideStreamService = (model: Model.Service) => <A, E>(self: Stream.Stream<A, E, any>) =>
   Stream.provideService(self, Model.Model, model)
 
 /** How deep the current fiber's run is among sub-agents: 0 at the top run, 1 in its children, … */
-const currentDepth = FiberRef.unsafeMake(0)
-
-/** Schedules on the event loop's timers, so a yield through it lets due timers run first. */
-const macrotask = Scheduler.timer(0)
+const currentDepth = Context.Reference<number>("effect-agent/Agent/depth", { defaultValue: () => 0 })
 
 /** A child's events into the parent's sink, wrapped with the path to it; its end into the parent's stats. */
 const forward = (agent: string, toolCallId: string, parent: ParentRun.ParentRun | undefined) => {
@@ -555,7 +549,7 @@ const forward = (agent: string, toolCallId: string, parent: ParentRun.ParentRun 
   }
 }
 
-const answerText = (schema: Schema.Schema<any, any, never>, value: unknown): string => {
+const answerText = (schema: Schema.Codec<any, unknown>, value: unknown): string => {
   try {
     return JSON.stringify(Schema.encodeUnknownSync(schema)(value))
   } catch {

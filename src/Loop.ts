@@ -12,15 +12,14 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
-import * as Channel from "effect/Channel"
-import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Mailbox from "effect/Queue"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import type * as Schema from "effect/Schema"
+import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import type * as Compaction from "./Compaction.js"
 import * as Errors from "./Errors.js"
@@ -105,7 +104,7 @@ export interface RunOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArra
    * decodes, else the model is told to call the tool. Each counts as a repair; past `maxOutputRepairs`
    * the run fails with `OutputInvalid`.
    */
-  readonly output?: Schema.Schema<any, any, never> | undefined
+  readonly output?: Schema.Decoder<any> | undefined
   /** How many answers that do not decode are fed back before the run fails (default 2). */
   readonly maxOutputRepairs?: number | undefined
   /**
@@ -159,7 +158,7 @@ export type RunError<Tools extends ReadonlyArray<Tool.Any>> =
  * @category Models
  */
 export interface RunOptionsWithOutput<Tools extends ReadonlyArray<Tool.Any>, A> extends RunOptions<Tools> {
-  readonly output: Schema.Schema<A, any, never>
+  readonly output: Schema.Decoder<A>
 }
 
 /**
@@ -281,7 +280,7 @@ export interface StreamOptions<Tools extends ReadonlyArray<Tool.Any> = ReadonlyA
  * @category Models
  */
 export interface StreamOptionsWithOutput<Tools extends ReadonlyArray<Tool.Any>, A> extends StreamOptions<Tools> {
-  readonly output: Schema.Schema<A, any, never>
+  readonly output: Schema.Decoder<A>
 }
 
 /**
@@ -303,63 +302,31 @@ export const stream: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
 ): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Stream.fromChannel(Channel.suspend(() => {
-    let started: {
-      readonly mailbox: Mailbox.Mailbox<Event.AgentEvent<any>, any>
-      readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
-    } | undefined
-    const start = Effect.flatMap(
-      Mailbox.make<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid>({
-        capacity: options.eventBuffer ?? defaultEventBuffer,
-        strategy: "suspend"
-      }),
-      (mailbox) => {
-        const sink = EventSink.mailbox(mailbox)
-        const onEvent = options.onEvent
-        return Effect.map(
-          Run.spanned(
-            loop(
-              options,
-              toolsOf(options.tools),
-              onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
-              options.signal
-            ),
-            "Loop.stream"
-          ).pipe(
-            Effect.onExit((exit) => mailbox.done(Exit.hasInterrupts(exit) ? Exit.void : Exit.asVoid(exit))),
-            Effect.forkChild
-          ),
-          (fiber) => {
-            started = { mailbox, fiber }
-            return mailbox
-          }
-        )
-      }
+  Stream.unwrap(Effect.gen(function*() {
+    const queue = yield* Queue.make<
+      Event.AgentEvent<any>,
+      RunError<Tools> | Errors.OutputInvalid | Cause.Done
+    >({ capacity: options.eventBuffer ?? defaultEventBuffer, strategy: "suspend" })
+    const sink = EventSink.queue(queue)
+    const onEvent = options.onEvent
+    yield* Run.spanned(
+      loop(
+        options,
+        toolsOf(options.tools),
+        onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
+        options.signal
+      ),
+      "Loop.stream"
+    ).pipe(
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) || Exit.hasInterrupts(exit) ? Queue.end(queue) : Queue.failCause(queue, exit.cause)
+      ),
+      Effect.forkScoped
     )
-    return Channel.ensuringWith(
-      Channel.flatMap(Channel.fromEffect(start), drainMailbox),
-      // the mailbox first, so a run finalizing after the consumer left never waits on it
-      () =>
-        started === undefined ? Effect.void : Effect.andThen(started.mailbox.shutdown, Fiber.interrupt(started.fiber))
-    )
+    // added after the fiber, so it runs first: a run finalizing after the consumer left never waits on the queue
+    yield* Effect.addFinalizer(() => Queue.shutdown(queue))
+    return Stream.fromQueue(queue)
   }))
-
-/**
- * The mailbox's events as a channel, a batch at a time, as `Mailbox.toChannel` does, but writing an
- * empty chunk after each batch: a channel executor keeps the last chunk it wrote until the next, so
- * without it a run held idle (its consumer waiting for the next event) would keep its last batch alive,
- * up to every event of the run so far.
- */
-const drainMailbox = <A, E>(mailbox: Mailbox.ReadonlyMailbox<A, E>): Channel.Channel<Chunk.Chunk<A>, unknown, E> => {
-  const loop: Channel.Channel<Chunk.Chunk<A>, unknown, E> = Channel.flatMap(
-    mailbox.takeAll,
-    ([events, done]) =>
-      done
-        ? events.length === 0 ? Channel.void : Channel.write(events)
-        : Channel.zipRight(Channel.zipRight(Channel.write(events), Channel.write(Chunk.empty())), loop)
-  )
-  return loop
-}
 
 /**
  * The options of `runAgent`.
@@ -488,7 +455,7 @@ export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
     const answer = yield* Effect.onExit(
       Effect.flatMap(takeTurn(run, inputMessages(options.input)), ({ answer, terminal }) =>
         Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)).pipe(
-          Effect.locally(ParentRun.current, { sink: run.sink, stats: run.stats })
+          Effect.provideService(ParentRun.current, { sink: run.sink, stats: run.stats })
         ),
       (exit) =>
         Exit.isSuccess(exit) ? Effect.void : finalize(run, exit)
@@ -702,9 +669,9 @@ const sinkOf = (options: RunOptions<ReadonlyArray<Tool.Any>>): EventSink.Sink =>
 
 /** Runs `self`, interrupted when `signal` aborts (at once when it is aborted already). */
 const abortOn = <A, E, R>(signal: AbortSignal | undefined, self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  signal === undefined ? self : Effect.withFiberRuntime((fiber) => {
+  signal === undefined ? self : Effect.withFiber((fiber) => {
     if (signal.aborted) return Effect.interrupt
-    const onAbort = () => fiber.unsafeInterruptAsFork(fiber.id())
+    const onAbort = () => fiber.interruptUnsafe(fiber.id)
     signal.addEventListener("abort", onAbort, { once: true })
     return Effect.ensuring(self, Effect.sync(() => signal.removeEventListener("abort", onAbort)))
   })
@@ -724,7 +691,7 @@ const failureReason = <E>(cause: Cause.Cause<E>): string => {
   const failure = Cause.findErrorOption(cause)
   return Option.isSome(failure)
     ? ToolBatch.messageOf(failure.value)
-    : ToolBatch.defectMessage(Option.getOrUndefined(Cause.dieOption(cause)))
+    : ToolBatch.defectMessage(Result.getOrUndefined(Cause.findDefect(cause)))
 }
 
 const outcomeOf = <E>(

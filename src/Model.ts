@@ -10,6 +10,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import * as Message from "./Message.js"
@@ -22,10 +23,8 @@ import * as Tool from "./Tool.js"
 /**
  * What the model receives: the whole context to send, in order, and the tools it may call.
  *
- * `messages` is the run's own history when nothing projects it (no `transformContext` changed it, no
- * compaction summarized it), not a copy: a turn then does no work in the length of the history. It does
- * not change while the call runs; a model that keeps a request after its call returns keeps a copy of
- * its messages (as `scripted` does).
+ * `messages` is a snapshot (a frozen array): it never changes, during the call or after it, so a model
+ * may keep a request as it is. The loop copies the array once a turn, never the messages in it.
  *
  * @since 0.1.0
  * @category Models
@@ -131,7 +130,7 @@ export const make = (
   const complete = options.complete!
   return {
     complete,
-    stream: (request) => Stream.flatMap(complete(request), (message) => Stream.fromIterable(eventsOf(message))),
+    stream: (request) => Stream.unwrap(Effect.map(complete(request), (message) => Stream.fromIterable(eventsOf(message)))),
     respond: (request, onEvent) =>
       Effect.flatMap(complete(request), (message) => Effect.as(replay(message, onEvent), message))
   }
@@ -172,7 +171,7 @@ export const scripted = (script: ReadonlyArray<ScriptStep>): Service & {
   const service = make({
     respond: (request, onEvent) =>
       Effect.suspend(() => {
-        requests.push({ ...request, messages: request.messages.slice() })
+        requests.push(request)
         const step = script[next++]
         if (step === undefined) {
           return Effect.fail(
@@ -248,7 +247,7 @@ export const layerFallback = <
   const Layers extends readonly [Layer.Layer<Model, any, any>, ...Array<Layer.Layer<Model, any, any>>]
 >(
   ...layers: Layers
-): Layer.Layer<Model, Layer.Layer.Error<Layers[number]>, Layer.Layer.Context<Layers[number]>> =>
+): Layer.Layer<Model, Layer.Error<Layers[number]>, Layer.Services<Layers[number]>> =>
   Layer.effect(
     Model,
     Effect.map(
@@ -313,7 +312,7 @@ export const respondFromStream = (
 ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> =>
   Effect.suspend(() => {
     let final: Message.AssistantMessage | undefined
-    return Stream.runForEachChunk(stream, (chunk) => {
+    return Stream.runForEachArray(stream, (chunk) => {
       let deltas: Array<Delta> | undefined
       for (const event of chunk) {
         if (event._tag === "Finish") final = event.message
@@ -333,20 +332,15 @@ export const streamFromRespond = (
   respond: Service["respond"],
   request: Request
 ): Stream.Stream<Event, Errors.ModelError> =>
-  Stream.callback<Event, Errors.ModelError>(
-    (emit) =>
-      respond(request, (event) => Effect.sync(() => emit.single(event))).pipe(
-        Effect.matchEffect({
-          onFailure: (error) => Effect.sync(() => emit.fail(error)),
-          onSuccess: (message) =>
-            Effect.sync(() => {
-              emit.single({ _tag: "Finish", message })
-              emit.end()
-            })
-        }),
-        Effect.forkScoped
-      ),
-    { bufferSize: "unbounded" }
+  Stream.callback<Event, Errors.ModelError>((queue) =>
+    Effect.flatMap(
+      respond(request, (event) => Effect.sync(() => Queue.offerUnsafe(queue, event))),
+      (message) =>
+        Effect.sync(() => {
+          Queue.offerUnsafe(queue, { _tag: "Finish", message })
+          Queue.endUnsafe(queue)
+        })
+    )
   )
 
 /**

@@ -10,7 +10,6 @@
  */
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
-import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import type * as FastCheck from "fast-check"
 import * as Layer from "effect/Layer"
@@ -191,7 +190,7 @@ export const cassette = <E, R>(
   ))
 
 const modeFromEnvironment = Effect.map(
-  Config.option(Config.string("EFFECT_AGENT_RECORD")),
+  Config.option(Config.String("EFFECT_AGENT_RECORD")),
   (value): Mode =>
     Option.match(value, {
       onNone: () => "replay",
@@ -256,7 +255,7 @@ const cassetteModel = (
           events.push({ ms, event })
           return onEvent(event)
         })).pipe(
-          Effect.locally(Outgoing.current, hear),
+          Effect.provideService(Outgoing.current, hear),
           Effect.tap((message) =>
             Effect.flatMap(elapsed, (ms) => {
               events.push({ ms, event: { _tag: "Finish", message } })

@@ -21,7 +21,7 @@ import * as Model from "../../src/Model.js"
 import * as Session from "../../src/services/Session.js"
 import * as Tool from "../../src/Tool.js"
 import * as Harness from "../Harness.js"
-import type { Result } from "./Overhead.js"
+import type { Result as Report } from "./Overhead.js"
 
 const stubborn = `process.on("SIGTERM", () => {}); console.log("ready"); setInterval(() => {}, 1000)`
 
@@ -178,7 +178,7 @@ export const latency = async (size: {
   readonly graceMs: number
   readonly warmup: number
   readonly repeat: number
-}): Promise<Result> => {
+}): Promise<Report> => {
   const grace = Duration.millis(size.graceMs)
   const rows: Record<string, unknown> = {}
   const ratios: Record<string, number> = {}

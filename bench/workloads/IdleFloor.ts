@@ -1,17 +1,19 @@
 /**
  * Workload l): what a fiber held idle keeps on effect 3, apart. N fibers each wait on a gate that is
  * opened after the measurement; the heap after a forced collection, minus the heap before, per fiber:
- * a bare wait, the same wait drained as a stream (`Stream.fromEffect`, a raw channel, `Mailbox.toStream`
+ * a bare wait, the same wait drained as a stream (`Stream.fromEffect`, a raw channel, `Stream.fromQueue`
  * fed by a forked fiber, as `Loop.stream` is), and our runs held idle in their model's request
  * (`Loop.run`, `Loop.stream` drained). It shows how much of an idle `Loop.stream` (workload e) is the
  * stream machinery any drained stream pays, and how much is the run.
  *
  * @since 0.1.0
  */
+import * as Arr from "effect/Array"
+import type * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Mailbox from "effect/Queue"
+import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Harness from "../Harness.js"
 import * as Ours from "../runtimes/Ours.js"
@@ -24,17 +26,17 @@ const variants: ReadonlyArray<readonly [string, Held]> = [
   ["Stream.runDrain(Stream.fromEffect(wait))", (wait) => Stream.runDrain(Stream.fromEffect(wait))],
   [
     "Stream.runDrain(Stream.fromChannel(Channel.fromEffect(wait)))",
-    (wait) => Stream.runDrain(Stream.fromChannel(Channel.fromEffect(wait)))
+    (wait) => Stream.runDrain(Stream.fromChannel(Channel.fromEffect(Effect.as(wait, Arr.of(0)))))
   ],
   [
-    "Stream.runDrain(Mailbox.toStream(mailbox)), fed by a forked fiber",
+    "Stream.runDrain(Stream.fromQueue(queue)), fed by a forked fiber",
     (wait) =>
       Effect.flatMap(
-        Mailbox.make<number>(),
-        (mailbox) =>
+        Queue.make<number, Cause.Done>(),
+        (queue) =>
           Effect.andThen(
-            Effect.forkChild(Effect.andThen(wait, mailbox.end)),
-            Stream.runDrain(Mailbox.toStream(mailbox))
+            Effect.forkChild(Effect.andThen(wait, Queue.end(queue))),
+            Stream.runDrain(Stream.fromQueue(queue))
           )
       )
   ]

@@ -9,7 +9,6 @@
  *
  * @since 0.1.0
  */
-import type * as HttpServer from "effect/http/HttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -121,7 +120,8 @@ const startServer = async () => {
     Layer.buildWithScope(Server.layer({ token: "bench" }).pipe(Layer.provide(runner), Layer.orDie), scope)
   )
   const { HttpServer: Tag } = await import("effect/http/HttpServer")
-  const address = Context.get(context, Tag).address as HttpServer.TcpAddress
+  const address = Context.get(context, Tag).address
+  if (address._tag === "UnixPathAddress") throw new Error("the server listens on a Unix socket, not a port")
   return {
     url: `http://127.0.0.1:${address.port}`,
     close: async () => {

@@ -1,11 +1,11 @@
 /**
  * The requests a model sends, as they leave: the providers report each one's URL and headers here
- * before sending it, and whoever set the FiberRef around a model call hears of them. Nobody listens
+ * before sending it, and whoever set the reference around a model call hears of them. Nobody listens
  * unless a cassette records: it learns from them the credentials it must keep out of its file,
  * however they were given (an option, a header, the base URL's query, the environment).
  */
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
+import * as Context from "effect/Context"
 
 /** One request as it leaves: its full URL and its headers. */
 export interface Request {
@@ -14,10 +14,11 @@ export interface Request {
 }
 
 /** Who hears of the requests the current fiber's model calls send (nobody by default). */
-export const current: FiberRef.FiberRef<(request: Request) => void> = FiberRef.unsafeMake<(request: Request) => void>(
-  () => {}
+export const current: Context.Reference<(request: Request) => void> = Context.Reference<(request: Request) => void>(
+  "effect-agent/Outgoing",
+  { defaultValue: () => () => {} }
 )
 
 /** Tells the current listener of a request about to be sent. */
 export const report = (request: Request): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(current), (listener) => Effect.sync(() => listener(request)))
+  Effect.flatMap(Effect.service(current), (listener) => Effect.sync(() => listener(request)))

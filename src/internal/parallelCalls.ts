@@ -81,7 +81,7 @@ export const unwrap = (
       })
       done.set(index, emitted.length - 1)
     }
-    return Stream.mapConcat(events, (event): Array<Model.Event> => {
+    return Stream.flattenIterable(Stream.map(events, (event): Array<Model.Event> => {
       const out: Array<Model.Event> = []
       if (event._tag === "Finish") {
         release(out)
@@ -108,6 +108,6 @@ export const unwrap = (
       const shift = shiftOf(event.index)
       out.push(shift === 0 ? event : { ...event, index: event.index + shift })
       return out
-    })
+    }))
   })
 }

@@ -6,6 +6,7 @@
  * batch are generators the loop's `Effect.gen` delegates to, so they take no fiber operation of their
  * own. `Loop.ts` says in which order they happen.
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
@@ -426,14 +427,16 @@ export class Run<E, R> {
     Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
   > {
     this.began = this.now()
-    const context = this.budget.project()
+    // a snapshot: the model may keep its request, and the history grows after the call (one copy of
+    // the array a turn, no copy of its messages)
+    const context = snapshot(this.budget.project(), this.history)
     const transform = this.settings.transformContext
     if (transform === undefined) return this.request(context)
     return Effect.flatMap(transform(context), (projected) =>
       // Law 4: the projection of a valid history is valid by construction; a changed one is checked
       projected === context
         ? this.request(context)
-        : Effect.andThen(Message.validateHistory(projected), Effect.suspend(() => this.request(projected))))
+        : Effect.andThen(Effect.fromResult(Message.validateHistory(projected)), Effect.suspend(() => this.request(projected))))
   }
 
   // called where the request runs, so its setup needs no suspend of its own
@@ -454,7 +457,7 @@ export class Run<E, R> {
   compact(
     reason: "budget" | "overflow"
   ): Effect.Effect<boolean, Errors.ModelError | Errors.SessionStoreFailed> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const plan = this.budget.plan()
       if (plan === undefined) return false
       const began = this.now()
@@ -484,7 +487,7 @@ export const make = <E, R>(
     const session = yield* Session.Session
     const permissions = yield* Effect.serviceOption(Permissions.Permissions)
     const inbox = yield* Effect.serviceOption(Inbox.Inbox)
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
     // a store that keeps its branch checked checks only what it got since; any other is checked here
     const tree = Checked.treeOf(session)
@@ -493,9 +496,9 @@ export const make = <E, R>(
     let checkedIds: ReadonlySet<string> | undefined
     if (tree === undefined) {
       history = (yield* session.messages).slice()
-      yield* Message.validateHistory(history, usedIds)
+      yield* Effect.fromResult(Message.validateHistory(history, usedIds))
     } else {
-      checkedIds = yield* tree.check()
+      checkedIds = yield* Effect.fromResult(tree.check())
       history = tree.messages.slice()
     }
     const compaction = yield* session.latestCompaction
@@ -519,13 +522,19 @@ export const make = <E, R>(
       settings,
       batch,
       tools.map(Tool.definition),
-      () => clock.unsafeCurrentTimeMillis(),
+      () => clock.currentTimeMillisUnsafe(),
       tracing,
       tools,
       usedIds,
       checkedIds
     )
   })
+
+/** The projected context as the model receives it: frozen, and never the run's live history. */
+const snapshot = (
+  context: ReadonlyArray<Message.Message>,
+  history: ReadonlyArray<Message.Message>
+): ReadonlyArray<Message.Message> => Object.freeze(context === history ? history.slice() : context)
 
 const isOverflow = (
   error: Errors.ModelError | Errors.HistoryInvalid | Errors.SessionStoreFailed
@@ -555,7 +564,9 @@ export const spanned = <A, E, R>(
   name: string,
   options?: Tracer.SpanOptions | undefined
 ): Effect.Effect<A, E, R> =>
-  Effect.tracerWith((tracer) => tracer === builtInTracer ? effect : Effect.withSpan(effect, name, options))
+  Effect.withFiber((fiber) =>
+    fiber.getRef(Tracer.Tracer) === builtInTracer ? effect : Effect.withSpan(effect, name, options)
+  )
 
 /** Effect's own tracer, in place when the application provides none. */
 const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)

@@ -9,7 +9,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import * as Errors from "../Errors.js"
 import type * as Message from "../Message.js"
 import type * as Permissions from "../services/Permissions.js"
@@ -88,9 +87,9 @@ export const check = <E, R>(
     }
   }
   const decoded = Tool.decodeInput(tool, call.input)
-  return decoded._tag === "Left"
-    ? { _tag: "Rejected", text: decoded.left.message }
-    : { _tag: "Ready", tool, input: decoded.right }
+  return decoded._tag === "Failure"
+    ? { _tag: "Rejected", text: decoded.failure.message }
+    : { _tag: "Ready", tool, input: decoded.success }
 }
 
 /**
@@ -180,8 +179,8 @@ const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Eff
     if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
     const failure = Cause.findErrorOption(cause)
     if (Option.isNone(failure)) {
-      const defect = Cause.dieOption(cause)
-      const text = Option.isSome(defect) ? defectMessage(defect.value) : Cause.pretty(cause)
+      const defect = Cause.findDefect(cause)
+      const text = defect._tag === "Success" ? defectMessage(defect.success) : Cause.pretty(cause)
       return Effect.succeed(
         new Failed(RunState.errorResult(call, `Tool ${call.name} failed unexpectedly: ${text}`, hooks.now()))
       )
@@ -383,22 +382,23 @@ export const defectMessage = (defect: unknown): string =>
  * (Measured on workload b: one fiber per call, forked then awaited, cost about twice as much a call.)
  */
 const runConcurrently = <R>(tasks: ReadonlyArray<Effect.Effect<void, never, R>>, limit: number) =>
-  // the runtime is taken outside the mask, so the workers are interruptible
-  Effect.flatMap(Effect.runtime<R>(), (runtime) =>
+  // the context is taken outside the mask, so the workers are interruptible
+  Effect.flatMap(Effect.context<R>(), (context) =>
     // no interruption between starting the workers and arming their interruption
     Effect.uninterruptibleMask((restore) => {
       let next = 0
       const worker: Effect.Effect<void, never, R> = Effect.suspend(() =>
         next < tasks.length ? Effect.andThen(tasks[next++]!, worker) : Effect.void
       )
-      const running: Array<Fiber.RuntimeFiber<void>> = []
+      const running: Array<Fiber.Fiber<void>> = []
+      const fork = Effect.runForkWith(context)
       for (let workers = 0; workers < limit && next < tasks.length; workers++) {
-        const fiber = Runtime.runFork(runtime)(worker)
-        if (fiber.unsafePoll() === null) running.push(fiber)
+        const fiber = fork(worker)
+        if (fiber.pollUnsafe() === undefined) running.push(fiber)
       }
       if (running.length === 0) return Effect.void
       return Effect.onInterrupt(
-        restore(Effect.forEach(running, (fiber) => fiber.await, { discard: true })),
+        restore(Effect.forEach(running, Fiber.await, { discard: true })),
         () => Fiber.interruptAll(running)
       )
     }))

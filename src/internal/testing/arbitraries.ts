@@ -4,8 +4,9 @@
  * point in the stream where the run is aborted. `Testing.scripted` plays a script as a model.
  */
 import * as Arbitrary from "effect/Arbitrary"
-import * as FastCheck from "fast-check"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as FastCheck from "fast-check"
 import * as Errors from "../../Errors.js"
 import type * as Tool from "../../Tool.js"
 import type { Turn } from "./turns.js"
@@ -49,14 +50,23 @@ export const failure: FastCheck.Arbitrary<Errors.ModelError> = FastCheck.constan
   new Errors.ModelRequestFailed({ provider: "testing", description: "connection reset (scripted)" })
 )
 
+/**
+ * The values of a schema as a fast-check arbitrary: effect's own generator for the schema, drawn at a
+ * seed fast-check chooses (so a run replays from fast-check's seed; the value itself is not shrunk).
+ */
+const fromSchema = <A>(schema: Schema.Codec<A, unknown>): FastCheck.Arbitrary<A> => {
+  const arbitrary = Arbitrary.schema(schema)
+  return FastCheck.integer().map((seed) => Effect.runSync(Arbitrary.sampleEffect(arbitrary, { count: 1, seed }))[0]!)
+}
+
 /** A call of one of the tools, with an input its schema accepts (or, with `invalidInputs`, any JSON). */
 export const toolCall = (
   tools: ReadonlyArray<Tool.Any>,
   invalidInputs = false
 ): FastCheck.Arbitrary<{ readonly name: string; readonly input: unknown }> =>
   FastCheck.oneof(...tools.map((tool) => {
-    const schema = tool.parameters as Schema.Schema<unknown, unknown, never>
-    const valid = Arbitrary.make(schema).map((value) => Schema.encodeSync(schema)(value))
+    const schema = tool.parameters as Schema.Codec<unknown, unknown>
+    const valid = fromSchema(schema).map((value) => Schema.encodeSync(schema)(value))
     const input = invalidInputs ? FastCheck.oneof({ arbitrary: valid, weight: 3 }, FastCheck.jsonValue()) : valid
     return input.map((value) => ({ name: tool.name, input: value }))
   }))

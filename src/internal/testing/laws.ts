@@ -10,7 +10,7 @@ import * as Message from "../../Message.js"
 /** The first way a history breaks the pairing law, if any. */
 export const pairingViolation = (history: ReadonlyArray<Message.Message>): string | undefined => {
   const checked = Message.validateHistory(history)
-  if (Result.isFailure(checked)) return checked.left.message
+  if (Result.isFailure(checked)) return checked.failure.message
   const calls = history.flatMap((message) => message.role === "assistant" ? Message.toolCalls(message) : [])
   const results = history.filter((message) => message.role === "toolResult")
   if (results.length !== calls.length) {
