@@ -264,6 +264,9 @@ const RuleObject = Schema.Struct({
   reason: Schema.optionalKey(Schema.String)
 })
 
+/** The message for a value that is neither a string nor an object. */
+const notARule = `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`
+
 /** The message for a rule object that sets no criterion: it would match every call, silently. */
 const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match every call); write "*" for a rule ` +
   `that matches every call`
@@ -279,9 +282,7 @@ const emptyRule = `a rule needs "tools", "paths" or "commands" (it would match e
  * @since 0.1.0
  * @category Models
  */
-export const FileRule = Schema.Union([Schema.String, Schema.ObjectKeyword]).annotate({
-  message: `expected a rule: "tool", "tool(pattern)" or { "tools", "paths", "commands", "reason" }`
-}).pipe(
+export const FileRule = Schema.Union([Schema.String, Schema.ObjectKeyword]).annotate({ message: notARule }).pipe(
   Schema.decodeTo(
     Schema.toType(RuleObject),
     SchemaTransformation.transformEffect({
@@ -301,7 +302,7 @@ export const FileRule = Schema.Union([Schema.String, Schema.ObjectKeyword]).anno
       encode: (rule) => Effect.succeed<string | object>(formatPattern(rule) ?? (isEveryCall(rule) ? "*" : rule))
     })
   )
-)
+).annotate({ message: notARule })
 
 /**
  * The schema of a permissions file: `{ "allow": [...], "ask": [...], "deny": [...], "otherwise":
