@@ -1,13 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
@@ -30,7 +27,7 @@ const results = (messages: ReadonlyArray<Message.Message>) =>
   messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
 const assertValid = (messages: ReadonlyArray<Message.Message>) => {
   const checked = Message.validateHistory(messages)
-  if (Result.isFailure(checked)) assert.fail(checked.left.message)
+  if (Result.isFailure(checked)) assert.fail(checked.failure.message)
 }
 
 describe("Loop.run", () => {
@@ -298,10 +295,10 @@ describe("Loop.run", () => {
       assert.strictEqual(broken.model.requests.length, 0)
     }))
 
-  it.effect("a turn copies nothing of the history: every request of a run gets the run's own history", () =>
+  it.effect("a turn copies no message of the history: each request holds the history's own messages", () =>
     Effect.gen(function*() {
-      // a run over a long history does no work in its length per turn: the context it sends is the
-      // history itself (the contract of Model.Request), which grows between the requests
+      // a run over a long history does little work in its length per turn: the context it sends is one
+      // array copied from the history (a snapshot), whose messages are the history's own
       const sent: Array<ReadonlyArray<Message.Message>> = []
       const lengths: Array<number> = []
       const answers = [Message.assistant([call("c1", "echo", { text: "1" })]), Message.assistant("done")]
@@ -319,11 +316,40 @@ describe("Loop.run", () => {
         Effect.provide(Session.layerMemory(history))
       )
       assert.deepStrictEqual(lengths, [3, 5])
-      assert.strictEqual(sent[0], sent[1])
+      // the second request: the history and what the run added before it (all but the last answer)
       assert.deepStrictEqual(sent[1]!.map((m) => m.role), [
         ...history.map((m) => m.role),
-        ...result.messages.map((m) => m.role)
+        ...result.messages.slice(0, -1).map((m) => m.role)
       ])
+      // the same message objects: no message is copied
+      for (let i = 0; i < sent[0]!.length; i++) assert.strictEqual(sent[0]![i], sent[1]![i])
+    }))
+
+  it.effect("a model request is a snapshot: a model that keeps every request sees each one unchanged after the run", () =>
+    Effect.gen(function*() {
+      const kept: Array<Model.Request> = []
+      const seen: Array<ReadonlyArray<string>> = []
+      const answers = [
+        Message.assistant([call("c1", "echo", { text: "1" })]),
+        Message.assistant([call("c2", "echo", { text: "2" })]),
+        Message.assistant("done")
+      ]
+      const model = Model.make({
+        complete: (request) =>
+          Effect.sync(() => {
+            kept.push(request)
+            seen.push(request.messages.map((m) => m.role))
+            return answers[kept.length - 1]!
+          })
+      })
+      yield* Loop.run({ input: "new", tools: [echo] }).pipe(
+        Effect.provideService(Model.Model, model),
+        Effect.provide(Session.layerMemory([Message.user("old"), Message.assistant("old answer")]))
+      )
+      assert.strictEqual(kept.length, 3)
+      assert.deepStrictEqual(kept.map((request) => request.messages.map((m) => m.role)), seen)
+      assert.deepStrictEqual(kept.map((request) => request.messages.length), [3, 5, 7])
+      for (const request of kept) assert.isTrue(Object.isFrozen(request.messages))
     }))
 
   it.effect("a run sets the parent run its tools' sub-agents report to, and leaves the fiber's as it found it", () =>
@@ -334,13 +360,13 @@ describe("Loop.run", () => {
         name: "look",
         description: "Notes the parent run its fiber sees",
         parameters: Schema.Struct({}),
-        execute: () => Effect.as(Effect.andThen(FiberRef.get(ParentRun.current), (parent) => seen.push(parent)), "ok")
+        execute: () => Effect.as(Effect.map(Effect.service(ParentRun.current), (parent) => seen.push(parent)), "ok")
       })
       const answered = scriptedRun([Message.assistant([call("l1", "look", {})]), Message.assistant("done")])
       const failed = scriptedRun([Message.assistant([call("l1", "look", {})])])
       const within = <A, E>(run: Effect.Effect<A, E>) =>
-        Effect.locally(
-          Effect.andThen(Effect.exit(run), FiberRef.get(ParentRun.current)),
+        Effect.provideService(
+          Effect.andThen(Effect.exit(run), Effect.service(ParentRun.current)),
           ParentRun.current,
           outer
         )
@@ -431,7 +457,7 @@ describe("honest endings", () => {
         Stream.runCollect,
         Effect.provide(scriptedRun(script).layer)
       )
-      const end = Chunk.last(events).pipe(Option.getOrThrow)
+      const end = events.at(-1)!
       assert.deepStrictEqual(end._tag === "RunEnd" ? end.outcome : undefined, {
         _tag: "Completed",
         stopReason: "length",
