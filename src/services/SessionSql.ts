@@ -1,6 +1,6 @@
 /**
- * A session store in a SQL database (`@effect/sql`: SQLite with `@effect/sql-sqlite-node`, PostgreSQL
- * with `@effect/sql-pg`), for applications that want their sessions in a database and for durable
+ * A session store in a SQL database (any `effect/sql` `SqlClient`: the embedded SQLite of
+ * `Durable.layerSqlite` on node:sqlite, PostgreSQL with `@effect/sql-pg`), for applications that want their sessions in a database and for durable
  * runs. Messages are stored with the same Schemas as the JSON Lines store; every append is keyed by a
  * deduplication id (`INSERT … ON CONFLICT DO NOTHING`), so appending the same message twice — a retry,
  * or a step re-run after a crash — stores it once. The tables are created, and migrated from an older

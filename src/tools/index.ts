@@ -1,7 +1,7 @@
 /**
  * The built-in workspace tools: `list_files`, `read_file`, `write_file`, `edit_file` and `bash`. They
- * work inside the `Workspace` service's root and require @effect/platform's `FileSystem`, `Path` and
- * `CommandExecutor` (`NodeServices.layer`).
+ * work inside the `Workspace` service's root and require effect's `FileSystem`, `Path` and
+ * `ChildProcessSpawner` (`NodeServices.layer`).
  *
  * @since 0.1.0
  */
