@@ -265,7 +265,8 @@ export const parseStream = (
   Stream.suspend(() => {
     const state = new StreamState(pricing)
     return events.pipe(
-      Stream.mapConcatEffect((event) => state.push(event)),
+      Stream.mapEffect((event) => state.push(event)),
+      Stream.flattenIterable,
       Stream.concat(Stream.suspend(() => state.end()))
     )
   })

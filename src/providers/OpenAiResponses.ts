@@ -286,7 +286,8 @@ export const parseStream = (
   Stream.suspend(() => {
     const state = new StreamState(provider, pricing)
     return events.pipe(
-      Stream.mapConcatEffect((event) => state.push(event)),
+      Stream.mapEffect((event) => state.push(event)),
+      Stream.flattenIterable,
       Stream.concat(Stream.suspend(() => state.end()))
     )
   })

@@ -7,7 +7,6 @@
  */
 import * as HttpClient from "effect/http/HttpClient"
 import * as Config from "effect/Config"
-import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -82,10 +81,10 @@ export const constructors = <O extends Options>(definition: Definition<O>) => {
         let apiKey = Option.none<Redacted.Redacted>()
         for (const name of keyVariables) {
           if (Option.isSome(apiKey)) break
-          apiKey = yield* Config.option(Config.redacted(name))
+          apiKey = yield* Config.option(Config.Redacted(name))
         }
         const baseUrl = options.baseUrl ??
-          (yield* Config.withDefault(Config.string(definition.env.baseUrl), definition.defaultBaseUrl))
+          (yield* Config.withDefault(Config.String(definition.env.baseUrl), definition.defaultBaseUrl))
         return yield* make({ ...options, apiKey: Option.getOrUndefined(apiKey), baseUrl } as unknown as O)
       })
     )

@@ -102,14 +102,15 @@ export const transportError = (
   url: string,
   error: HttpClientError.HttpClientError
 ): Errors.ModelError => {
-  if (error._tag === "ResponseError") {
+  const reason = error.reason
+  if ("response" in reason) {
     return new Errors.ModelRequestFailed({
       provider,
       url,
-      description: `the response stream was cut before its end (${causeOf(error.cause) ?? error.reason})`
+      description: `the response stream was cut before its end (${causeOf(reason.cause) ?? reason._tag})`
     })
   }
-  return connectionFailure(provider, url, causeOf(error.cause) ?? error.description ?? error.reason)
+  return connectionFailure(provider, url, causeOf(reason.cause) ?? reason.description ?? reason._tag)
 }
 
 /**

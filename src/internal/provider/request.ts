@@ -59,7 +59,7 @@ export const streamEvents = (options: {
       const client = HttpClient.withScope(options.client)
       const request = HttpClientRequest.post(url).pipe(
         HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
-        HttpClientRequest.bodyUnsafeJson(options.body)
+        HttpClientRequest.bodyJsonUnsafe(options.body)
       )
       yield* Outgoing.report({ url, headers: request.headers })
       const response = yield* client.execute(request).pipe(

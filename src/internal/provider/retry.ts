@@ -65,32 +65,29 @@ const retrySchedule = (
   const maxDelay = Duration.fromInputUnsafe(options?.maxDelay ?? Duration.seconds(30))
   const maxElapsed = Duration.fromInputUnsafe(options?.maxElapsed ?? Duration.minutes(2))
   const backoff = Schedule.exponential(options?.initialDelay ?? Duration.millis(500))
-  const schedule = Schedule.identity<Errors.ModelError>().pipe(
-    Schedule.intersect(options?.jitter === false ? backoff : Schedule.jittered(backoff)),
-    Schedule.modifyDelay(([error], delay) => {
-      const capped = Duration.min(delay, maxDelay)
-      return error._tag === "ModelRateLimited" && error.retryAfterMillis !== undefined
-        ? Duration.max(capped, Duration.millis(error.retryAfterMillis))
-        : capped
+  const schedule = (options?.jitter === false ? backoff : Schedule.jittered(backoff)).pipe(
+    Schedule.setInputType<Errors.ModelError>(),
+    Schedule.modifyDelay(({ duration, input }) => {
+      const capped = Duration.min(duration, maxDelay)
+      return Effect.succeed(
+        input._tag === "ModelRateLimited" && input.retryAfterMillis !== undefined
+          ? Duration.max(capped, Duration.millis(input.retryAfterMillis))
+          : capped
+      )
     }),
-    Schedule.intersect(Schedule.recurs(options?.maxRetries ?? 4)),
-    Schedule.upTo(maxElapsed),
+    Schedule.upTo({ times: options?.maxRetries ?? 4, duration: maxElapsed }),
     // a server asking to wait longer than the whole budget is not waited for
-    Schedule.whileInput((error) =>
-      canRetry(error) &&
-      !(error._tag === "ModelRateLimited" && (error.retryAfterMillis ?? 0) > Duration.toMillis(maxElapsed))
+    Schedule.while(({ input }) =>
+      canRetry(input) &&
+      !(input._tag === "ModelRateLimited" && (input.retryAfterMillis ?? 0) > Duration.toMillis(maxElapsed))
     )
   )
   const onRetry = options?.onRetry
   if (onRetry === undefined) return schedule
   let attempt = 0
-  let last: Errors.ModelError | undefined
-  return schedule.pipe(
-    Schedule.tapInput((error: Errors.ModelError) => Effect.sync(() => (last = error))),
-    // runs only for a decision to continue, with the final delay
-    Schedule.modifyDelayEffect((_, delay) =>
-      Effect.as(onRetry({ attempt: ++attempt, delayMillis: Duration.toMillis(delay), error: last! }), delay)
-    )
+  // runs only for a decision to continue, with the final delay
+  return Schedule.tap(schedule, ({ duration, input }) =>
+    onRetry({ attempt: ++attempt, delayMillis: Duration.toMillis(duration), error: input })
   )
 }
 

@@ -39,12 +39,13 @@ export const sseEvents = (
     })
     return bytes.pipe(
       Stream.decodeText(),
-      Stream.mapConcatEffect((text) => {
+      Stream.mapEffect((text) => {
         if (failure === undefined) parser.feed(text)
         const events = pending
         pending = []
         return failure === undefined ? Effect.succeed(events) : Effect.fail(failure)
-      })
+      }),
+      Stream.flattenIterable
     )
   })
 
