@@ -25,26 +25,32 @@ class ReaperTestFailed extends Data.TaggedError("ReaperTestFailed")<{ readonly m
 
 /** Starts the fixture test process and waits for its line of pids and folders. */
 const startFixture = Effect.acquireRelease(
-  Effect.callback<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, ReaperTestFailed>((resume) => {
-    const child = Reaper.watch(
-      ChildProcess.spawn(process.execPath, ["--import", "tsx", NodePath.join(root, "test/fixtures/reaper-child.ts")], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
+  Effect.callback<{ readonly child: ChildProcess.ChildProcess; readonly started: Started }, ReaperTestFailed>(
+    (resume) => {
+      const child = Reaper.watch(
+        ChildProcess.spawn(
+          process.execPath,
+          ["--import", "tsx", NodePath.join(root, "test/fixtures/reaper-child.ts")],
+          {
+            cwd: root,
+            stdio: ["ignore", "pipe", "pipe"]
+          }
+        )
+      )
+      let stderr = ""
+      child.stderr!.on("data", (chunk) => (stderr += chunk))
+      Readline.createInterface({ input: child.stdout! }).once("line", (line) => {
+        resume(Effect.succeed({ child, started: JSON.parse(line) as Started }))
       })
-    )
-    let stderr = ""
-    child.stderr!.on("data", (chunk) => (stderr += chunk))
-    Readline.createInterface({ input: child.stdout! }).once("line", (line) => {
-      resume(Effect.succeed({ child, started: JSON.parse(line) as Started }))
-    })
-    child.once("exit", (code, signal) => {
-      resume(Effect.fail(
-        new ReaperTestFailed({
-          message: `the fixture exited (${code ?? signal}) before it started everything:\n${stderr}`
-        })
-      ))
-    })
-  }),
+      child.once("exit", (code, signal) => {
+        resume(Effect.fail(
+          new ReaperTestFailed({
+            message: `the fixture exited (${code ?? signal}) before it started everything:\n${stderr}`
+          })
+        ))
+      })
+    }
+  ),
   ({ child }) => Effect.sync(() => child.kill("SIGKILL"))
 )
 

@@ -9,9 +9,9 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "effect/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Errors from "../Errors.js"

@@ -10,11 +10,11 @@
  * @since 0.1.0
  */
 import * as Arr from "effect/Array"
-import * as SqlClient from "effect/sql/SqlClient"
-import type * as SqlError from "effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as Crypto from "node:crypto"
 import * as Errors from "../Errors.js"
 import * as CompactionEntry from "../internal/compactionEntry.js"

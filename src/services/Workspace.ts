@@ -6,13 +6,13 @@
  *
  * @since 0.1.0
  */
-import * as Error from "effect/PlatformError"
-import * as FileSystem from "effect/FileSystem"
-import * as Path from "effect/Path"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
+import * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
+import * as Path from "effect/Path"
+import * as Error from "effect/PlatformError"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"

@@ -5,8 +5,8 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
 import * as Tool from "../Tool.js"

@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as FileSystem from "effect/FileSystem"
 import * as Path from "effect/Path"
-import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Errors from "../Errors.js"
 import * as Workspace from "../services/Workspace.js"

@@ -2,11 +2,11 @@
  * What the built-in file tools share: resolving a path in the workspace (an escape is a permission
  * denial), walking the workspace as `list_files` sees it, and the "did you mean" of a missing path.
  */
-import type * as PlatformError from "effect/PlatformError"
-import * as FileSystem from "effect/FileSystem"
-import * as Path from "effect/Path"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
+import type * as PlatformError from "effect/PlatformError"
 import * as Errors from "../../Errors.js"
 import * as Glob from "../../internal/glob.js"
 import * as Workspace from "../../services/Workspace.js"

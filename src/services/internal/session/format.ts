@@ -32,31 +32,35 @@ export const Header = Schema.Struct({
 export interface Header extends Schema.Schema.Type<typeof Header> {}
 
 /** One line after the header: a message, a repair, a compaction, or (version 2) a fork. */
-export const Entry = Schema.Union([Schema.Struct({
+export const Entry = Schema.Union([
+  Schema.Struct({
     type: Schema.Literal("message"),
     role: Schema.Literals(["user", "assistant", "toolResult"]),
     id: Schema.optional(Schema.String),
     parentId: Schema.optional(Schema.NullOr(Schema.String)),
     message: Message.Message
-  }), Schema.Struct({
+  }),
+  Schema.Struct({
     type: Schema.Literal("repair"),
     id: Schema.optional(Schema.String),
     parentId: Schema.optional(Schema.NullOr(Schema.String)),
     timestamp: Schema.Number,
     repairs: Schema.Array(Schema.String),
     history: Schema.optional(Schema.Array(Message.Message))
-  }), Schema.Struct({
+  }),
+  Schema.Struct({
     type: Schema.Literal("compaction"),
     id: Schema.optional(Schema.String),
     parentId: Schema.optional(Schema.NullOr(Schema.String)),
     compaction: CompactionEntry.Compaction
-  }), Schema.Struct({
+  }),
+  Schema.Struct({
     type: Schema.Literal("fork"),
     id: Schema.String,
     parentId: Schema.NullOr(Schema.String),
     timestamp: Schema.Number
-  })]
-)
+  })
+])
 
 /** An entry's type. */
 export type Entry = typeof Entry.Type

@@ -4,10 +4,10 @@
  * `sync` and every `fork`. After a failed write nothing more is written, since it may have left half a
  * line. Also the copy of a session's current branch into a new format-2 file.
  */
-import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
-import * as Semaphore from "effect/Semaphore"
+import * as FileSystem from "effect/FileSystem"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as Errors from "../../../Errors.js"
 import type * as Session from "../../Session.js"
 import { keepChecked } from "../checked.js"

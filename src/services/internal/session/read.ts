@@ -3,10 +3,10 @@
  * tree, without writing or locking anything. A bad line fails with `SessionCorrupt` naming it, except
  * the last one when a crash cut it off mid-write: that one is reported as torn, for the repair.
  */
-import type * as PlatformError from "effect/PlatformError"
-import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
+import type * as PlatformError from "effect/PlatformError"
 import type * as SchemaIssue from "effect/SchemaIssue"
 import * as SchemaParser from "effect/SchemaParser"
 import * as Errors from "../../../Errors.js"
