@@ -1,5 +1,4 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
@@ -62,9 +61,9 @@ describe("compaction in the loop", () => {
       assert.strictEqual((yield* session.messages).length, oldHistory.length + 2)
       const entry = yield* session.latestCompaction
       assert.strictEqual(entry?.firstKeptIndex, 4)
-      const compacted = Chunk.toReadonlyArray(events).filter((e) => e._tag === "ContextCompacted")
+      const compacted = Array.from(events).filter((e) => e._tag === "ContextCompacted")
       assert.deepStrictEqual(compacted.map((e) => e._tag === "ContextCompacted" && e.reason), ["budget"])
-      const end = Chunk.unsafeLast(events)
+      const end = events.at(-1)!
       assert.strictEqual(end._tag === "RunEnd" && end.stats.compactions, 1)
     }))
 

@@ -1,6 +1,5 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
@@ -26,7 +25,7 @@ const deltas = events.slice(0, -1)
 /** Collects what each of a model's three primitives produces. */
 const observe = (model: Model.Service) =>
   Effect.gen(function*() {
-    const streamed = Chunk.toReadonlyArray(yield* Stream.runCollect(model.stream(request)))
+    const streamed = Array.from(yield* Stream.runCollect(model.stream(request)))
     const completed = yield* model.complete(request)
     const pushed: Array<Model.Delta> = []
     const responded = yield* model.respond(request, (event) => Effect.sync(() => pushed.push(event)))
@@ -250,7 +249,7 @@ describe("Model.make tool call ids", () => {
         () => Model.scripted([answer, Message.assistant("done")])
       ]
       for (const makeModel of models) {
-        const events = Chunk.toReadonlyArray(
+        const events = Array.from(
           yield* Stream.runCollect(Loop.stream({ input: "again", tools: [echo] })).pipe(
             Effect.provide(Layer.merge(Layer.succeed(Model.Model, makeModel()), Session.layerMemory(history)))
           )

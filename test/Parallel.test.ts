@@ -1,5 +1,4 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -73,7 +72,7 @@ describe("parallel tools", () => {
         Loop.stream({ input: "go", tools: [tool] }).pipe(Stream.runCollect, Effect.provide(layer)),
         100
       )
-      const ends = Chunk.toReadonlyArray(events).flatMap((e) => e._tag === "ToolEnd" ? [e.toolCallId] : [])
+      const ends = Array.from(events).flatMap((e) => e._tag === "ToolEnd" ? [e.toolCallId] : [])
       assert.deepStrictEqual(ends, ["fast", "mid", "slow"])
     }))
 

@@ -80,12 +80,12 @@ describe("run statistics", () => {
       const spans: Array<Tracer.Span> = []
       const native = yield* Effect.tracer
       const recording = Tracer.make({
-        span: (...args) => {
-          const span = native.span(...args)
+        span: (options) => {
+          const span = native.span(options)
           spans.push(span)
           return span
         },
-        context: (f, fiber) => native.context(f, fiber)
+        context: native.context
       })
       const { layer } = scriptedRun(script)
       const fiber = yield* Effect.forkChild(

@@ -8,9 +8,9 @@ import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClient from "effect/http/HttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -145,15 +145,15 @@ const runWith = (model: Layer.Layer<Model.Model, any>, tools: ReadonlyArray<Tool
       Effect.exit
     )
     const history = yield* session.messages
-    return { exit, events: Exit.isSuccess(exit) ? JSON.stringify(Chunk.toArray(exit.value)) : "", history }
+    return { exit, events: Exit.isSuccess(exit) ? JSON.stringify(Array.from(exit.value)) : "", history }
   })
 
 /** The defect of an exit (asserting there is one). */
 const defectOf = <A, E>(exit: Exit.Exit<A, E>): unknown => {
   assert.isTrue(Exit.isFailure(exit), "the run should have failed")
-  const defect = Cause.dieOption((exit as Exit.Failure<A, E>).cause)
-  assert.isTrue(Option.isSome(defect), `a defect, got ${Cause.pretty((exit as Exit.Failure<A, E>).cause)}`)
-  return (defect as Option.Some<unknown>).value
+  const defect = Cause.findDefect((exit as Exit.Failure<A, E>).cause)
+  assert.isTrue(Result.isSuccess(defect), `a defect, got ${Cause.pretty((exit as Exit.Failure<A, E>).cause)}`)
+  return (defect as Result.Success<unknown, unknown>).success
 }
 
 const cassetteLines = (file: string) =>
@@ -489,7 +489,7 @@ describe("Testing cassettes", () => {
       )
       yield* TestClock.adjust(999)
       assert.deepStrictEqual(deltas, ["slow "])
-      assert.isTrue(Option.isNone(yield* Fiber.poll(replaying)))
+      assert.isUndefined(replaying.pollUnsafe())
       yield* TestClock.adjust(1)
       assert.strictEqual(Message.textOf(yield* Fiber.join(replaying)), "slow answer")
       assert.deepStrictEqual(deltas, ["slow ", "answer"])
@@ -523,7 +523,7 @@ describe("Testing.model", () => {
         Effect.provide(Layer.merge(Layer.succeed(Model.Model, model), Layer.succeed(Session.Session, session)))
       )
       const history = yield* session.messages
-      Testing.assertLaws(Chunk.toArray(events), history)
+      Testing.assertLaws(Array.from(events), history)
       assert.deepStrictEqual(history.map((m) => m.role), [
         "user",
         "assistant",
@@ -537,7 +537,7 @@ describe("Testing.model", () => {
         { type: "thinking", thinking: "found it" },
         { type: "text", text: "It exists." }
       ])
-      const deltas = Chunk.toArray(events).flatMap((event) =>
+      const deltas = Array.from(events).flatMap((event) =>
         event._tag === "MessageUpdate" && event.event._tag === "ToolCallDelta" ? [event.event.delta] : []
       )
       assert.isTrue(deltas.length >= 2, "the arguments arrive in pieces")
