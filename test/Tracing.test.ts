@@ -71,7 +71,7 @@ describe("Tracing", () => {
   it.live("the spans form the tree run → turns → model and tools, with GenAI attributes", () =>
     Effect.gen(function*() {
       const { result, spans } = yield* tracedRun()
-      assert.strictEqual(result._tag, "Right")
+      assert.strictEqual(result._tag, "Success")
       const [run] = named(spans, "Loop.run")
       assert.isDefined(run)
       assert.isUndefined(parentOf(run!))
@@ -91,10 +91,8 @@ describe("Tracing", () => {
       assert.strictEqual(firstModel.attributes["gen_ai.provider.name"], "openai-compatible")
       assert.strictEqual(firstModel.attributes["gen_ai.request.model"], "test-model")
       assert.strictEqual(firstModel.attributes["gen_ai.response.model"], "kimi-k3")
-      // @effect/opentelemetry exports array attributes as JSON text
-      assert.deepStrictEqual(JSON.parse(String(firstModel.attributes["gen_ai.response.finish_reasons"])), [
-        "tool_calls"
-      ])
+      // @effect/opentelemetry exports an array of strings as an array attribute
+      assert.deepStrictEqual(firstModel.attributes["gen_ai.response.finish_reasons"], ["tool_calls"])
       assert.strictEqual(firstModel.attributes["gen_ai.usage.input_tokens"], 11)
       assert.strictEqual(firstModel.attributes["gen_ai.usage.output_tokens"], 6)
       assert.strictEqual(firstModel.attributes["server.address"], "127.0.0.1")
@@ -119,8 +117,9 @@ describe("Tracing", () => {
   it.live("RunStats and the spans agree on token counts", () =>
     Effect.gen(function*() {
       const { result, spans } = yield* tracedRun()
-      assert.strictEqual(result._tag, "Right")
-      const { stats } = (result as any).right as Loop.RunResult
+      assert.strictEqual(result._tag, "Success")
+      if (result._tag !== "Success") return
+      const { stats } = result.success
       const models = named(spans, "Loop.model")
       const sum = (key: string) => models.reduce((total, span) => total + Number(span.attributes[key]), 0)
       assert.strictEqual(sum("gen_ai.usage.input_tokens"), stats.usage.input + stats.usage.cacheRead)
@@ -151,7 +150,7 @@ describe("Tracing", () => {
       const { result, spans } = yield* tracedRun({
         replies: [{ _tag: "Status", status: 401, body: "{\"error\":{\"message\":\"bad key\"}}" }]
       })
-      assert.strictEqual(result._tag, "Left")
+      assert.strictEqual(result._tag, "Failure")
       const [model] = named(spans, "Loop.model")
       assert.strictEqual(model!.status.code, 2)
       assert.strictEqual(model!.attributes["error.type"], "ModelAuthenticationFailed")
