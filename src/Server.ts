@@ -11,18 +11,22 @@
  *
  * @since 0.1.0
  */
-import type * as Sharding from "effect/cluster/Sharding"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import type * as HttpApi from "effect/http-api/HttpApi"
-import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import type * as HttpServer from "effect/http/HttpServer"
-import type * as HttpServerError from "effect/http/HttpServerError"
-import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Cause from "effect/Cause"
+import type * as Sharding from "effect/cluster/Sharding"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type * as Etag from "effect/http/Etag"
+import type * as HttpPlatform from "effect/http/HttpPlatform"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import type * as HttpServerError from "effect/http/HttpServerError"
 import * as Layer from "effect/Layer"
+import type * as Path from "effect/Path"
 import * as Schema from "effect/Schema"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Durable from "./Durable.js"
 import * as HttpGuard from "./internal/httpGuard.js"
 import * as Api from "./internal/server/api.js"
@@ -158,37 +162,48 @@ export interface Options extends HandlerOptions {
   readonly host?: string | undefined
   /** Default 0: any free port (read it from `HttpServer.HttpServer`'s address). */
   readonly port?: number | undefined
-  /** More routes on `HttpApiBuilder.Router`, behind the same guard (e.g. `A2a.layerRoutes(agents)`). */
-  readonly routes?: Layer.Layer<never> | undefined
+  /** More routes on the server's `HttpRouter`, behind the same guard (e.g. `A2a.layerRoutes(agents)`). */
+  readonly routes?: Layer.Layer<never, never, HttpRouter.HttpRouter> | undefined
 }
 
 /**
- * The API with its handlers, its guard (the token, the `Host` and the `Origin`), the body limit and (when
- * asked) CORS, as the `HttpApi.Api`
- * layer of `@effect/platform`: mount it in an application of your own with `HttpApiBuilder.serve()` or
- * `HttpApiBuilder.toWebHandler`. Needs a `SqlClient` (the durable store) and the cluster's `Sharding`.
+ * The API's routes with their handlers, and its guard (the token, the `Host` and the `Origin`, the body
+ * limit and, when asked, CORS: a middleware of the whole router), on an `HttpRouter`: mount it in an
+ * application of your own with `HttpRouter.serve` or `HttpRouter.toWebHandler`. Needs a `SqlClient` (the
+ * durable store) and the cluster's `Sharding`, and the platform's services (`NodeHttpServer.layer` or
+ * `HttpServer.layerServices`).
  *
  * @since 0.1.0
  * @category Layers
  */
 export const layerApi = (
   options: HandlerOptions = {}
-): Layer.Layer<HttpApi.Api, never, SqlClient.SqlClient | Sharding.Sharding> =>
-  HttpApiBuilder.api(Api.Api).pipe(Layer.provide(Handlers.layerHandlers(options)))
+): Layer.Layer<
+  never,
+  never,
+  | HttpRouter.HttpRouter
+  | SqlClient.SqlClient
+  | Sharding.Sharding
+  | Etag.Generator
+  | FileSystem.FileSystem
+  | HttpPlatform.HttpPlatform
+  | Path.Path
+> =>
+  Layer.merge(
+    HttpApiBuilder.layer(Api.Api).pipe(Layer.provide(Handlers.layerHandlers(options))),
+    Guard.layerGuard(options)
+  )
 
 /**
  * The OpenAPI document at `/openapi.json` and the reference page (Scalar, bundled: it works offline) at
- * `/docs`, on the router of `HttpApiBuilder.serve()`. The page holds no secret and loads without the
- * token; it takes the token from its address's fragment (`/docs#token=…`, as the web chat does), reads
- * the document with it and gives it to Scalar for the requests it makes. It asks no other host.
+ * `/docs`, on the router. The page holds no secret and loads without the token; it takes the token from
+ * its address's fragment (`/docs#token=…`, as the web chat does), reads the document with it and gives it
+ * to Scalar for the requests it makes. It asks no other host.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const layerDocs: Layer.Layer<never, never, HttpApi.Api> = Layer.mergeAll(
-  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
-  Docs.layer
-)
+export const layerDocs: Layer.Layer<never, never, HttpRouter.HttpRouter> = Docs.layer(Api.Api)
 
 /**
  * Whether a host name (no port; IPv6 with or without brackets) is a loopback address: `localhost` (and
@@ -226,10 +241,12 @@ export const layer = (
   SqlClient.SqlClient | Sharding.Sharding
 > => {
   const host = options.host ?? "127.0.0.1"
-  if (options.token === undefined && !isLoopback(host)) return Layer.fail(new TokenRequired({ host }))
-  return HttpApiBuilder.serve(WebChat.middleware(Guard.policyOf(options))).pipe(
-    Layer.provide(options.routes === undefined ? layerDocs : Layer.merge(layerDocs, options.routes)),
-    Layer.provide(layerApi(options)),
+  if (options.token === undefined && !isLoopback(host)) return Layer.effect(HttpServer.HttpServer, Effect.fail(new TokenRequired({ host })))
+  const app = Layer.mergeAll(layerApi(options), layerDocs, WebChat.layer())
+  return HttpRouter.serve(options.routes === undefined ? app : Layer.merge(app, options.routes), {
+    disableLogger: true,
+    disableListenLog: true
+  }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))
   )
 }
@@ -260,6 +277,6 @@ export const abortRuns: (options?: {
   readonly local?: boolean | undefined
 }) => Effect.Effect<
   number,
-  Cause.TimeoutException | Durable.StoreFailed,
+  Cause.TimeoutError | Durable.StoreFailed,
   SqlClient.SqlClient | Sharding.Sharding
 > = Handlers.abortRuns

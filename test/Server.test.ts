@@ -1,11 +1,12 @@
 import { HttpAgent } from "@ag-ui/client"
-import type * as HttpServer from "effect/http/HttpServer"
+import type * as NetAddress from "effect/net/NetAddress"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Queue from "effect/Queue"
@@ -59,7 +60,7 @@ const serve = (script: ReadonlyArray<Model.ScriptStep>, options: Server.Options 
     const { layer, model } = yield* runner(script, options.policy)
     const context = yield* Layer.build(Server.layer({ token, ...options }).pipe(Layer.provide(layer), Layer.orDie))
     const server = Context.get(context, (yield* Effect.promise(() => import("effect/http/HttpServer"))).HttpServer)
-    const address = server.address as HttpServer.TcpAddress
+    const address = server.address as NetAddress.InetAddress
     return { url: `http://127.0.0.1:${address.port}`, model, port: address.port }
   })
 
@@ -111,10 +112,10 @@ describe("Server", () => {
     () =>
       Effect.gen(function*() {
         let held = 0
-        const arrived = yield* Effect.makeLatch()
+        const arrived = yield* Latch.make()
         const server = Handlers.holdingServer(() => {
           held++
-          arrived.unsafeOpen()
+          arrived.openUnsafe()
         })
         yield* Effect.acquireRelease(
           Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),

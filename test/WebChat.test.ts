@@ -165,7 +165,7 @@ const setup: Effect.Effect<Chat, unknown, Scope.Scope> = Effect.gen(function*() 
 })
 
 /** One server and one browser for the file's tests (each test has its own pages and sessions). */
-let shared: { readonly chat: Chat; readonly scope: Scope.CloseableScope } | undefined
+let shared: { readonly chat: Chat; readonly scope: Scope.Closeable } | undefined
 beforeAll(async () => {
   main = await Cli.bundle()
   // the command serves the page from `dist/web` beside the package.json nearest to it: the page as the

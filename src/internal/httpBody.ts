@@ -5,12 +5,12 @@
  * then handed on as the request's (`withBody`), and its JSON checked before anything decodes it
  * (`jsonProblem`).
  */
+import * as ByteSize from "effect/ByteSize"
 import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
 import * as HttpServerError from "effect/http/HttpServerError"
 import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as UrlParams from "effect/http/UrlParams"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Http from "node:http"
 
@@ -88,10 +88,10 @@ export const read = (request: HttpServerRequest.HttpServerRequest, limit: number
   const source = nodeSource(request)
   if (source !== undefined) return Effect.promise(() => readNode(source, limit))
   return request.arrayBuffer.pipe(
-    HttpIncomingMessage.withMaxBodySize(Option.some(limit)),
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit)),
     Effect.match({
       onFailure: (error): Read =>
-        String((error.cause as Error | undefined)?.message).includes("maxBytes")
+        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
           ? { _tag: "TooLarge" }
           : { _tag: "Failed", message: error.message },
       onSuccess: (buffer): Read => ({ _tag: "Body", bytes: new Uint8Array(buffer) })
@@ -110,7 +110,9 @@ export const withBody = (
 ): HttpServerRequest.HttpServerRequest => {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")
   const decodeError = (cause: unknown) =>
-    new HttpServerError.RequestError({ request, reason: "Decode", cause, description: "the body is not JSON" })
+    new HttpServerError.HttpServerError({
+      reason: new HttpServerError.RequestParseError({ request, cause, description: "the body is not JSON" })
+    })
   const parsed = json !== undefined
     ? Effect.succeed(json)
     : Effect.try({ try: () => text === "" ? null : JSON.parse(text) as unknown, catch: decodeError })

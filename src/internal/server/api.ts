@@ -10,6 +10,9 @@ import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 
@@ -20,50 +23,65 @@ import * as Message from "../../Message.js"
 export class Unauthorized extends Schema.TaggedError<Unauthorized>("effect-agent/Server/Unauthorized")(
   "Unauthorized",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 401, description: "No bearer token, or a wrong one" })
+  {
+    httpApiStatus: 401,
+    description: "No bearer token, or a wrong one"
+  }
 ) {}
 
 export class Forbidden extends Schema.TaggedError<Forbidden>("effect-agent/Server/Forbidden")(
   "Forbidden",
   { message: Schema.String },
-  HttpApiSchema.annotate({
-    status: 403,
+  {
+    httpApiStatus: 403,
     description: "A Host or Origin this server does not serve (a page on another site, or DNS rebinding)"
-  })
+  }
 ) {}
 
 export class NotFound extends Schema.TaggedError<NotFound>("effect-agent/Server/NotFound")(
   "NotFound",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 404, description: "No session with this id" })
+  {
+    httpApiStatus: 404,
+    description: "No session with this id"
+  }
 ) {}
 
 export class BadRequest extends Schema.TaggedError<BadRequest>("effect-agent/Server/BadRequest")(
   "BadRequest",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 400, description: "The request does not decode: its issues on one line" })
+  {
+    httpApiStatus: 400,
+    description: "The request does not decode: its issues on one line"
+  }
 ) {}
 
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("effect-agent/Server/PayloadTooLarge")(
   "PayloadTooLarge",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 413, description: "The body is over the server's limit (1 MiB by default)" })
+  {
+    httpApiStatus: 413,
+    description: "The body is over the server's limit (1 MiB by default)"
+  }
 ) {}
 
 export class Conflict extends Schema.TaggedError<Conflict>("effect-agent/Server/Conflict")(
   "Conflict",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 409, description: "The session is busy with a run" })
+  {
+    httpApiStatus: 409,
+    description: "The session is busy with a run"
+  }
 ) {}
 
 export class NotWaiting extends Schema.TaggedError<NotWaiting>("effect-agent/Server/NotWaiting")(
   "NotWaiting",
   { message: Schema.String },
-  HttpApiSchema.annotate({
-    status: 409,
+  {
+    httpApiStatus: 409,
     description: "Nothing waits for this: no run going on (steer, approve), or no tool call with this id waiting " +
       "for approval, or one decided otherwise already (approve); nothing was kept"
-  })
+  }
 ) {}
 
 /** A decision refused because nothing waits for it (`Durable.Approve`'s refusals), as the 409 that says why. */
@@ -95,13 +113,25 @@ export const refusedSteer = <A, E, R>(
 export class ServerError extends Schema.TaggedError<ServerError>("effect-agent/Server/ServerError")(
   "ServerError",
   { message: Schema.String },
-  HttpApiSchema.annotate({ status: 500, description: "The store failed" })
+  {
+    httpApiStatus: 500,
+    description: "The store failed"
+  }
 ) {}
 
 /** Checks the bearer token of every endpoint (when the server has one). */
-export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("effect-agent/Server/Authorization", {
-  failure: Unauthorized,
+export class Authorization extends HttpApiMiddleware.Service<Authorization>()("effect-agent/Server/Authorization", {
+  error: Unauthorized,
   security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+/**
+ * The guard in front of every endpoint: its refusals (a `Host` or `Origin` not served, a body over the
+ * limit or not JSON, a store failure), and a request that does not decode as a 400 with its issues on one
+ * line.
+ */
+export class Guarded extends HttpApiMiddleware.Service<Guarded>()("effect-agent/Server/Guarded", {
+  error: [Forbidden, BadRequest, PayloadTooLarge, ServerError]
 }) {}
 
 // -----------------------------------------------------------------------------
@@ -109,18 +139,16 @@ export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("effec
 // -----------------------------------------------------------------------------
 
 /** Session ids and client ids: letters, digits, `_` and `-`, 1 to 128 of them (never a path). */
-export const Id = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9_-]{1,128}$/, {
-    message: () => "an id is 1 to 128 letters, digits, '_' or '-'"
-  })
+export const Id = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9_-]{1,128}$/, { message: "an id is 1 to 128 letters, digits, '_' or '-'" })
 )
 
-export const SessionPath = Schema.Struct({ sessionId: Id })
+export const SessionPath = { sessionId: Id }
 
 /** The id of an event the stream gave: a message's position, or `<position>-end` for the run's end after it. */
-export const LastEventId = Schema.String.pipe(
-  Schema.pattern(/^(0|[1-9][0-9]{0,15})(-end)?$/, {
-    message: () => "Last-Event-ID must be an id the event stream gave: a position, or `<position>-end`"
+export const LastEventId = Schema.String.check(
+  Schema.isPattern(/^(0|[1-9][0-9]{0,15})(-end)?$/, {
+    message: "Last-Event-ID must be an id the event stream gave: a position, or `<position>-end`"
   })
 )
 
@@ -181,11 +209,11 @@ export const SessionHistory = Schema.Struct({
 export const Input = Schema.Struct({
   /** The client's id of this input: a retried request with the same id acts once. */
   clientId: Id,
-  text: Schema.String.pipe(Schema.minLength(1))
+  text: Schema.String.check(Schema.isMinLength(1))
 })
 
 export const Decision = Schema.Struct({
-  toolCallId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)),
+  toolCallId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256)),
   approve: Schema.Boolean,
   /**
    * With `approve`: allow every later call of this tool in this session without asking (calls the
@@ -209,9 +237,12 @@ export const ServerInfo = Schema.Struct({
 
 const RunRef = Schema.Struct({ runId: Schema.optional(Schema.String) })
 
-const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotate({
-  description: "Server-Sent Events"
-})
+const sse = Schema.String.pipe(
+  HttpApiSchema.asText({ contentType: "text/event-stream" })
+).annotate({ description: "Server-Sent Events" })
+
+/** The errors a session's endpoint may answer besides the guard's. */
+const sessionErrors = [NotFound, Conflict] as const
 
 // -----------------------------------------------------------------------------
 // The API
@@ -219,80 +250,86 @@ const sse = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotate({
 
 export class Sessions extends HttpApiGroup.make("sessions")
   .add(
-    HttpApiEndpoint.get("info", "/info")
-      .addSuccess(ServerInfo)
+    HttpApiEndpoint.get("info", "/info", { success: ServerInfo, error: sessionErrors })
       .annotate(OpenApi.Summary, "What the server runs: its model's name")
   )
   .add(
-    HttpApiEndpoint.post("create", "/sessions")
-      .setPayload(Schema.Struct({ sessionId: Schema.optional(Id) }))
-      .addSuccess(Schema.Struct({ sessionId: Schema.String }))
+    HttpApiEndpoint.post("create", "/sessions", {
+      payload: Schema.Struct({ sessionId: Schema.optional(Id) }),
+      success: Schema.Struct({ sessionId: Schema.String }),
+      error: sessionErrors
+    })
       .annotate(OpenApi.Summary, "Create a session (a given id that exists already is kept)")
   )
   .add(
-    HttpApiEndpoint.get("list", "/sessions")
-      .setUrlParams(Schema.Struct({
+    HttpApiEndpoint.get("list", "/sessions", {
+      query: {
         cursor: Schema.optional(Id),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
+        limit: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 500 }))),
         order: Schema.optional(Schema.Literals(["id", "newest"]))
-      }))
-      .addSuccess(SessionPage)
+      },
+      success: SessionPage,
+      error: sessionErrors
+    })
       .annotate(
         OpenApi.Summary,
         "List the sessions a page at a time, by id or newest first (`order=newest`), with their size and first prompt"
       )
   )
   .add(
-    HttpApiEndpoint.get("history", "/sessions/:sessionId")
-      .setPath(SessionPath)
-      .addSuccess(SessionHistory)
-      .addError(NotFound)
+    HttpApiEndpoint.get("history", "/sessions/:sessionId", {
+      params: SessionPath,
+      success: SessionHistory,
+      error: sessionErrors
+    })
       .annotate(OpenApi.Summary, "The session's current branch, and its branches")
   )
   .add(
-    HttpApiEndpoint.post("fork", "/sessions/:sessionId/fork")
-      .setPath(SessionPath)
-      .setPayload(Schema.Struct({ entryId: Schema.NullOr(Schema.String.pipe(Schema.maxLength(64))) }))
-      .addSuccess(SessionHistory)
-      .addError(NotFound)
-      .addError(Conflict)
+    HttpApiEndpoint.post("fork", "/sessions/:sessionId/fork", {
+      params: SessionPath,
+      payload: Schema.Struct({ entryId: Schema.NullOr(Schema.String.check(Schema.isMaxLength(64))) }),
+      success: SessionHistory,
+      error: sessionErrors
+    })
       .annotate(OpenApi.Summary, "Make the next prompt continue from an entry (null: from the start)")
   )
   .add(
-    HttpApiEndpoint.post("prompt", "/sessions/:sessionId/prompt")
-      .setPath(SessionPath)
-      .setPayload(Input)
-      .addSuccess(Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }))
-      .addError(NotFound)
+    HttpApiEndpoint.post("prompt", "/sessions/:sessionId/prompt", {
+      params: SessionPath,
+      payload: Input,
+      success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
+      error: sessionErrors
+    })
       .annotate(OpenApi.Summary, "Prompt: starts a run, or queues the text for the run going on")
   )
   .add(
-    HttpApiEndpoint.post("steer", "/sessions/:sessionId/steer")
-      .setPath(SessionPath)
-      .setPayload(Input)
-      .addSuccess(Schema.Struct({}))
-      .addError(NotFound)
-      .addError(NotWaiting)
+    HttpApiEndpoint.post("steer", "/sessions/:sessionId/steer", {
+      params: SessionPath,
+      payload: Input,
+      success: Schema.Struct({}),
+      error: [...sessionErrors, NotWaiting]
+    })
       .annotate(
         OpenApi.Summary,
         "Steer the run going on: the text is read at its next turn (409 when no run is going on: send a prompt)"
       )
   )
   .add(
-    HttpApiEndpoint.post("abort", "/sessions/:sessionId/abort")
-      .setPath(SessionPath)
-      .setPayload(Schema.Struct({ clientId: Id }))
-      .addSuccess(RunRef)
-      .addError(NotFound)
+    HttpApiEndpoint.post("abort", "/sessions/:sessionId/abort", {
+      params: SessionPath,
+      payload: Schema.Struct({ clientId: Id }),
+      success: RunRef,
+      error: sessionErrors
+    })
       .annotate(OpenApi.Summary, "Abort the run going on")
   )
   .add(
-    HttpApiEndpoint.post("approve", "/sessions/:sessionId/approve")
-      .setPath(SessionPath)
-      .setPayload(Decision)
-      .addSuccess(RunRef)
-      .addError(NotFound)
-      .addError(NotWaiting)
+    HttpApiEndpoint.post("approve", "/sessions/:sessionId/approve", {
+      params: SessionPath,
+      payload: Decision,
+      success: RunRef,
+      error: [...sessionErrors, NotWaiting]
+    })
       .annotate(
         OpenApi.Summary,
         "Approve or deny a tool call waiting for approval; `always` also allows the tool's later calls in the " +
@@ -301,15 +338,16 @@ export class Sessions extends HttpApiGroup.make("sessions")
       )
   )
   .add(
-    HttpApiEndpoint.get("events", "/sessions/:sessionId/events")
-      .setPath(SessionPath)
-      .setUrlParams(Schema.Struct({
-        after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
+    HttpApiEndpoint.get("events", "/sessions/:sessionId/events", {
+      params: SessionPath,
+      query: {
+        after: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
         live: Schema.optional(Schema.Literals(["true", "false"]))
-      }))
-      .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(LastEventId) }))
-      .addSuccess(sse)
-      .addError(NotFound)
+      },
+      headers: { "last-event-id": Schema.optional(LastEventId) },
+      success: sse,
+      error: sessionErrors
+    })
       .annotate(
         OpenApi.Description,
         "The session's events as Server-Sent Events: each stored message with `id:` its position in the log " +
@@ -340,17 +378,20 @@ export const ChatRequest = Schema.Struct({
   messages: Schema.Array(Schema.Struct({
     id: Schema.String,
     role: Schema.String,
-    parts: Schema.Array(Schema.Struct({ type: Schema.String }, { key: Schema.String, value: Schema.Unknown }))
+    parts: Schema.Array(
+      Schema.StructWithRest(Schema.Struct({ type: Schema.String }), [Schema.Record(Schema.String, Schema.Unknown)])
+    )
   })),
   messageId: Schema.optional(Schema.String)
 })
 
 export class Protocols extends HttpApiGroup.make("protocols")
   .add(
-    HttpApiEndpoint.post("agui", "/ag-ui")
-      .setPayload(RunAgentInput)
-      .addSuccess(sse)
-      .addError(NotWaiting)
+    HttpApiEndpoint.post("agui", "/ag-ui", {
+      payload: RunAgentInput,
+      success: sse,
+      error: [...sessionErrors, NotWaiting]
+    })
       .annotate(
         OpenApi.Description,
         "AG-UI: takes a RunAgentInput (threadId is the session, runId the client id of its last user message) " +
@@ -359,10 +400,11 @@ export class Protocols extends HttpApiGroup.make("protocols")
       )
   )
   .add(
-    HttpApiEndpoint.post("chat", "/ui-message-stream")
-      .setPayload(ChatRequest)
-      .addSuccess(sse)
-      .addError(NotWaiting)
+    HttpApiEndpoint.post("chat", "/ui-message-stream", {
+      payload: ChatRequest,
+      success: sse,
+      error: [...sessionErrors, NotWaiting]
+    })
       .annotate(
         OpenApi.Description,
         "The AI SDK's UI message stream, for `useChat`'s default transport (`api` pointed here): the chat id " +
@@ -371,16 +413,31 @@ export class Protocols extends HttpApiGroup.make("protocols")
   )
 {}
 
+/**
+ * The package's version (from its `package.json`, found by walking up from this module: from `src/…`,
+ * `dist/…` or the command's bundle in `dist/bin/…`), for the OpenAPI document's `info.version`.
+ */
+export const packageVersion = (from: string = fileURLToPath(import.meta.url)): string => {
+  let dir = NodePath.dirname(from)
+  for (;;) {
+    const file = NodePath.join(dir, "package.json")
+    if (Fs.existsSync(file)) {
+      const manifest: unknown = JSON.parse(Fs.readFileSync(file, "utf8"))
+      if (typeof manifest === "object" && manifest !== null && "version" in manifest) {
+        return String(manifest.version)
+      }
+    }
+    const parent = NodePath.dirname(dir)
+    if (parent === dir) return "0.0.0"
+    dir = parent
+  }
+}
+
 export class Api extends HttpApi.make("effect-agent")
   .add(Sessions)
   .add(Protocols)
-  .addError(Unauthorized)
-  .addError(Forbidden)
-  .addError(NotFound)
-  .addError(Conflict)
-  .addError(BadRequest)
-  .addError(PayloadTooLarge)
-  .addError(ServerError)
+  .middleware(Guarded)
   .middleware(Authorization)
   .annotate(OpenApi.Title, "effect-agent")
+  .annotate(OpenApi.Version, packageVersion())
 {}

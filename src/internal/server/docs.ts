@@ -1,20 +1,25 @@
 /**
- * The API reference page at `/docs`: Scalar (bundled with `@effect/platform`, served from here: it works
+ * The API reference page at `/docs`: Scalar (bundled with `effect`, served from here: it works
  * offline), on a small page of ours that holds no secret, so it loads without the token as the web chat
  * does. The page takes the token from its address's fragment (`/docs#token=…`, which the browser never
  * sends; then removed from the address bar and kept for the tab), reads `/openapi.json` with it, and
  * gives it to Scalar for the requests its client makes. A Content-Security-Policy keeps every request on
  * the server (Scalar's default fonts are off: they would come from another host).
  */
-import * as HttpApi from "effect/http-api/HttpApi"
-import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import * as HttpLayerRouter from "effect/http/HttpRouter"
+import type * as HttpApi from "effect/http-api/HttpApi"
+import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /** The page and its two scripts (relative to the page, so the server may be mounted under a prefix). */
 export const paths = { page: "/docs", scalar: "/docs/scalar.js", script: "/docs/docs.js" } as const
+
+/** The OpenAPI document (it needs the token). */
+export const openApiPath = "/openapi.json"
 
 /** Whether `path` (no query) is one of the page's: they need no token. */
 export const isDocsPath = (path: string): boolean =>
@@ -85,6 +90,8 @@ const script = `(function () {
       return response.json().then(function (spec) {
         status.remove();
         var schemes = Object.keys((spec.components && spec.components.securitySchemes) || {});
+        // the requests Scalar makes go to the server that serves this page
+        if (!spec.servers || spec.servers.length === 0) spec.servers = [{ url: new URL(".", window.location.href).href }];
         var config = { content: spec, withDefaultFonts: false };
         if (token !== undefined && schemes.length > 0) {
           var given = {};
@@ -99,42 +106,49 @@ const script = `(function () {
 `
 
 /**
- * Scalar's bundle, as `@effect/platform` inlines it in its own page (which this page replaces: that one
- * runs inline scripts and cannot take the token): its page is made once and the last script taken out.
+ * Scalar's bundle, as `effect` inlines it in its own page (which this page replaces: that one runs inline
+ * scripts and cannot take the token): its page is made once and its first script, the bundle, taken out.
  */
-const scalarSource = (api: HttpApi.HttpApi.Any): Effect.Effect<string> =>
+const scalarSource = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Effect.Effect<string> =>
   Effect.gen(function*() {
     // the bundle (3.4 MB) is loaded when the server starts, not when this module is imported
     const Scalar = yield* Effect.promise(() => import("effect/http-api/HttpApiScalar"))
-    let handler: unknown
-    const router = {
-      add: (_method: string, _path: string, route: unknown) => Effect.sync(() => void (handler = route))
-    } as unknown as HttpLayerRouter.HttpRouter
+    const router = yield* HttpRouter.make
     yield* Layer.build(
-      Scalar.layerHttpLayerRouter({ api, path: "/docs" }).pipe(
-        Layer.provide(Layer.succeed(HttpLayerRouter.HttpRouter, router))
-      )
+      Scalar.layer(api, { path: paths.page }).pipe(Layer.provide(Layer.succeed(HttpRouter.HttpRouter, router)))
     ).pipe(Effect.scoped)
-    const response = yield* (handler as Effect.Effect<HttpServerResponse.HttpServerResponse>)
+    const response = yield* router.asHttpEffect().pipe(
+      Effect.provideService(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(new Request(`http://localhost${paths.page}`))),
+      Effect.scoped,
+      Effect.orDie
+    )
     const body = response.body
     const page = body._tag === "Uint8Array" ? new TextDecoder().decode(body.body) : ""
-    const start = page.lastIndexOf("<script>")
-    const end = page.lastIndexOf("</script>")
-    return start === -1 || end < start ? "" : page.slice(start + "<script>".length, end)
+    const start = page.indexOf("<script>")
+    const end = page.indexOf("</script>", start)
+    return start === -1 || end === -1 ? "" : page.slice(start + "<script>".length, end)
   })
 
-/** The page and its scripts on the router of `HttpApiBuilder.serve()`. */
-export const layer: Layer.Layer<never, never, HttpApi.Api> = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
-    const { api } = yield* HttpApi.Api
-    const page = HttpServerResponse.text(html, { contentType: "text/html; charset=utf-8", headers })
-    const own = HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers })
-    const scalar = HttpServerResponse.text(yield* scalarSource(api), {
-      contentType: "text/javascript; charset=utf-8",
-      headers: { ...headers, "cache-control": "max-age=3600" }
+/**
+ * The OpenAPI document at `/openapi.json`, and the page and its scripts at `/docs`, on the router.
+ */
+export const layer = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  HttpRouter.use((router) =>
+    Effect.gen(function*() {
+      const document = HttpServerResponse.jsonUnsafe(OpenApi.fromApi(api))
+      const page = HttpServerResponse.text(html, { contentType: "text/html; charset=utf-8", headers })
+      const own = HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers })
+      const scalar = HttpServerResponse.text(yield* scalarSource(api), {
+        contentType: "text/javascript; charset=utf-8",
+        headers: { ...headers, "cache-control": "max-age=3600" }
+      })
+      yield* router.add("GET", openApiPath, document)
+      yield* router.add("GET", paths.page, page)
+      yield* router.add("GET", paths.script, own)
+      yield* router.add("GET", paths.scalar, scalar)
     })
-    yield* router.get(paths.page, Effect.succeed(page))
-    yield* router.get(paths.script, Effect.succeed(own))
-    yield* router.get(paths.scalar, Effect.succeed(scalar))
-  })
-)
+  )

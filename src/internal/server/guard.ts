@@ -3,21 +3,22 @@
  * limit and the JSON check before a handler runs, decode errors on one line, and CORS when asked for.
  * `handlers.ts` wires it around the API; the web chat asks the same questions of its own files.
  */
-import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type * as HttpApiError from "effect/http-api/HttpApiError"
-import type * as HttpApp from "effect/http/HttpEffect"
+import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpMethod from "effect/http/HttpMethod"
 import * as HttpMiddleware from "effect/http/HttpMiddleware"
+import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
 import * as Api from "./api.js"
+import * as Issues from "../issues.js"
 import * as Docs from "./docs.js"
+import * as WebChat from "./webChat.js"
 
 /** The options the guard takes (part of `Server.HandlerOptions`). */
 export interface Options {
@@ -75,68 +76,78 @@ export const refusalOf = (
   return HttpGuard.refusal(policy, { host: headers["host"], origin: headers["origin"], authorization })
 }
 
-/** A refusal as the API's error (its body `{"_tag", "message"}` on one line). */
-export const refused = (refusal: HttpGuard.Refusal): Api.Unauthorized | Api.Forbidden =>
-  refusal.status === 401
-    ? new Api.Unauthorized({ message: refusal.message })
-    : new Api.Forbidden({ message: refusal.message })
+/** An error of the API as its response: `{"_tag", "message"}` on one line, with the error's status. */
+export const errorResponse = (
+  error: { readonly _tag: string; readonly message: string },
+  status: number
+): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.jsonUnsafe({ _tag: error._tag, message: error.message }, { status })
 
-/** A refusal as a response, for what is served outside the API (the web chat's files). */
+/** A refusal as a response (the API's `Unauthorized` or `Forbidden`). */
 export const refusalResponse = (refusal: HttpGuard.Refusal): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.unsafeJson(
-    { _tag: refusal.status === 401 ? "Unauthorized" : "Forbidden", message: refusal.message },
-    { status: refusal.status }
+  errorResponse(
+    refusal.status === 401
+      ? new Api.Unauthorized({ message: refusal.message })
+      : new Api.Forbidden({ message: refusal.message }),
+    refusal.status
   )
 
 /**
- * The `Authorization` middleware (which `HttpApiBuilder` applies to every route of the router): a bearer
- * token matching the server's, when it has one, but for the reference page (the scheme's name in any
- * case, read from the request's header).
+ * The `Authorization` middleware of every endpoint: a bearer token matching the server's, when it has
+ * one (the scheme's name in any case, read from the request's header).
  */
-export const layerAuthorization = (options: Options) =>
+export const layerAuthorization = (options: Options): Layer.Layer<Api.Authorization> =>
   Layer.succeed(Api.Authorization, {
-    bearer: (given) =>
-      Effect.flatMap(Effect.serviceOption(HttpServerRequest.HttpServerRequest), (request) => {
+    bearer: (httpEffect, { credential }) =>
+      Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (
+        request
+      ): Effect.Effect<HttpServerResponse.HttpServerResponse, Effect.Error<typeof httpEffect> | Api.Unauthorized> => {
         const token = tokenOf(options)
-        if (token === undefined || (Option.isSome(request) && isOpen(request.value))) return Effect.void
-        const bearer = Option.isSome(request)
-          ? HttpGuard.bearerOf(request.value.headers["authorization"])
-          : Redacted.value(given)
-        return bearer !== undefined && tokenMatches(token, bearer) ? Effect.void : Effect.fail(unauthorized)
+        if (token === undefined) return httpEffect
+        const bearer = HttpGuard.bearerOf(request.headers["authorization"]) ?? Redacted.value(credential)
+        return bearer !== "" && tokenMatches(token, bearer) ? httpEffect : Effect.fail(unauthorized)
       })
   })
+
+/** Every issue of a decode error, on one line. */
+export const oneLine = (error: HttpApiError.HttpApiSchemaError): string => {
+  const issues = Issues.entries(error.cause.issue).map((entry) =>
+    `${entry.path.length === 0 ? "body" : entry.path.map(String).join(".")}: ${entry.message.replace(/\s+/g, " ")}`
+  )
+  return issues.length === 0 ? error.cause.message.replace(/\s+/g, " ") : issues.join("; ")
+}
+
+/**
+ * The `Guarded` middleware of every endpoint: a request that does not decode is a 400 with its issues on
+ * one line (a response that does not encode stays the 500 it is).
+ */
+export const layerGuarded: Layer.Layer<Api.Guarded> = HttpApiMiddleware.layerSchemaErrorTransform(
+  Api.Guarded,
+  (error) =>
+    error.kind === "Body" || error.kind === "ResponseHeaders"
+      ? Effect.fail(error)
+      : Effect.fail(new Api.BadRequest({ message: oneLine(error) }))
+)
 
 // -----------------------------------------------------------------------------
 // The guard
 // -----------------------------------------------------------------------------
 
-/** Every issue of a decode error, on one line. */
-export const oneLine = (error: HttpApiError.HttpApiDecodeError): string => {
-  const issues = error.issues.map((issue) =>
-    `${issue.path.length === 0 ? "body" : issue.path.map(String).join(".")}: ${issue.message.replace(/\s+/g, " ")}`
-  )
-  return issues.length === 0 ? error.message.replace(/\s+/g, " ") : issues.join("; ")
-}
-
-type Guarded = Effect.Effect<
-  HttpServerResponse.HttpServerResponse,
-  Api.Unauthorized | Api.Forbidden | Api.BadRequest | Api.PayloadTooLarge | Api.ServerError
->
-
 /**
- * The guard around the whole application (the API, `/openapi.json`, `/docs` and the routes beside
- * them): who may ask (`HttpGuard.refusal`: the `Host`, the `Origin`, the token; the reference page
- * needs no token), the body limit (enforced while the body is read, chunked too), a body that is not
- * JSON or nested too deep (400), decode errors on one line, and CORS when asked for.
+ * The guard around the whole application (the API, `/openapi.json`, `/docs`, the web chat and the routes
+ * beside them), as a middleware of the router every request goes through: who may ask
+ * (`HttpGuard.refusal`: the `Host`, the `Origin`, the token; the pages that hold no secret need no
+ * token), the body limit (enforced while the body is read, chunked too), a body that is not JSON or
+ * nested too deep (400), and CORS when asked for. A refusal is the API's error, on one line.
  */
-export const layerGuard = (options: Options) =>
-  HttpApiBuilder.middleware(Api.Api, (app: HttpApp.Default) => {
+export const layerGuard = (options: Options): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  HttpRouter.middleware((app) => {
     const policy = policyOf(options)
     const withBody = bodyChecked(app, options.maxBodyBytes ?? defaultMaxBodyBytes)
-    const guarded = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Guarded => {
+    const guarded = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
       const refusal = refusalOf(policy, request, isOpen(request))
-      if (refusal !== undefined) return Effect.fail(refused(refusal))
-      return HttpMethod.hasBody(request.method) ? withBody(request) : handled(app, request)
+      if (refusal !== undefined) return Effect.succeed(refusalResponse(refusal))
+      return HttpMethod.hasBody(request.method) ? withBody(request) : app
     })
     if (options.cors === undefined || options.cors.length === 0) return guarded
     const cors = HttpMiddleware.cors({
@@ -145,12 +156,12 @@ export const layerGuard = (options: Options) =>
       exposedHeaders: ["content-type"]
     })(guarded)
     // a preflight carries no token: it is answered by CORS once its Host and Origin are served
-    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    return Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
       if (request.method !== "OPTIONS") return cors
       const refusal = refusalOf(policy, request, true)
-      return refusal === undefined ? cors : Effect.fail(refused(refusal))
+      return refusal === undefined ? cors : Effect.succeed(refusalResponse(refusal))
     })
-  })
+  }, { global: true })
 
 // -----------------------------------------------------------------------------
 // Helpers
@@ -160,8 +171,18 @@ const tokenOf = (options: Options) => HttpGuard.tokenValue(options.token)
 
 const unauthorized = new Api.Unauthorized({ message: "A bearer token is required (Authorization: Bearer <token>)" })
 
-/** Whether the request is for a page that needs no token (the reference page and its scripts). */
-const isOpen = (request: HttpServerRequest.HttpServerRequest) => Docs.isDocsPath(request.url.split(/[?#]/, 1)[0] ?? "")
+/** The path of a request, without its query. */
+const pathOf = (request: HttpServerRequest.HttpServerRequest) => request.url.split(/[?#]/, 1)[0] ?? ""
+
+/**
+ * Whether the request is for a page that holds no secret and needs no token: the reference page and its
+ * scripts, the web chat's files.
+ */
+const isOpen = (request: HttpServerRequest.HttpServerRequest) => {
+  const path = pathOf(request)
+  return Docs.isDocsPath(path) ||
+    ((request.method === "GET" || request.method === "HEAD") && Object.hasOwn(WebChat.files, path))
+}
 
 /** Whether the body is read as JSON (HttpApi takes a body without a content type as JSON too). */
 const isJson = (request: HttpServerRequest.HttpServerRequest) => {
@@ -169,48 +190,28 @@ const isJson = (request: HttpServerRequest.HttpServerRequest) => {
   return type === undefined || type.toLowerCase().includes("json")
 }
 
-/** The application run on `request`, its decode and body errors as 400. */
-const handled = (app: HttpApp.Default, request: HttpServerRequest.HttpServerRequest): Guarded =>
-  app.pipe(
-    Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-    Effect.catch((error: unknown) => Effect.fail(badRequestOf(error)))
-  )
-
-/** A decode error or an unreadable body as a 400; anything else (a route not found) goes on as it was. */
-const badRequestOf = (error: unknown): Api.BadRequest | Api.ServerError => {
-  const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
-  if (tag === "HttpApiDecodeError") {
-    return new Api.BadRequest({ message: oneLine(error as HttpApiError.HttpApiDecodeError) })
-  }
-  if (tag === "RequestError") {
-    return new Api.BadRequest({ message: `The body is not JSON: ${describe((error as { cause?: unknown }).cause)}` })
-  }
-  return error as Api.ServerError
-}
-
 /**
  * The application run on a request whose body is read first, up to `limit` bytes (413 over it), and
- * parsed once when it is JSON (400 when it is not).
+ * parsed once when it is JSON (400 when it is not): the handlers read the body read here.
  */
-const bodyChecked = (app: HttpApp.Default, limit: number) => {
-  const tooLarge = new Api.PayloadTooLarge({ message: `The body is over the limit of ${limit} bytes` })
-  return (request: HttpServerRequest.HttpServerRequest): Guarded =>
-    Effect.flatMap(HttpBody.read(request, limit), (read): Guarded => {
-      if (read._tag === "TooLarge") return Effect.fail(tooLarge)
-      if (read._tag === "Failed") {
-        return Effect.fail(new Api.BadRequest({ message: `The body could not be read: ${read.message}` }))
-      }
-      if (!isJson(request) || read.bytes.length === 0) return handled(app, HttpBody.withBody(request, read.bytes))
+const bodyChecked = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, limit: number) => {
+  const tooLarge = errorResponse(
+    new Api.PayloadTooLarge({ message: `The body is over the limit of ${limit} bytes` }),
+    413
+  )
+  const badRequest = (message: string) => Effect.succeed(errorResponse(new Api.BadRequest({ message }), 400))
+  const handled = (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.provideService(app, HttpServerRequest.HttpServerRequest, request)
+  return (
+    request: HttpServerRequest.HttpServerRequest
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+    Effect.flatMap(HttpBody.read(request, limit), (read) => {
+      if (read._tag === "TooLarge") return Effect.succeed(tooLarge)
+      if (read._tag === "Failed") return badRequest(`The body could not be read: ${read.message}`)
+      if (!isJson(request) || read.bytes.length === 0) return handled(HttpBody.withBody(request, read.bytes))
       const parsed = HttpBody.parseJson(Buffer.from(read.bytes).toString("utf8"))
       return parsed._tag === "Problem"
-        ? Effect.fail(new Api.BadRequest({ message: `The body is not JSON: ${parsed.message}` }))
-        : handled(app, HttpBody.withBody(request, read.bytes, parsed.value))
+        ? badRequest(`The body is not JSON: ${parsed.message}`)
+        : handled(HttpBody.withBody(request, read.bytes, parsed.value))
     })
 }
-
-/** The message of an error, or the value as text (as `handlers.ts` says it). */
-const describe = (error: unknown): string =>
-  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
-    error.message !== ""
-    ? error.message
-    : String(error)

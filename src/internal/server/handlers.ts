@@ -320,7 +320,7 @@ const eventStream = (sessionId: string, options: {
   const approvals = ServerStream.translator(session.asks)
   const events = ServerStream.follow(sessionId, options.after, options.live, undefined, options.endAtAfter).pipe(
     Stream.tap(session.refresh),
-    Stream.mapConcat((event) => {
+    Stream.map((event) => {
       if (event._tag !== "Message") return [ServerStream.sseEvent(event, { id: ServerStream.eventId(event) })]
       const requested = approvals(event).flatMap((part) =>
         part._tag === "Approval"
@@ -334,6 +334,7 @@ const eventStream = (sessionId: string, options: {
       )
       return [ServerStream.sseEvent(event, { id: event.position }), ...requested]
     }),
+    Stream.flattenIterable,
     Stream.catch((error) =>
       Stream.make(`event: error\n${ServerStream.sseEvent({ message: describe(error) }).slice(0)}`)
     )
@@ -424,58 +425,58 @@ export const layerSessions = (options: HandlerOptions) =>
           const sessionId = payload.sessionId ?? Crypto.randomUUID()
           return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
         })
-        .handle("list", ({ urlParams }) => run("", listSessions(urlParams)))
-        .handle("history", ({ path }) => run(path.sessionId, history(path.sessionId, asksApproval)))
+        .handle("list", ({ query }) => run("", listSessions(query)))
+        .handle("history", ({ params }) => run(params.sessionId, history(params.sessionId, asksApproval)))
         .handle(
           "fork",
-          ({ path, payload }) => run(path.sessionId, forkAt(path.sessionId, payload.entryId, asksApproval))
+          ({ params, payload }) => run(params.sessionId, forkAt(params.sessionId, payload.entryId, asksApproval))
         )
-        .handle("prompt", ({ path, payload }) =>
+        .handle("prompt", ({ params, payload }) =>
           run(
-            path.sessionId,
+            params.sessionId,
             Effect.andThen(
-              requireSession(path.sessionId),
-              makeClient(path.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
+              requireSession(params.sessionId),
+              makeClient(params.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
             )
           ))
-        .handle("steer", ({ path, payload }) =>
+        .handle("steer", ({ params, payload }) =>
           run(
-            path.sessionId,
+            params.sessionId,
             Effect.andThen(
-              requireSession(path.sessionId),
+              requireSession(params.sessionId),
               Api.refusedSteer(
-                Effect.as(makeClient(path.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
+                Effect.as(makeClient(params.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
               )
             )
           ))
-        .handle("abort", ({ path, payload }) =>
+        .handle("abort", ({ params, payload }) =>
           run(
-            path.sessionId,
+            params.sessionId,
             Effect.andThen(
-              requireSession(path.sessionId),
-              makeClient(path.sessionId).Abort({ requestId: payload.clientId })
+              requireSession(params.sessionId),
+              makeClient(params.sessionId).Abort({ requestId: payload.clientId })
             )
           ))
-        .handle("approve", ({ path, payload }) =>
+        .handle("approve", ({ params, payload }) =>
           run(
-            path.sessionId,
+            params.sessionId,
             Api.refusedDecision(
-              makeClient(path.sessionId).Approve({ toolCallId: payload.toolCallId, decision: Api.asDecision(payload) })
+              makeClient(params.sessionId).Approve({ toolCallId: payload.toolCallId, decision: Api.asDecision(payload) })
             )
           ))
-        .handle("events", ({ headers, path, request, urlParams }) =>
+        .handle("events", ({ headers, params, query, request }) =>
           run(
-            path.sessionId,
+            params.sessionId,
             Effect.andThen(
-              requireSession(path.sessionId),
+              requireSession(params.sessionId),
               Effect.sync(() =>
                 ServerStream.sseResponse(
                   request,
-                  eventStream(path.sessionId, {
+                  eventStream(params.sessionId, {
                     ...(headers["last-event-id"] !== undefined
                       ? ServerStream.resumeFrom(headers["last-event-id"])
-                      : { after: urlParams.after ?? 0, endAtAfter: false }),
-                    live: urlParams.live !== "false",
+                      : { after: query.after ?? 0, endAtAfter: false }),
+                    live: query.live !== "false",
                     asksApproval,
                     heartbeat
                   }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
@@ -505,15 +506,15 @@ export const layerProtocols = (options: HandlerOptions) =>
           Protocols.chat(deps(request), payload).pipe(mapErrors(payload.id)))
     }))
 
-/** The handlers of every group, and the guard; need a `SqlClient` and the cluster's `Sharding`. */
+/**
+ * The handlers of every group with the API's middlewares (the token, decode errors on one line); need a
+ * `SqlClient` and the cluster's `Sharding`.
+ */
 export const layerHandlers = (options: HandlerOptions) =>
-  Layer.mergeAll(
-    layerSessions(options),
-    layerProtocols(options),
-    Guard.layerAuthorization(options),
-    Guard.layerGuard(options)
+  Layer.mergeAll(layerSessions(options), layerProtocols(options)).pipe(
+    Layer.provide([Guard.layerAuthorization(options), Guard.layerGuarded]),
+    Layer.provideMerge(Layer.effectDiscard(Effect.orDie(Durable.migrate)))
   )
-    .pipe(Layer.provideMerge(Layer.effectDiscard(Effect.orDie(Durable.migrate))))
 
 export const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&

@@ -18,7 +18,7 @@ import * as Api from "./api.js"
 import { describe, logSize, positionAfterCall, runningRun, sessionApprovals } from "./handlers.js"
 import * as ServerStream from "./stream.js"
 
-type MakeClient = Effect.Effect.Success<typeof Durable.client>
+type MakeClient = Effect.Success<typeof Durable.client>
 
 export interface Deps {
   readonly makeClient: MakeClient
@@ -413,8 +413,8 @@ export const chat = (deps: Deps, request: typeof Api.ChatRequest.Type) =>
       Stream.flattenIterable,
       (parts) => Stream.concat(Stream.make<Array<Chunk>>({ type: "start" }, { type: "start-step" }), parts)
     )
-    const runtime = yield* Effect.runtime<never>()
-    const source = Stream.toReadableStreamRuntime(chunks, runtime)
+    const services = yield* Effect.context<never>()
+    const source = Stream.toReadableStreamWith(chunks, services)
     const ui = ai.createUIMessageStream({
       execute: ({ writer }) => {
         writer.merge(source as ReadableStream<never>)

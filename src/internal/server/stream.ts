@@ -7,17 +7,16 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as SqlClient from "effect/sql/SqlClient"
+import type * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
-import * as Take from "effect/Take"
-import type * as Http from "node:http"
+import type { Writable } from "node:stream"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as Events from "../durable/events.js"
@@ -73,10 +72,9 @@ export interface Limits {
 export const heldBytes = Metric.gauge("effect_agent_server_sse_held_bytes")
 
 /** The most bytes the server held for one event-stream client, recorded as its stream ends. */
-export const peakBytes = Metric.histogram(
-  "effect_agent_server_sse_peak_bytes",
-  MetricBoundaries.exponential({ start: 1024, factor: 2, count: 16 })
-)
+export const peakBytes = Metric.histogram("effect_agent_server_sse_peak_bytes", {
+  boundaries: Metric.exponentialBoundaries({ start: 1024, factor: 2, count: 16 })
+})
 
 /** The event-stream clients dropped for taking nothing while the server held its limit for them. */
 export const clientsCut = Metric.counter("effect_agent_server_sse_clients_cut")
@@ -97,7 +95,7 @@ export interface Socket {
  * client that does not read would make the server buffer, and what the writer holds is counted with it.
  */
 export const socketOf = (request: HttpServerRequest.HttpServerRequest): Socket => {
-  let response: Http.ServerResponse | undefined
+  let response: Writable | undefined
   try {
     response = NodeHttpServerRequest.toServerResponse(request)
   } catch {
@@ -129,7 +127,7 @@ export const bounded = <E, R>(
   socket: Socket
 ): Stream.Stream<Uint8Array, E, R> =>
   Stream.unwrap(Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<Take.Take<Uint8Array, E>>()
+    const queue = yield* Queue.unbounded<Uint8Array, E | Cause.Done>()
     const dropped = yield* Deferred.make<void>()
     let queued = 0
     let events = 0
@@ -143,14 +141,14 @@ export const bounded = <E, R>(
       const change = held - reported
       reported = held
       peak = Math.max(peak, held)
-      return change === 0 ? Effect.void : Metric.update(heldBytes, change)
+      return change === 0 ? Effect.void : Metric.modify(heldBytes, change)
     })
     yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => Effect.andThen(Metric.update(heldBytes, -reported), Metric.update(peakBytes, peak)))
+      Effect.suspend(() => Effect.andThen(Metric.modify(heldBytes, -reported), Metric.update(peakBytes, peak)))
     )
     const drop = Effect.andThen(
       Effect.sync(() => socket.drop()),
-      Effect.andThen(Metric.increment(clientsCut), Deferred.succeed(dropped, undefined))
+      Effect.andThen(Metric.modify(clientsCut, 1), Deferred.succeed(dropped, undefined))
     )
     const fits = (size: number) => {
       const held = queued + socket.unsent()
@@ -162,16 +160,15 @@ export const bounded = <E, R>(
         while (true) {
           moved = yield* Deferred.make<void>()
           if (fits(frame.length)) break
-          const took = yield* Deferred.await(moved).pipe(Effect.timeoutTo({
-            duration: limits.stall,
-            onSuccess: () => true,
-            onTimeout: () => false
-          }))
+          const took = yield* Deferred.await(moved).pipe(
+            Effect.as(true),
+            Effect.timeoutOrElse({ duration: limits.stall, orElse: () => Effect.succeed(false) })
+          )
           if (!took) return yield* Effect.as(drop, false)
         }
         queued += frame.length
         events++
-        yield* Queue.offer(queue, Take.of(frame))
+        yield* Queue.offer(queue, frame)
         yield* report
         return true
       })
@@ -179,13 +176,12 @@ export const bounded = <E, R>(
       Stream.map((frame) => encoder.encode(frame)),
       Stream.runForEachWhile(admit),
       Effect.matchCauseEffect({
-        onSuccess: () => Queue.offer(queue, Take.end),
-        onFailure: (cause) => Queue.offer(queue, Take.failCause(cause))
+        onSuccess: () => Queue.end(queue),
+        onFailure: (cause) => Queue.failCause(queue, cause)
       }),
       Effect.forkScoped
     )
     return Stream.fromQueue(queue).pipe(
-      Stream.flattenTake,
       Stream.tap((frame) =>
         Effect.suspend(() => {
           queued -= frame.length

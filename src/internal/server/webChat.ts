@@ -1,20 +1,18 @@
 /**
- * The web chat's files (built by `scripts/web.mjs` into `dist/web/`), served at `/` and `/web/…` ahead of
+ * The web chat's files (built by `scripts/web.mjs` into `dist/web/`), served at `/` and `/web/…` beside
  * the API: the page holds no secret (it asks the API with the token it is given), so it loads without
  * one, but its `Host` and `Origin` are checked as every request's are (a page on another site, or one
  * that rebinds its name to this server, is refused). Each file is read when asked for, with a strict
  * Content-Security-Policy: scripts and styles from the server only, no inline script, connections to
  * the server only.
  */
-import type * as HttpApp from "effect/http/HttpEffect"
-import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
-import type * as HttpGuard from "../httpGuard.js"
-import * as Guard from "./guard.js"
 
 /** The page's files by URL path, with their file name in the page's directory and content type. */
 export const files: Readonly<Record<string, { readonly file: string; readonly type: string }>> = {
@@ -52,27 +50,25 @@ const notBuilt = HttpServerResponse.text("The web chat is not built: run `npm ru
   status: 404
 })
 
-/** Serves the page's files before `app` (everything else goes to `app`), to whom `policy` allows. */
-export const middleware =
-  (policy: HttpGuard.Policy, dir: string = directory()) => (app: HttpApp.Default): HttpApp.Default =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (request.method !== "GET" && request.method !== "HEAD") return app
-      const path = request.url.split(/[?#]/, 1)[0] ?? ""
-      const found = Object.prototype.hasOwnProperty.call(files, path) ? files[path] : undefined
-      if (found === undefined) return app
-      const refusal = Guard.refusalOf(policy, request, true)
-      if (refusal !== undefined) return Effect.succeed(Guard.refusalResponse(refusal))
-      return Effect.matchEffect(Effect.tryPromise(() => Fs.promises.readFile(NodePath.join(dir, found.file))), {
-        onFailure: () => Effect.succeed(notBuilt),
-        onSuccess: (body) =>
-          Effect.succeed(HttpServerResponse.uint8Array(body, {
-            contentType: found.type,
-            headers: {
-              "content-security-policy": contentSecurityPolicy,
-              "x-content-type-options": "nosniff",
-              "referrer-policy": "no-referrer",
-              "cache-control": "no-cache"
-            }
-          }))
-      })
-    })
+/** The page's files as routes of the router (its guard checks their `Host` and `Origin`, and asks no token). */
+export const layer = (dir: string = directory()): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  HttpRouter.use((router) =>
+    Effect.forEach(Object.entries(files), ([path, found]) =>
+      router.add(
+        "GET",
+        path as HttpRouter.PathInput,
+        Effect.matchEffect(Effect.tryPromise(() => Fs.promises.readFile(NodePath.join(dir, found.file))), {
+          onFailure: () => Effect.succeed(notBuilt),
+          onSuccess: (body) =>
+            Effect.succeed(HttpServerResponse.uint8Array(body, {
+              contentType: found.type,
+              headers: {
+                "content-security-policy": contentSecurityPolicy,
+                "x-content-type-options": "nosniff",
+                "referrer-policy": "no-referrer",
+                "cache-control": "no-cache"
+              }
+            }))
+        })
+      ), { discard: true })
+  )
