@@ -241,7 +241,9 @@ export const layer = (
   SqlClient.SqlClient | Sharding.Sharding
 > => {
   const host = options.host ?? "127.0.0.1"
-  if (options.token === undefined && !isLoopback(host)) return Layer.effect(HttpServer.HttpServer, Effect.fail(new TokenRequired({ host })))
+  if (options.token === undefined && !isLoopback(host)) {
+    return Layer.effect(HttpServer.HttpServer, Effect.fail(new TokenRequired({ host })))
+  }
   const app = Layer.mergeAll(layerApi(options), layerDocs, WebChat.layer())
   return HttpRouter.serve(options.routes === undefined ? app : Layer.merge(app, options.routes), {
     disableLogger: true,

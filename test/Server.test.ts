@@ -1,5 +1,4 @@
 import { HttpAgent } from "@ag-ui/client"
-import type * as NetAddress from "effect/net/NetAddress"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
@@ -9,12 +8,14 @@ import * as Fiber from "effect/Fiber"
 import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import type * as NetAddress from "effect/net/NetAddress"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { EventSource } from "eventsource"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import type * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
@@ -197,6 +198,20 @@ describe("Server", () => {
       const statuses = Object.keys(spec.paths["/sessions/{sessionId}/prompt"].post.responses)
       for (const status of ["400", "401", "404", "413"]) assert.include(statuses, status)
     }), 60_000)
+
+  it.live(
+    "the OpenAPI document is the package's: its title, and its version read from package.json",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([])
+        const spec = JSON.parse((yield* request(`${url}/openapi.json`, { headers: auth })).body)
+        const manifest = JSON.parse(Fs.readFileSync(NodePath.join(import.meta.dirname, "..", "package.json"), "utf8"))
+        assert.strictEqual(spec.info.title, "effect-agent")
+        assert.strictEqual(spec.info.version, manifest.version)
+        assert.match(spec.info.version, /^\d+\.\d+\.\d+/)
+      }),
+    60_000
+  )
 
   it.live(
     "a retried prompt starts one run; the SSE stream has each message once and resumes with Last-Event-ID",

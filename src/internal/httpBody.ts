@@ -6,11 +6,11 @@
  * (`jsonProblem`).
  */
 import * as ByteSize from "effect/ByteSize"
+import * as Effect from "effect/Effect"
 import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
 import * as HttpServerError from "effect/http/HttpServerError"
 import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as UrlParams from "effect/http/UrlParams"
-import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Http from "node:http"
 

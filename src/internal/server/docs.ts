@@ -6,13 +6,13 @@
  * gives it to Scalar for the requests its client makes. A Content-Security-Policy keeps every request on
  * the server (Scalar's default fonts are off: they would come from another host).
  */
+import * as Effect from "effect/Effect"
 import type * as HttpApi from "effect/http-api/HttpApi"
 import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /** The page and its two scripts (relative to the page, so the server may be mounted under a prefix). */
@@ -120,7 +120,10 @@ const scalarSource = <Id extends string, Groups extends HttpApiGroup.Constraint>
       Scalar.layer(api, { path: paths.page }).pipe(Layer.provide(Layer.succeed(HttpRouter.HttpRouter, router)))
     ).pipe(Effect.scoped)
     const response = yield* router.asHttpEffect().pipe(
-      Effect.provideService(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(new Request(`http://localhost${paths.page}`))),
+      Effect.provideService(
+        HttpServerRequest.HttpServerRequest,
+        HttpServerRequest.fromWeb(new Request(`http://localhost${paths.page}`))
+      ),
       Effect.scoped,
       Effect.orDie
     )

@@ -3,6 +3,7 @@
  * limit and the JSON check before a handler runs, decode errors on one line, and CORS when asked for.
  * `handlers.ts` wires it around the API; the web chat asks the same questions of its own files.
  */
+import * as Effect from "effect/Effect"
 import type * as HttpApiError from "effect/http-api/HttpApiError"
 import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpMethod from "effect/http/HttpMethod"
@@ -10,13 +11,12 @@ import * as HttpMiddleware from "effect/http/HttpMiddleware"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
-import * as Api from "./api.js"
 import * as Issues from "../issues.js"
+import * as Api from "./api.js"
 import * as Docs from "./docs.js"
 import * as WebChat from "./webChat.js"
 

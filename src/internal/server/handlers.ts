@@ -5,16 +5,16 @@
 import * as ClusterSchema from "effect/cluster/ClusterSchema"
 import * as EntityId from "effect/cluster/EntityId"
 import * as Sharding from "effect/cluster/Sharding"
-import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import * as HttpServerRequest from "effect/http/HttpServerRequest"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
@@ -461,7 +461,10 @@ export const layerSessions = (options: HandlerOptions) =>
           run(
             params.sessionId,
             Api.refusedDecision(
-              makeClient(params.sessionId).Approve({ toolCallId: payload.toolCallId, decision: Api.asDecision(payload) })
+              makeClient(params.sessionId).Approve({
+                toolCallId: payload.toolCallId,
+                decision: Api.asDecision(payload)
+              })
             )
           ))
         .handle("events", ({ headers, params, query, request }) =>

@@ -4,11 +4,11 @@
  * Both packages are loaded when their endpoint is first used, so the server runs without them.
  */
 import type * as AgUi from "@ag-ui/core"
-import type * as HttpServerRequest from "effect/http/HttpServerRequest"
-import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as Option from "effect/Option"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
 import * as Durable from "../../Durable.js"

@@ -6,9 +6,9 @@
  * Content-Security-Policy: scripts and styles from the server only, no inline script, connections to
  * the server only.
  */
+import * as Effect from "effect/Effect"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
