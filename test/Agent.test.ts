@@ -79,6 +79,14 @@ const researcher = (model: Model.Service = researcherModel()) =>
     model
   })
 
+/**
+ * Lets forked runs go as far as they can before the clock moves: effect 4's `TestClock.adjust` wakes
+ * what is due after one scheduler hop, and a child run takes several to start.
+ */
+const settle = Effect.gen(function*() {
+  for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+})
+
 const delegate = (id: string, task: string, name = "researcher") =>
   Message.assistant([Message.toolCall(id, name, { task })], { usage: usage(5, 0.05) })
 
@@ -262,6 +270,7 @@ describe("Agent.asTool", () => {
         tools: [Agent.asTool(slow)],
         onEvent: (event) => Effect.sync(() => events.push(event))
       }).pipe(Effect.provide(layer), Effect.forkChild)
+      yield* settle
       yield* TestClock.adjust(10)
       yield* Fiber.interrupt(fiber)
       const parent = yield* session.messages
@@ -285,6 +294,7 @@ describe("Agent.asTool", () => {
         Effect.provide(layer),
         Effect.forkChild
       )
+      yield* settle
       yield* TestClock.adjust(10)
       yield* Fiber.interrupt(fiber)
       const child = yield* Effect.scoped(Effect.flatMap(Agent.ChildSessions, (sessions) => sessions.open("p1")))
@@ -303,6 +313,7 @@ describe("Agent.asTool", () => {
         Effect.provide(Layer.merge(layer, Agent.layerChildSessionsMemory)),
         Effect.forkChild
       )
+      yield* settle
       yield* TestClock.adjust("6 seconds")
       const result = yield* Fiber.join(fiber)
       assert.strictEqual(result.output, "gave up")
