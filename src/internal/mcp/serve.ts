@@ -33,6 +33,7 @@ import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import { randomUUID } from "node:crypto"
@@ -45,6 +46,7 @@ import * as Session from "../../services/Session.js"
 import * as HttpBody from "../httpBody.js"
 import * as HttpGuard from "../httpGuard.js"
 import { describe, failureText } from "../runText.js"
+import * as SchemaJson from "../schemaJson.js"
 import { McpListenFailed, McpMessageTooLarge, McpTokenRequired } from "./errors.js"
 
 /** The options of `serve`. */
@@ -509,27 +511,23 @@ export const cannotAsk = (request: Permissions.Request): Permissions.Decision =>
 // Helpers
 // -----------------------------------------------------------------------------
 
-/** The JSON Schema of an answer (draft 2020-12), its definitions under `$defs`. */
-const jsonSchemaOf = (schema: Schema.Encoder<unknown>): { readonly [key: string]: unknown } => {
-  const document = Schema.toJsonSchemaDocument(schema)
-  return Object.keys(document.definitions).length === 0
-    ? document.schema
-    : { ...document.schema, $defs: document.definitions }
+/** An answer's JSON form, and whether it is an object (any other answer is sent as `{ value }`). */
+const jsonFormOf = (schema: Schema.Codec<unknown, unknown>) => {
+  const json = Schema.toCodecJson(schema)
+  return { json, isObject: SchemaAST.isObjects(SchemaAST.toEncoded(json.ast)) }
 }
 
-const isObjectSchema = (schema: Schema.Encoder<unknown>): boolean => jsonSchemaOf(schema).type === "object"
-
-const outputSchema = (schema: Schema.Encoder<unknown>): McpToolDefinition["outputSchema"] & object => {
-  const json = jsonSchemaOf(schema)
-  return json.type === "object"
-    ? { ...json, type: "object" }
-    : { type: "object", properties: { value: json }, required: ["value"] }
+/** The JSON Schema of the answer's structured content, as a tool's parameters get theirs. */
+const outputSchema = (schema: Schema.Codec<unknown, unknown>): McpToolDefinition["outputSchema"] & object => {
+  const json = SchemaJson.parameters(jsonFormOf(schema).isObject ? schema : Schema.Struct({ value: schema }))
+  return { ...json, type: "object" }
 }
 
-/** The answer encoded with its Schema, as an object (a non-object answer is `{ value }`). */
-const structuredOf = (schema: Schema.Encoder<unknown>, value: unknown): { [key: string]: unknown } => {
-  const encoded = Schema.encodeUnknownSync(schema)(value)
-  return isObjectSchema(schema) ? encoded as { [key: string]: unknown } : { value: encoded }
+/** The answer encoded to its JSON form, as an object (a non-object answer is `{ value }`). */
+const structuredOf = (schema: Schema.Codec<unknown, unknown>, value: unknown): { [key: string]: unknown } => {
+  const { isObject, json } = jsonFormOf(schema)
+  const encoded = Schema.encodeUnknownSync(json)(value)
+  return isObject ? encoded as { [key: string]: unknown } : { value: encoded }
 }
 
 /** The ids of the JSON-RPC requests of a body (one message or a batch). */
