@@ -1,8 +1,8 @@
 /**
- * An adapter from an @effect/ai `LanguageModel` to effect-agent's `Model`, so that @effect/ai's
- * providers can drive the loop. effect-agent keeps the tool calls: @effect/ai is asked with tool call
+ * An adapter from an `effect/ai` `LanguageModel` to effect-agent's `Model`, so that effect's AI
+ * providers can drive the loop. effect-agent keeps the tool calls: `effect/ai` is asked with tool call
  * resolution disabled, and its stream parts become model events. Lives behind the
- * `effect-agent/AiModel` subpath so the core does not depend on @effect/ai.
+ * `effect-agent/AiModel` subpath.
  *
  * @since 0.1.0
  */
@@ -11,10 +11,13 @@ import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as AiTool from "effect/ai/Tool"
+import type * as Toolkit from "effect/ai/Toolkit"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
+import type * as JsonSchema from "effect/JsonSchema"
+import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import type * as Message from "./Message.js"
@@ -26,14 +29,14 @@ import type * as Tool from "./Tool.js"
 // -----------------------------------------------------------------------------
 
 /**
- * A `Model` over an @effect/ai `LanguageModel` service. `provider` names it in errors and messages
+ * A `Model` over an `effect/ai` `LanguageModel` service. `provider` names it in errors and messages
  * (default `effect-ai`).
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const fromLanguageModel = (
-  languageModel: LanguageModel.Service,
+  languageModel: LanguageModel.LanguageModel,
   options?: { readonly provider?: string | undefined }
 ): Model.Service => {
   const provider = options?.provider ?? "effect-ai"
@@ -41,13 +44,10 @@ export const fromLanguageModel = (
     stream: (request) =>
       Stream.suspend(() => {
         const state = new StreamState(provider)
-        const parts = languageModel.streamText(textOptions(request) as any) as Stream.Stream<
-          Response.StreamPart<any>,
-          AiError.AiError
-        >
-        return parts.pipe(
+        return streamParts(languageModel, request).pipe(
           Stream.mapError((error) => fromAiError(provider, error)),
-          Stream.mapConcatEffect((part) => state.push(part)),
+          Stream.mapEffect((part) => state.push(part)),
+          Stream.flattenIterable,
           Stream.concat(Stream.suspend(() => state.end()))
         )
       })
@@ -55,7 +55,7 @@ export const fromLanguageModel = (
 }
 
 /**
- * The `Model` layer over the `LanguageModel` in context (an @effect/ai provider's model layer).
+ * The `Model` layer over the `LanguageModel` in context (an `effect/ai` provider's model layer).
  *
  * @since 0.1.0
  * @category Layers
@@ -70,8 +70,8 @@ export const layer = (
 // -----------------------------------------------------------------------------
 
 /**
- * Converts a history (and system prompt) to an @effect/ai prompt. Thinking goes as `reasoning`
- * (signatures are not carried: @effect/ai's prompt has no portable field for them), tool results as
+ * Converts a history (and system prompt) to an `effect/ai` prompt. Thinking goes as `reasoning`
+ * (signatures are not carried: `effect/ai`'s prompt has no portable field for them), tool results as
  * `tool` messages with `isFailure`, images as `file` parts.
  *
  * @since 0.1.0
@@ -127,8 +127,7 @@ export const toPrompt = (
           id: message.toolCallId,
           name: message.toolName,
           isFailure: message.isError,
-          result: message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n"),
-          providerExecuted: false
+          result: message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join("\n")
         }
         if (tool === undefined) {
           tool = [part]
@@ -144,44 +143,82 @@ export const toPrompt = (
 }
 
 /**
- * An @effect/ai tool carrying an effect-agent tool definition (its JSON Schema as is); its
- * parameters are not decoded by @effect/ai, as the loop decodes them.
+ * An `effect/ai` tool carrying an effect-agent tool definition (its JSON Schema as is); its
+ * parameters are not decoded by `effect/ai`, as the loop decodes them.
  *
  * @since 0.1.0
  * @category Combinators
  */
-export const toAiTool = (definition: Tool.Definition): AiTool.Any =>
-  Object.assign(AiTool.make(definition.name, { description: definition.description }), {
-    parametersSchema: Schema.Unknown.annotate({ jsonSchema: definition.parameters })
-  }) as any
+export const toAiTool = (definition: Tool.Definition): AiTool.Dynamic<string, AiToolConfig, never, "client"> =>
+  AiTool.dynamic(definition.name, {
+    description: definition.description,
+    parameters: definition.parameters as JsonSchema.JsonSchema,
+    execution: "client"
+  })
+
+/**
+ * The configuration of a tool made by `toAiTool`: parameters as a JSON Schema (not decoded),
+ * any success, no failure.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface AiToolConfig {
+  readonly parameters: JsonSchema.JsonSchema
+  readonly success: typeof Schema.Unknown
+  readonly failure: typeof Schema.Never
+  readonly failureMode: "error"
+}
 
 // -----------------------------------------------------------------------------
 // Internal
 // -----------------------------------------------------------------------------
 
-const textOptions = (request: Model.Request) => {
+/** The stream parts of one request, tool calls left to the loop (their parameters as the model sent them). */
+const streamParts = (
+  languageModel: LanguageModel.LanguageModel,
+  request: Model.Request
+): Stream.Stream<Response.AnyPart, AiError.AiError> => {
   const prompt = toPrompt(request.messages, request.systemPrompt)
-  if (request.tools.length === 0) return { prompt }
-  const tools: Record<string, AiTool.Any> = {}
+  if (request.tools.length === 0) return languageModel.streamText({ prompt })
+  const tools: Record<string, AiTool.Dynamic<string, AiToolConfig, never, "client">> = {}
   for (const definition of request.tools) tools[definition.name] = toAiTool(definition)
-  return {
-    prompt,
-    toolkit: { tools, handle: () => Effect.die(new Error("effect-agent runs the tools itself")) },
-    disableToolCallResolution: true
+  const toolkit: Toolkit.WithHandler<typeof tools> = {
+    tools,
+    handle: () => Effect.die(new Error("effect-agent runs the tools itself"))
   }
+  return languageModel.streamText({
+    prompt,
+    toolkit,
+    disableToolCallResolution: true,
+    toolCallValidation: "deferred"
+  })
 }
 
 const fromAiError = (provider: string, error: AiError.AiError): Errors.ModelError => {
   const description = error.message
-  if (error._tag === "HttpResponseError") {
-    const status = error.response.status
-    if (status === 401 || status === 403) return new Errors.ModelAuthenticationFailed({ provider, status, description })
-    if (status === 429) return new Errors.ModelRateLimited({ provider, description })
-    if (status >= 500) return new Errors.ModelUnavailable({ provider, status, description })
-    return new Errors.ModelRequestFailed({ provider, status, description })
+  const reason = error.reason
+  const status = "http" in reason ? reason.http?.response?.status : undefined
+  const withStatus = status === undefined ? {} : { status }
+  switch (reason._tag) {
+    case "AuthenticationError":
+      return new Errors.ModelAuthenticationFailed({ provider, ...withStatus, description })
+    case "RateLimitError":
+      return new Errors.ModelRateLimited({
+        provider,
+        description,
+        ...(reason.retryAfter === undefined ? {} : { retryAfterMillis: Duration.toMillis(reason.retryAfter) })
+      })
+    case "InternalProviderError":
+      return new Errors.ModelUnavailable({ provider, ...withStatus, description })
+    case "InvalidResponseError":
+    case "InvalidOutputError":
+      return new Errors.ModelResponseInvalid({ provider, description })
   }
-  if (error._tag === "MalformedOutput") return new Errors.ModelResponseInvalid({ provider, description })
-  return new Errors.ModelRequestFailed({ provider, description })
+  if (status === 401 || status === 403) return new Errors.ModelAuthenticationFailed({ provider, status, description })
+  if (status === 429) return new Errors.ModelRateLimited({ provider, description })
+  if (status !== undefined && status >= 500) return new Errors.ModelUnavailable({ provider, status, description })
+  return new Errors.ModelRequestFailed({ provider, ...withStatus, description })
 }
 
 const finishReasons: Record<string, Message.StopReason> = {
@@ -201,10 +238,10 @@ class StreamState {
   private model: string | undefined
   constructor(readonly provider: string) {}
 
-  push(part: Response.StreamPart<any>): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
+  push(part: Response.AnyPart): Effect.Effect<Array<Model.Event>, Errors.ModelError> {
     switch (part.type) {
       case "response-metadata":
-        if (part.modelId._tag === "Some") this.model = part.modelId.value
+        if (part.modelId !== undefined) this.model = part.modelId
         return Effect.succeed([])
       case "text-start":
       case "reasoning-start":
@@ -265,9 +302,10 @@ class StreamState {
     }
     return Stream.fromIterableEffect(Effect.map(Clock.currentTimeMillis, (timestamp) => {
       const out = this.assembler.endAll()
-      const input = finish.usage.inputTokens ?? 0
-      const cacheRead = finish.usage.cachedInputTokens ?? 0
-      const output = finish.usage.outputTokens ?? 0
+      const cacheRead = finish.usage.inputTokens.cacheRead ?? 0
+      const input = finish.usage.inputTokens.total ?? (finish.usage.inputTokens.uncached ?? 0) + cacheRead
+      const cacheWrite = finish.usage.inputTokens.cacheWrite ?? 0
+      const output = finish.usage.outputTokens.total ?? 0
       const stopReason = finishReasons[finish.reason] ?? "stop"
       const message = this.assembler.finish({
         stopReason,
@@ -275,10 +313,10 @@ class StreamState {
         provider: this.provider,
         model: this.model,
         usage: {
-          input: Math.max(0, input - cacheRead),
+          input: Math.max(0, input - cacheRead - cacheWrite),
           output,
           cacheRead,
-          cacheWrite: 0,
+          cacheWrite,
           totalTokens: input + output
         },
         errorMessage: stopReason === "error" ? `the model stopped: ${finish.reason}` : undefined

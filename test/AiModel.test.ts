@@ -6,7 +6,6 @@ import * as AiTool from "effect/ai/Tool"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
@@ -29,7 +28,7 @@ const scriptedLanguageModel = (
       generateText: () => Effect.die(new Error("not used")),
       streamText: (options) => {
         requests.push(options)
-        return script[requests.length - 1] ?? Stream.dieMessage("script exhausted")
+        return script[requests.length - 1] ?? Stream.die(new Error("script exhausted"))
       }
     })
   )
@@ -50,7 +49,7 @@ const toolCallTurn: ReadonlyArray<Response.StreamPartEncoded> = [
   { type: "tool-params-delta", id: "call_1", delta: "\"x\"}" },
   { type: "tool-params-end", id: "call_1" },
   { type: "tool-call", id: "call_1", name: "lookup", params: { q: "x" } },
-  { type: "finish", reason: "tool-calls", usage: { inputTokens: 20, outputTokens: 7, totalTokens: 27 } }
+  { type: "finish", reason: "tool-calls", usage: { inputTokens: { total: 20 }, outputTokens: { total: 7 } } }
 ]
 
 const answerTurn: ReadonlyArray<Response.StreamPartEncoded> = [
@@ -60,7 +59,7 @@ const answerTurn: ReadonlyArray<Response.StreamPartEncoded> = [
   {
     type: "finish",
     reason: "stop",
-    usage: { inputTokens: 40, outputTokens: 3, totalTokens: 43, cachedInputTokens: 10 }
+    usage: { inputTokens: { total: 40, cacheRead: 10 }, outputTokens: { total: 3 } }
   }
 ]
 
@@ -139,19 +138,22 @@ describe("AiModel.fromLanguageModel", () => {
       )
       const tool = prompt[3] as Prompt.ToolMessage
       assert.deepStrictEqual(
-        tool.content.map((part) => [part.id, part.name, part.result, part.isFailure]),
+        tool.content.map((part) =>
+          part.type === "tool-result" ? [part.id, part.name, part.result, part.isFailure] : [part.type]
+        ),
         [["call_1", "lookup", "x = 42", false]]
       )
     }))
 
   it.effect("maps @effect/ai errors to model errors", () =>
     Effect.gen(function*() {
-      const unauthorized = new AiError.HttpResponseError({
+      const unauthorized = AiError.make({
         module: "Test",
         method: "streamText",
-        reason: "StatusCode",
-        request: { method: "POST", url: "http://127.0.0.1/", urlParams: [], hash: Option.none(), headers: {} },
-        response: { status: 401, headers: {} }
+        reason: new AiError.AuthenticationError({
+          kind: "InvalidKey",
+          http: { response: { status: 401, headers: {} } }
+        })
       })
       const { layer } = scriptedLanguageModel([Stream.fail(unauthorized)])
       const error = yield* Effect.flip(

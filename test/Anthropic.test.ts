@@ -255,9 +255,9 @@ describe("Anthropic requests", () => {
       const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
       const layer = Anthropic.layerConfig({ model: "claude-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
           new Map([["ANTHROPIC_API_KEY", "sk-from-env"], ["ANTHROPIC_BASE_URL", server.url]])
-        )))
+        ) })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(message.usage?.input, 12)
@@ -268,7 +268,7 @@ describe("Anthropic requests", () => {
     Effect.gen(function*() {
       const layer = Anthropic.layerConfig({ model: "claude-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(new Map()) })))
       )
       const error = yield* Effect.flip(Effect.provide(completeHi, layer))
       assert.strictEqual(error._tag, "ModelConfigInvalid")
@@ -280,9 +280,9 @@ describe("Anthropic requests", () => {
       const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
       const layer = Anthropic.layerConfig({ model: "claude-test", baseUrl: server.url }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
           new Map([["ANTHROPIC_BASE_URL", "http://127.0.0.1:1"]])
-        )))
+        ) })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(message.usage?.input, 12)
@@ -294,11 +294,11 @@ describe("Anthropic requests", () => {
       const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl"), fixture("anthropic-text.jsonl")])
       const warnings: Array<string> = []
       const logger = Logger.make(({ logLevel, message }) => {
-        if (logLevel._tag === "Warning") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+        if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
       })
       for (const suffix of ["/v1", "/v1/messages/"]) {
         yield* Effect.provide(completeHi, provider(server, { baseUrl: `${server.url}${suffix}` })).pipe(
-          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+          Effect.provide(Logger.layer([logger]))
         )
       }
       assert.deepStrictEqual(server.requests.map((r) => r.url), ["/v1/messages", "/v1/messages"])

@@ -4,7 +4,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
@@ -255,7 +255,7 @@ describe("OpenAiResponses bad input", () => {
     Effect.gen(function*() {
       const logs: Array<string> = []
       const logger = Logger.make(({ logLevel, message }) => {
-        if (logLevel._tag === "Debug") logs.push(String(message))
+        if (logLevel === "Debug") logs.push(String(message))
       })
       const server = yield* ProviderServer.make([sse([
         created,
@@ -264,8 +264,8 @@ describe("OpenAiResponses bad input", () => {
         completed()
       ])])
       const { message } = yield* respond(server).pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-        Logger.withMinimumLogLevel(LogLevel.Debug)
+        Effect.provide(Logger.layer([logger])),
+        Effect.provideService(References.MinimumLogLevel, "Debug")
       )
       assert.strictEqual(Message.textOf(message), "fine")
       assert.isTrue(logs.some((line) => line.includes("response.brand_new_event")))
@@ -455,9 +455,9 @@ describe("OpenAiResponses requests", () => {
       const server = yield* ProviderServer.make([fixture("issue-20047-openai-responses.jsonl")])
       const layer = OpenAiResponses.layerConfig({ model: "gpt-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
           new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
-        )))
+        ) })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(Message.textOf(message), "OK")

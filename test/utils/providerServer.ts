@@ -6,14 +6,12 @@
  */
 import { assert } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as TestClock from "effect/testing/TestClock"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -68,27 +66,31 @@ export const make = (replies: ReadonlyArray<Reply>) =>
   )
 
 /**
- * Runs an effect under the TestClock, advancing the clock to each sleep it starts (retry backoff)
- * once the real HTTP exchange before it is done. Returns its exit and each delay with the number of
- * requests the server had received when that sleep began.
+ * Runs an effect under a recording clock: each sleep it starts (retry backoff) is recorded with the
+ * number of requests the server had received when it began, and passes at once, the clock moving on by
+ * its delay. Returns the effect's exit and the sleeps.
  */
 export const driveClock = <A, E>(effect: Effect.Effect<A, E>, requestCount: () => number) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.forkChild(effect)
     const sleeps: Array<{ readonly delay: number; readonly requests: number }> = []
-    while (true) {
-      const exit = yield* Fiber.poll(fiber)
-      if (Option.isSome(exit)) return { exit: exit.value, sleeps }
-      const pending = yield* TestClock.sleeps()
-      if (Chunk.isNonEmpty(pending)) {
-        const now = yield* Clock.currentTimeMillis
-        const delay = Chunk.headNonEmpty(pending) - now
-        sleeps.push({ delay, requests: requestCount() })
-        yield* TestClock.adjust(delay)
-      } else {
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
-      }
+    let now = 0
+    const nanos = () => BigInt(now) * BigInt(1_000_000)
+    const clock: Clock.Clock = {
+      currentTimeMillisUnsafe: () => now,
+      currentTimeMillis: Effect.sync(() => now),
+      currentTimeNanosUnsafe: nanos,
+      currentTimeNanos: Effect.sync(nanos),
+      monotonicTimeNanosUnsafe: nanos,
+      monotonicTimeNanos: Effect.sync(nanos),
+      sleep: (duration) =>
+        Effect.sync(() => {
+          const delay = Duration.toMillis(duration)
+          sleeps.push({ delay, requests: requestCount() })
+          now += delay
+        })
     }
+    const exit = yield* Effect.exit(Effect.provideService(effect, Clock.Clock, clock))
+    return { exit, sleeps }
   })
 
 /** The deltas rebuild the final message: every block's text, thinking and tool call, by index. */
