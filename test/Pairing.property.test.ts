@@ -26,6 +26,7 @@ import * as Inbox from "../src/services/Inbox.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
 import { scriptedRun } from "./utils/layers.js"
+import { effectProp } from "./utils/fastCheck.js"
 
 class Fatal extends Schema.TaggedError<Fatal>()("Fatal", {}) {}
 
@@ -103,7 +104,9 @@ const makeChild = (inbox: Inbox.Service) =>
 /** A streamed response: text deltas and each call's argument fragments, with time between events. */
 const response = (
   turn: number,
-  calls: ReadonlyArray<Spec & { readonly child?: ReadonlyArray<Spec> }>,
+  calls: ReadonlyArray<
+    Omit<Spec, "outcome"> & { readonly outcome: Spec["outcome"] | "delegate"; readonly child?: ReadonlyArray<Spec> }
+  >,
   deltaMs: number,
   stopReason: Message.StopReason
 ) => {
@@ -143,7 +146,7 @@ const response = (
 
 describe("the pairing law", () => {
   for (const via of ["Loop.run", "Loop.stream"] as const) {
-    it.effect.prop(
+    effectProp(
       `every tool call has exactly one result after any exit (${via})`,
       [Scenario],
       ([scenario]) =>

@@ -8,6 +8,7 @@ import * as FastCheck from "fast-check"
 import * as RunState from "../src/internal/runState.js"
 import * as ToolBatch from "../src/internal/toolBatch.js"
 import * as Message from "../src/Message.js"
+import { prop } from "./utils/fastCheck.js"
 
 /** What happened to each call before the run ended: never started, started, or finished. */
 const Life = FastCheck.constantFrom("pending", "running", "done", "doneError")
@@ -29,7 +30,7 @@ const answerWith = (count: number, stopReason: Message.StopReason) =>
   )
 
 describe("RunState", () => {
-  it.prop(
+  prop(
     "Law 4: closing gives every open call exactly one result, in call order, whatever happened to it",
     [Scenario],
     ([{ ending, lives, order, stopReason }]) => {
@@ -63,7 +64,7 @@ describe("RunState", () => {
       })
       // the history the results complete pairs every call
       const history = [Message.user("go"), answer, ...results]
-      assert.isTrue(Message.validateHistory(history)._tag === "Right")
+      assert.isTrue(Message.validateHistory(history)._tag === "Success")
       assert.deepStrictEqual(RunState.closed(state).calls, [])
     }
   )
@@ -107,7 +108,7 @@ const Admitted = FastCheck.array(
 )
 
 describe("ToolBatch.schedule", () => {
-  it.prop("runs every call once, exclusive calls alone, same-key calls in call order", [Admitted], ([admitted]) => {
+  prop("runs every call once, exclusive calls alone, same-key calls in call order", [Admitted], ([admitted]) => {
     const steps = ToolBatch.schedule(admitted)
     // every call once, and the steps keep call order between them
     const flat = steps.flatMap((step) => step.flat())

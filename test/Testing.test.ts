@@ -59,7 +59,7 @@ const anyTool = (name: string) =>
   Tool.make({
     name,
     description: `The ${name} tool`,
-    parameters: Schema.Struct({}, { key: Schema.String, value: Schema.Unknown }),
+    parameters: Schema.StructWithRest(Schema.Struct({}), [Schema.Record(Schema.String, Schema.Unknown)]),
     execute: (input) => Effect.succeed(`${name}(${JSON.stringify(input)}) = 42`)
   })
 

@@ -22,6 +22,7 @@ import * as Session from "../src/services/Session.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
 import * as Reaper from "./utils/reaper.js"
+import { effectProp } from "./utils/fastCheck.js"
 
 const tempDir = Reaper.tempDir("effect-agent-guide-")
 
@@ -62,7 +63,7 @@ describe("Testing your agent (docs/guides/testing.md)", () => {
     execute: ({ a, b }) => Effect.succeed(String(a / b))
   })
 
-  it.effect.prop(
+  effectProp(
     "divide keeps the laws under any model script",
     [Testing.arbitraries.script({ tools: [divide] })],
     ([script]) =>
