@@ -502,7 +502,7 @@ describe("AiSdk.fromLanguageModel", () => {
       ).pipe(Effect.forkChild)
       yield* Effect.promise(() => started)
       // the delta was handed over while the stream stays open: then the attempt is interrupted
-      while (deltas.length === 0) yield* Effect.yieldNow()
+      while (deltas.length === 0) yield* Effect.yieldNow
       yield* Fiber.interrupt(fiber)
       yield* Effect.promise(() => cancel)
       assert.deepStrictEqual(aborts, ["aborted"])
