@@ -16,6 +16,7 @@ import type * as Sharding from "effect/cluster/Sharding"
 import type * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as SingleRunner from "effect/cluster/SingleRunner"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import type * as SocketServer from "effect/socket/SocketServer"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
@@ -367,6 +368,7 @@ export const layerSingleRunner = (options?: {
       runnerStorage: "memory",
       shardingConfig: { entityMessagePollInterval: "500 millis", ...options?.shardingConfig }
     })),
+    Layer.provide(NodeCrypto.layerDigest),
     Layer.orDie
   )
 
@@ -400,7 +402,7 @@ export const layerSingleRunner = (options?: {
 export const layerCluster = (options: {
   readonly address: { readonly host: string; readonly port: number }
   readonly listen?: { readonly host: string; readonly port: number } | undefined
-  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Type"]> | undefined
+  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
 }): Layer.Layer<
   Sharding.Sharding | WorkflowEngine.WorkflowEngine,
   SocketServer.SocketServerError,
@@ -419,9 +421,17 @@ export const layerCluster = (options: {
         runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
       }
     })),
-    Layer.catch((error) => error._tag === "SocketServerError" ? Layer.fail(error) : Layer.die(error))
+    Layer.catch((error) =>
+      failedLayer<Sharding.Sharding | WorkflowEngine.WorkflowEngine, SocketServer.SocketServerError>(
+        error._tag === "SocketServerError" ? Effect.fail(error) : Effect.die(error)
+      )
+    )
   )
 }
+
+/** A layer that fails (or dies) as `effect` does, in place of one that provides `ROut`. */
+const failedLayer = <ROut, E>(effect: Effect.Effect<never, E>): Layer.Layer<ROut, E> =>
+  Layer.fromBuild<ROut, E, never>(() => effect)
 
 /**
  * Wraps a `SqlClient` layer so a database that cannot be reached at start fails with
@@ -438,7 +448,10 @@ export const checkedSql = <E, R>(
     new DatabaseUnreachable({ url: redactUrl(url), description: DurableErrors.describe(error) })
   return Layer.flatMap(
     // a driver may also throw (SQLite, for a missing directory)
-    Layer.catchCause(sql, (cause) => Layer.fail(unreachable(Cause.squash(cause)))),
+    Layer.catchCause(
+      sql,
+      (cause) => failedLayer<SqlClient.SqlClient, DatabaseUnreachable>(Effect.fail(unreachable(Cause.squash(cause))))
+    ),
     (context) =>
       Layer.effectContext(
         Effect.as(
@@ -450,7 +463,7 @@ export const checkedSql = <E, R>(
 }
 
 /**
- * The store on a SQLite file (`@effect/sql-sqlite-node`), which several runner processes on one machine
+ * The store on a SQLite file (through Node's built-in `node:sqlite`), which several runner processes on one machine
  * may share: transactions take the write lock when they begin (`BEGIN IMMEDIATE`), and a statement that
  * finds the file locked by another process waits for it, without stopping the event loop, up to
  * `busyTimeout` (default 10 seconds). A file that cannot be opened fails with `DatabaseUnreachable`.
@@ -468,8 +481,7 @@ export const layerSqlite = (options: {
       SqlClient.SqlClient,
       SqliteShared.make({
         filename: options.filename,
-        busyTimeout: Duration.fromInputUnsafe(options.busyTimeout ?? "10 seconds"),
-        load: () => import("@effect/sql-sqlite-node/SqliteClient")
+        busyTimeout: Duration.fromInputUnsafe(options.busyTimeout ?? "10 seconds")
       })
     )
   )

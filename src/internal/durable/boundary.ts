@@ -107,7 +107,7 @@ export const respond = (
     // one watch on the abort for the step, whose first check was the opening's
     const abort = yield* Deferred.make<void>()
     if (opening.aborted) yield* Deferred.succeed(abort, undefined)
-    else yield* Effect.forkScoped(Effect.intoDeferred(Effect.andThen(Effect.sleep(interval), run.abortSignal), abort))
+    else yield* Effect.forkScoped(Deferred.into(Effect.andThen(Effect.sleep(interval), run.abortSignal), abort))
     const abortSignal = Deferred.await(abort)
     // the last live events of the response, written with the answer: saved before its calls, or else
     // with the turn, or else (the calls take steps of their own) now
@@ -172,7 +172,7 @@ const admit = (
     if (tool === undefined || !mayRerun(tool)) return undefined
     const input = Tool.decodeInput(tool, call.input)
     if (Result.isFailure(input)) return undefined
-    const verdict = options.policy?.({ toolCallId: call.id, toolName: call.name, input: input.right }) ?? "Allow"
+    const verdict = options.policy?.({ toolCallId: call.id, toolName: call.name, input: input.success }) ?? "Allow"
     if (verdict !== "Allow") return undefined
   }
   return tools

@@ -81,10 +81,10 @@ export const handlers = (options: Pick<Options, "policy"> & { readonly maxPrompt
           )
         ),
       ApprovalTimeout: ({ payload }) =>
-        withStore(settle(sessionId, payload.runId, payload.toolCallId, {
+        withStore(Effect.asVoid(settle(sessionId, payload.runId, payload.toolCallId, {
           _tag: "Deny",
           reason: approvalTimedOutText(Duration.millis(payload.after))
-        })),
+        }))),
       History: () =>
         Effect.andThen(
           requireSession,

@@ -2,6 +2,7 @@
  * The errors of durable runs, and how any failure of the store becomes one.
  */
 import * as Cause from "effect/Cause"
+import * as SqlError from "effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
@@ -64,14 +65,26 @@ export class CallNotWaiting
   }
 }
 
-/** The message of an error, or the pretty print of a cause, or the value as text. */
+/**
+ * The message of an error, or the pretty print of a cause, or the value as text. A SQL error's own
+ * message is the driver's summary ("Failed to execute statement"): the database's words are its cause's.
+ */
 export const describe = (error: unknown): string =>
-  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
+  SqlError.isSqlError(error)
+    ? withCause(error.message, error.reason.cause)
+    : typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
     error.message !== ""
     ? error.message
     : Cause.isCause(error)
     ? Cause.pretty(error)
     : String(error)
+
+const withCause = (message: string, cause: unknown): string => {
+  const detail = typeof cause === "object" && cause !== null && "message" in cause && typeof cause.message === "string"
+    ? cause.message
+    : ""
+  return detail === "" || message.includes(detail) ? message : `${message}: ${detail}`
+}
 
 export const storeFailed = (error: unknown): StoreFailed =>
   error instanceof StoreFailed ? error : new StoreFailed({ description: describe(error) })

@@ -4,7 +4,6 @@
  * the database can read them, runner or not.
  */
 import * as SqlClient from "effect/sql/SqlClient"
-import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -179,9 +178,9 @@ const tail = (
         const liveOnly = !timedOut && changed === "live" && !cursor.first
         const events = yield* uncancelled(liveOnly ? (live ? pollLive : Effect.succeed([])) : pollAll)
         const wait = cursor.running ? Option.some(timer) : idle
-        return [Chunk.fromIterable(events), Option.map(wait, feed.wait)] as const
+        return [events, Option.map(wait, feed.wait)] as const
       })
-    return Stream.paginateChunkEffect(
+    return Stream.paginate(
       Effect.succeed(true),
       (waited: Effect.Effect<boolean>) => Effect.flatMap(waited, step)
     )

@@ -10,7 +10,6 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type { LiveEvent } from "./models.js"
 
@@ -140,7 +139,7 @@ export const subscribe = (
   Effect.map(
     enrol(followers, sql, sessionId, (): Subscriber => ({
       changed: undefined,
-      wake: Deferred.makeUnsafe(FiberId.none),
+      wake: Deferred.makeUnsafe(),
       pending: [],
       overflowed: false,
       dropped: new Map()
@@ -149,7 +148,7 @@ export const subscribe = (
       take: () => {
         const changed = subscriber.changed
         subscriber.changed = undefined
-        if (changed !== undefined) subscriber.wake = Deferred.makeUnsafe(FiberId.none)
+        if (changed !== undefined) subscriber.wake = Deferred.makeUnsafe()
         return changed
       },
       drain: () => {
@@ -189,7 +188,7 @@ export const endOf = (
   sql: SqlClient.SqlClient,
   runId: string
 ): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-  Effect.map(enrol(runWaiters, sql, runId, () => Deferred.makeUnsafe<void>(FiberId.none)), Deferred.await)
+  Effect.map(enrol(runWaiters, sql, runId, () => Deferred.makeUnsafe<void>()), Deferred.await)
 
 /** How many sessions of `sql` someone follows in this process (for the tests: none once every follower ended). */
 export const followed = (sql: SqlClient.SqlClient): number => followers.get(sql)?.size ?? 0

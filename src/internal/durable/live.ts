@@ -12,6 +12,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"
@@ -46,7 +47,7 @@ const liveWriter = (
     const writer = step === undefined ? Feed.newWriter() : `${Feed.newWriter()} ${step}`
     let first = true
     let buffer: Array<LiveEvent> = []
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
     // (a batch whose events do not encode as JSON is dropped: live events are best-effort)
     const take = (): ReadonlyArray<LiveRow> => {
       if (buffer.length === 0) return []
@@ -79,7 +80,7 @@ const liveWriter = (
         })
         first = false
         mergeInto(buffer, event)
-        ready.unsafeOffer(undefined)
+        Queue.offerUnsafe(ready, undefined)
       })
     return { push, flush, hold }
   })

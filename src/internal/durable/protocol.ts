@@ -26,7 +26,7 @@ export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent
    * @since 0.1.0
    */
   [DeliverAt.symbol](): DateTime.DateTime {
-    return DateTime.unsafeMake(this.at)
+    return DateTime.makeUnsafe(this.at)
   }
   /**
    * One deadline per tool call.
@@ -81,8 +81,7 @@ export const SessionEntity = Entity.make("effect-agent/Session", [
   })
 ])
 
-export const RunWorkflow = Workflow.make({
-  name: "effect-agent/Run",
+export const RunWorkflow = Workflow.make("effect-agent/Run", {
   payload: { sessionId: Schema.String, runId: Schema.String },
   success: Outcome,
   idempotencyKey: ({ runId }) => runId

@@ -6,7 +6,6 @@
 import * as ClusterError from "effect/cluster/ClusterError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 
 /**
@@ -25,15 +24,13 @@ const handoffWait = Duration.minutes(1)
  * shutdown of the entity on this runner interrupts it, and nothing is recorded here.
  */
 export const step = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.catchSomeDefect(effect, (defect) =>
+  Effect.catchDefect(effect, (defect) =>
     ClusterError.EntityNotAssignedToRunner.is(defect)
-      ? Option.some(
-        Effect.logWarning("the run's shard moved to another runner: this step waits to be stopped").pipe(
-          Effect.andThen(Effect.sleep(handoffWait)),
-          Effect.andThen(Effect.die(defect))
-        )
+      ? Effect.logWarning("the run's shard moved to another runner: this step waits to be stopped").pipe(
+        Effect.andThen(Effect.sleep(handoffWait)),
+        Effect.andThen(Effect.die(defect))
       )
-      : Option.none())
+      : Effect.die(defect))
 
 /**
  * A message to another entity, sent again while it fails, a defect included: the runner that holds the

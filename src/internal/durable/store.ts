@@ -6,6 +6,7 @@
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type * as Statement from "effect/sql/Statement"
+import * as Arr from "effect/Array"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -305,12 +306,12 @@ export const liveRow = (
 })
 
 /** The statement that inserts rows of live events. */
-const insertLiveRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
-  sql`INSERT INTO effect_agent_live ${sql.insert(rows as Array<LiveRow & Record<string, unknown>>)}`
+const insertLiveRows = (sql: SqlClient.SqlClient, rows: Arr.NonEmptyReadonlyArray<LiveRow>) =>
+  sql`INSERT INTO effect_agent_live ${sql.insert(Arr.map(rows, (row): Record<string, unknown> => ({ ...row })))}`
 
 /** Writes rows of live events (all of one session) and wakes the session's followers in this process. */
 export const insertLive = (sql: SqlClient.SqlClient, rows: ReadonlyArray<LiveRow>) =>
-  rows.length === 0 ? Effect.void : Effect.tap(
+  !Arr.isReadonlyArrayNonEmpty(rows) ? Effect.void : Effect.tap(
     uncancelled(insertLiveRows(sql, rows)),
     Feed.notify(sql, rows[0]!.session_id, "live")
   )
@@ -325,7 +326,7 @@ export const withLive = <A extends object>(
   rows: ReadonlyArray<LiveRow>,
   statement: Statement.Statement<A>
 ): Effect.Effect<ReadonlyArray<A>, SqlError> => {
-  if (rows.length === 0) return statement
+  if (!Arr.isReadonlyArrayNonEmpty(rows)) return statement
   const insert = insertLiveRows(sql, rows)
   return sql.onDialectOrElse({
     pg: () => sql<A>`WITH live AS (${insert}) ${statement}`,

@@ -12,7 +12,7 @@ import * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as HashSet from "effect/HashSet"
+import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Errors from "../../Errors.js"
@@ -154,9 +154,13 @@ export const makeTurn = (run: Run, options: Options, model: Model.Service) => {
  */
 const session = (run: Run): Session.Service => {
   const instance = Context.get(run.workflow, WorkflowEngine.WorkflowInstance)
-  const stopping = Effect.map(
-    Effect.descriptor,
-    (descriptor) => instance.suspended || HashSet.size(descriptor.interruptors) > 0
+  // a fiber being interrupted keeps the interruption's cause until it ends (effect has no public reader
+  // of it: the fiber's own field is read)
+  const stopping = Effect.withFiber((fiber) =>
+    Effect.succeed<boolean>(
+      instance.suspended ||
+        (Predicate.hasProperty(fiber, "_interruptedCause") && fiber._interruptedCause !== undefined)
+    )
   )
   // the session's latest compaction, once read
   let compaction: { readonly latest: CompactionEntry.Compaction | undefined } | undefined
@@ -179,10 +183,13 @@ const session = (run: Run): Session.Service => {
     latestCompaction: Effect.suspend(() =>
       compaction !== undefined
         ? Effect.succeed(compaction.latest)
-        : Effect.tap(retryStore(run.store.latestCompaction), (latest) => (compaction = { latest }))
+        : Effect.tap(retryStore(run.store.latestCompaction), (latest) => Effect.sync(() => (compaction = { latest })))
     ),
     appendCompaction: (appended) =>
-      Effect.tap(retryStore(run.store.appendCompaction(appended)), () => (compaction = { latest: appended }))
+      Effect.tap(
+        retryStore(run.store.appendCompaction(appended)),
+        () => Effect.sync(() => (compaction = { latest: appended }))
+      )
   }
 }
 
