@@ -1,11 +1,10 @@
 /**
  * `Durable.layerSqlite`: one SQLite file shared by several connections (as by several runner processes).
  * A transaction that reads and then writes, while another connection writes in between, is where
- * `@effect/sql-sqlite-node`'s own client fails with `database is locked` (its `BEGIN` must upgrade a read
+ * a plain SQLite client (`BEGIN`, as `@effect/sql-sqlite-node`'s) fails with `database is locked` (its `BEGIN` must upgrade a read
  * snapshot that is no longer the latest, which SQLite refuses at once); `layerSqlite` commits both. A
  * lock held longer than `busyTimeout` is a typed `SqlError`, also for a transaction that could not begin.
  */
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -18,6 +17,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
+import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 /** A connection of its own to the file (built in the test's scope). */
@@ -62,7 +62,7 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
       assert.strictEqual(n, 11, "no update is lost")
     }).pipe(Effect.scoped))
 
-  it.live("(the cause) with @effect/sql-sqlite-node's client alone, the same transaction fails: database is locked", () =>
+  it.live("(the cause) with a plain SQLite client (BEGIN, one connection), the same transaction fails: database is locked", () =>
     Effect.gen(function*() {
       const filename = NodePath.join(yield* tempDir("effect-agent-sqlite-"), "store.db")
       const a = yield* connect(SqliteClient.layer({ filename }))
@@ -94,8 +94,9 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
       const transaction = yield* Effect.exit(waiter.withTransaction(waiter`INSERT INTO t (n) VALUES (3)`))
       for (const exit of [statement, transaction]) {
         // a typed failure (not a defect), saying why
-        assert.isTrue(Exit.isFailure(exit) && Cause.isFailType(exit.cause), String(exit))
-        const error = Exit.isFailure(exit) && Cause.isFailType(exit.cause) ? exit.cause.error : undefined
+        assert.isTrue(Exit.isFailure(exit) && Cause.hasFails(exit.cause) && !Cause.hasDies(exit.cause), String(exit))
+        const found = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+        const error = found?._tag === "Some" ? found.value : undefined
         assert.strictEqual(error?._tag, "SqlError")
         assert.include(String(error?.cause), "database is locked")
       }
@@ -104,7 +105,7 @@ describe("Durable.layerSqlite: one SQLite file, several connections", () => {
       const patient = yield* connect(Durable.layerSqlite({ filename }))
       const waiting = yield* Effect.forkChild(patient.withTransaction(patient`INSERT INTO t (n) VALUES (4)`))
       yield* Effect.sleep("200 millis")
-      assert.isNull(waiting.unsafePoll(), "it waits for the lock")
+      assert.isUndefined(waiting.pollUnsafe(), "it waits for the lock")
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holding)
       yield* Fiber.join(waiting)
