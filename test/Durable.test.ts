@@ -1,5 +1,4 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
@@ -14,7 +13,9 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
+import { StatementSync } from "node:sqlite"
 import * as Durable from "../src/Durable.js"
+import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import * as Errors from "../src/Errors.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -51,25 +52,29 @@ const sqlOf = <A>(store: Store, f: (sql: SqlClient.SqlClient) => Effect.Effect<A
 
 /**
  * Makes every write of a cluster reply fail while `when()` holds (`onCut` is called at each), as if the
- * process had died before it: better-sqlite3's statements run in this process. Returns the undo.
+ * process had died before it: `node:sqlite`'s statements run in this process. Returns the undo.
  */
 const cutRepliesWhen = (when: () => boolean, onCut: () => void) =>
-  Effect.promise(async () => {
-    // @ts-expect-error better-sqlite3 ships no types; only its statement prototype is used here
-    const { default: Database } = await import("better-sqlite3")
-    const db = new Database(":memory:")
-    const proto = Object.getPrototypeOf(db.prepare("SELECT 1")) as Record<string, unknown>
-    db.close()
-    const run = proto.run as (this: { readonly source: string }, ...args: Array<unknown>) => unknown
-    proto.run = function(this: { readonly source: string }, ...args: Array<unknown>) {
-      if (when() && this.source.includes(`INSERT INTO "cluster_replies"`)) {
+  Effect.sync(() => {
+    const proto = StatementSync.prototype
+    const { all, run } = proto
+    const cut = (statement: StatementSync) => {
+      if (when() && statement.sourceSQL.includes(`INSERT INTO "cluster_replies"`)) {
         onCut()
         throw new Error("cut off before the reply was stored")
       }
+    }
+    proto.run = function(this: StatementSync, ...args) {
+      cut(this)
       return run.apply(this, args)
+    }
+    proto.all = function(this: StatementSync, ...args) {
+      cut(this)
+      return all.apply(this, args)
     }
     return () => {
       proto.run = run
+      proto.all = all
     }
   })
 
@@ -104,7 +109,7 @@ for (const [storeName, storeLayer] of stores) {
               "assistant"
             ])
             assert.strictEqual(Message.textOf(history[2]!), "a")
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.strictEqual(model.requests.length, 2)
             // the log, then the run's end (the stream starts before its last message)
             const events = yield* client.Events({}).pipe(Stream.runCollect)
@@ -176,7 +181,7 @@ for (const [storeName, storeLayer] of stores) {
             const client = (yield* Durable.client)("fold")
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 3 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), [
               "user",
               "assistant",
@@ -320,7 +325,7 @@ for (const [storeName, storeLayer] of stores) {
             assert.strictEqual(outcome._tag, "Failed")
             assert.strictEqual(outcome._tag === "Failed" && outcome.turns, 1)
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), [
               "user",
               "assistant",
@@ -391,7 +396,7 @@ for (const [storeName, storeLayer] of stores) {
                 schedule: Schedule.spaced("20 millis")
               })
               const history = yield* client.History()
-              yield* Message.validateHistory(history)
+              yield* Effect.fromResult(Message.validateHistory(history))
               assert.deepStrictEqual(history.map((message) => message.role), [
                 "user",
                 "assistant",
@@ -432,7 +437,7 @@ for (const [storeName, storeLayer] of stores) {
               const waited = yield* Effect.result(client.Wait({ runId: run.runId }))
               assert.isTrue(Result.isFailure(waited), `the run reported ${JSON.stringify(waited)}`)
               if (Result.isFailure(waited)) {
-                const error = waited.left
+                const error = waited.failure
                 assert.strictEqual(error._tag, "StoreFailed")
                 if (error._tag === "StoreFailed") assert.include(error.description, "was deleted while it was open")
               }
@@ -498,7 +503,7 @@ for (const [storeName, storeLayer] of stores) {
             release = true
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(
               history.map((message) => `${message.role}:${Message.textOf(message)}`),
               ["user:first", "assistant:", "toolResult:a", "user:steered", "user:second", "assistant:done"]
@@ -542,7 +547,7 @@ for (const [storeName, storeLayer] of stores) {
             assert.deepStrictEqual(outcome, { _tag: "Aborted", turns: 1 })
             assert.strictEqual(interrupted, 1)
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant", "toolResult"])
             const result = history[2]!
             assert.isTrue(result.role === "toolResult" && result.isError)
@@ -570,7 +575,7 @@ for (const [storeName, storeLayer] of stores) {
           yield* client.Abort({ requestId: "abort-1" })
           assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 2 })
           const history = yield* client.History()
-          yield* Message.validateHistory(history)
+          yield* Effect.fromResult(Message.validateHistory(history))
           const last = history[history.length - 1]!
           assert.isTrue(last.role === "assistant" && last.stopReason === "aborted")
           // a new prompt after the abort starts a new run that goes on from the history
@@ -594,7 +599,7 @@ for (const [storeName, storeLayer] of stores) {
             yield* client.Abort({ requestId: "abort-1" })
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant"])
             const answer = history[1]!
             assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
@@ -627,7 +632,7 @@ for (const [storeName, storeLayer] of stores) {
             assert.strictEqual(yield* Server.abortRuns({ timeout: "30 seconds" }), 1)
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant", "toolResult"])
             const answer = history[1]!
             assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
@@ -664,7 +669,7 @@ for (const [storeName, storeLayer] of stores) {
             yield* client.Abort({ requestId: "abort-1" })
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history[1]!.content, [Message.text("Echoing"), call])
             const result = history[2]!
             assert.isTrue(result.role === "toolResult" && result.isError && result.toolCallId === "t1")
@@ -694,7 +699,7 @@ for (const [storeName, storeLayer] of stores) {
             const client = (yield* Durable.client)("taken")
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Aborted", turns: 1 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), ["user", "assistant"])
             const answer = history[1]!
             assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
@@ -763,7 +768,7 @@ for (const [storeName, storeLayer] of stores) {
             yield* client.Approve({ toolCallId: "c1", decision: { _tag: "Allow" } })
             assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 2 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(history.map((message) => message.role), [
               "user",
               "assistant",
@@ -807,7 +812,7 @@ for (const [storeName, storeLayer] of stores) {
             const second = yield* client.Prompt({ inputId: "p2", text: "echo again" })
             assert.deepStrictEqual(yield* client.Wait({ runId: second.runId }), { _tag: "Completed", turns: 2 })
             const history = yield* client.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.deepStrictEqual(
               history.filter((message) => message.role === "toolResult").map(Message.textOf),
               ["one", "two", "three"]
@@ -843,7 +848,7 @@ for (const [storeName, storeLayer] of stores) {
             assert.strictEqual(outcome._tag, "Failed")
             assert.include(outcome._tag === "Failed" ? outcome.reason : "", "not today")
             const history = yield* denied.History()
-            yield* Message.validateHistory(history)
+            yield* Effect.fromResult(Message.validateHistory(history))
             assert.include(Message.textOf(history[2]!), "not today")
 
             const timedOut = (yield* Durable.client)("timeout")
@@ -855,7 +860,7 @@ for (const [storeName, storeLayer] of stores) {
             const after = yield* Effect.flip(timedOut.Approve({ toolCallId: "t1", decision: { _tag: "Allow" } }))
             assert.strictEqual(after._tag, "NoRunGoingOn")
             const history2 = yield* timedOut.History()
-            yield* Message.validateHistory(history2)
+            yield* Effect.fromResult(Message.validateHistory(history2))
             assert.include(Message.textOf(history2[2]!), "No approval came within 2s")
           }).pipe(Effect.provide(runner(store, model, { policy: () => "Ask", approvalTimeout: "2 seconds" })))
         }).pipe(Effect.scoped),
