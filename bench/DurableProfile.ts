@@ -1,6 +1,6 @@
 /**
  * Where a durable turn's time goes: a tracer that adds up the spans a run makes (each workflow activity,
- * by kind; each SQL statement, by operation and table), and a watch on better-sqlite3 for the statements
+ * by kind; each SQL statement, by operation and table), and a watch on `node:sqlite` for the statements
  * of the cluster's own storage, which runs with its tracer disabled. For `bench/durable.ts`.
  *
  * @since 0.1.0
@@ -27,18 +27,18 @@ const make = (base: Tracer.Tracer) => {
     totals.set(key, total)
   }
   const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind, options) => {
-      const span = base.span(name, parent, context, links, startTime, kind, options)
-      const key = classifySpan(name)
+    span: (options) => {
+      const span = base.span(options)
+      const key = classifySpan(options.name)
       if (key === undefined) return span
       const end = span.end.bind(span)
       span.end = (endTime, exit) => {
         end(endTime, exit)
-        add(key, endTime - startTime)
+        add(key, endTime - options.startTime)
       }
       return span
     },
-    context: (f, fiber) => base.context(f, fiber)
+    context: base.context
   })
   const profile = {
     tracer,
@@ -68,7 +68,7 @@ const make = (base: Tracer.Tracer) => {
 export const profiled = <A, E, R>(
   f: (profile: ReturnType<typeof make>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.tracerWith((base) => {
+  Effect.flatMap(Effect.tracer, (base) => {
     const profile = make(base)
     return Effect.suspend(() => {
       current = profile
@@ -77,25 +77,22 @@ export const profiled = <A, E, R>(
   })
 
 /**
- * Times every better-sqlite3 statement, by operation and table, into the profile being recorded.
+ * Times every `node:sqlite` statement, by operation and table, into the profile being recorded.
  *
  * @since 0.1.0
  * @category Profiling
  */
 export const watchSqlite = async (): Promise<void> => {
-  // @ts-expect-error better-sqlite3 ships no types; only its statement prototype is used here
-  const { default: Database } = await import("better-sqlite3")
-  const db = new Database(":memory:")
-  const proto = Object.getPrototypeOf(db.prepare("SELECT 1")) as Record<string, unknown>
-  db.close()
-  for (const method of ["all", "run", "get"]) {
-    const original = proto[method] as (this: { readonly source: string }, ...args: Array<unknown>) => unknown
-    proto[method] = function(this: { readonly source: string }, ...args: Array<unknown>) {
+  const { StatementSync } = await import("node:sqlite")
+  const proto = StatementSync.prototype as unknown as Record<string, unknown>
+  for (const method of ["all", "run", "get", "iterate"]) {
+    const original = proto[method] as (this: { readonly sourceSQL: string }, ...args: Array<unknown>) => unknown
+    proto[method] = function(this: { readonly sourceSQL: string }, ...args: Array<unknown>) {
       const start = process.hrtime.bigint()
       try {
         return original.apply(this, args)
       } finally {
-        current?.add(`sql ${classifyStatement(this.source)}`, process.hrtime.bigint() - start)
+        current?.add(`sql ${classifyStatement(this.sourceSQL)}`, process.hrtime.bigint() - start)
       }
     }
   }
