@@ -149,12 +149,11 @@ export const recordStatements = Effect.map(Effect.tracer, (base) => {
   const tracer = Tracer.make({
     span: (options) => {
       const span = base.span(options)
-      if (options.name === "sql.execute") {
-        const attribute = span.attribute.bind(span)
-        span.attribute = (key, value) => {
-          if (key === "db.query.text") statements.push(String(value))
-          attribute(key, value)
-        }
+      // a statement's span is named after the database ("sqlite", "postgresql"): its text says it is one
+      const attribute = span.attribute.bind(span)
+      span.attribute = (key, value) => {
+        if (key === "db.query.text") statements.push(String(value))
+        attribute(key, value)
       }
       return span
     },
