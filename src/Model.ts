@@ -130,7 +130,8 @@ export const make = (
   const complete = options.complete!
   return {
     complete,
-    stream: (request) => Stream.unwrap(Effect.map(complete(request), (message) => Stream.fromIterable(eventsOf(message)))),
+    stream: (request) =>
+      Stream.unwrap(Effect.map(complete(request), (message) => Stream.fromIterable(eventsOf(message)))),
     respond: (request, onEvent) =>
       Effect.flatMap(complete(request), (message) => Effect.as(replay(message, onEvent), message))
   }

@@ -11,12 +11,12 @@
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
-import type * as FastCheck from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type * as FastCheck from "fast-check"
 import type * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as Outgoing from "./internal/outgoing.js"
@@ -302,7 +302,9 @@ const replayExchange = (
       yield* wait(exchange.failure.ms)
       return yield* Effect.fail(exchange.failure.error)
     }
-    return yield* Effect.die(new Error(`request ${exchange.n} of the cassette has neither a final message nor a failure`))
+    return yield* Effect.die(
+      new Error(`request ${exchange.n} of the cassette has neither a final message nor a failure`)
+    )
   })
 
 // -----------------------------------------------------------------------------

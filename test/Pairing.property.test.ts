@@ -7,15 +7,15 @@
  * child's history, kept under the call id, is paired too, and its nested events as well. The checks
  * are the public `Testing.assertPaired` and `Testing.assertLaws`.
  */
-import { describe, it } from "@effect/vitest"
+import { describe } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FastCheck from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
+import * as FastCheck from "fast-check"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
@@ -25,8 +25,8 @@ import * as Model from "../src/Model.js"
 import * as Inbox from "../src/services/Inbox.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
-import { scriptedRun } from "./utils/layers.js"
 import { effectProp } from "./utils/fastCheck.js"
+import { scriptedRun } from "./utils/layers.js"
 
 class Fatal extends Schema.TaggedError<Fatal>()("Fatal", {}) {}
 

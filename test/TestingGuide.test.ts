@@ -21,8 +21,8 @@ import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Session from "../src/services/Session.js"
 import * as Testing from "../src/Testing.js"
 import * as Tool from "../src/Tool.js"
-import * as Reaper from "./utils/reaper.js"
 import { effectProp } from "./utils/fastCheck.js"
+import * as Reaper from "./utils/reaper.js"
 
 const tempDir = Reaper.tempDir("effect-agent-guide-")
 

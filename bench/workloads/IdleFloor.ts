@@ -86,8 +86,7 @@ export const idleFloor = async (size: { readonly fibers: number }): Promise<Resu
       let waiting = 0
       const result = await heapPer(
         gates.length,
-        (index) =>
-          Effect.runPromise(held(Effect.andThen(Effect.sync(() => waiting++), Deferred.await(gates[index]!)))),
+        (index) => Effect.runPromise(held(Effect.andThen(Effect.sync(() => waiting++), Deferred.await(gates[index]!)))),
         () => waiting,
         () => gates.forEach((gate) => Effect.runSync(Deferred.succeed(gate, undefined)))
       )

@@ -4,8 +4,8 @@
  * unless a cassette records: it learns from them the credentials it must keep out of its file,
  * however they were given (an option, a header, the base URL's query, the environment).
  */
-import * as Effect from "effect/Effect"
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 
 /** One request as it leaves: its full URL and its headers. */
 export interface Request {

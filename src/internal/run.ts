@@ -436,7 +436,10 @@ export class Run<E, R> {
       // Law 4: the projection of a valid history is valid by construction; a changed one is checked
       projected === context
         ? this.request(context)
-        : Effect.andThen(Effect.fromResult(Message.validateHistory(projected)), Effect.suspend(() => this.request(projected))))
+        : Effect.andThen(
+          Effect.fromResult(Message.validateHistory(projected)),
+          Effect.suspend(() => this.request(projected))
+        ))
   }
 
   // called where the request runs, so its setup needs no suspend of its own

@@ -169,9 +169,13 @@ const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Eff
   const bounded = timeout === undefined ? execute : Effect.timeoutOrElse(execute, {
     duration: timeout,
     orElse: () =>
-      Effect.fail(new Errors.ToolExecutionFailed({
-        description: `Tool ${call.name} timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))} and was stopped.`
-      }))
+      Effect.fail(
+        new Errors.ToolExecutionFailed({
+          description: `Tool ${call.name} timed out after ${
+            Duration.format(Duration.fromInputUnsafe(timeout))
+          } and was stopped.`
+        })
+      )
   })
   return Effect.catchCause(bounded, (cause) => {
     // an interrupted call is the run's abort: it propagates, and the run closes the call (Law 7);
