@@ -4,33 +4,35 @@
  *
  * @since 0.1.0
  */
-import * as CommandExecutor from "effect/process/ChildProcessSpawner"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 
 const childGroups = new Set<number>()
 
 /**
- * A `CommandExecutor` that records the group of every command it starts while the command runs.
+ * A `ChildProcessSpawner` that records the group of every command it starts while the command runs.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const tracked: Layer.Layer<CommandExecutor.CommandExecutor, never, CommandExecutor.CommandExecutor> = Layer
-  .effect(
-    CommandExecutor.CommandExecutor,
-    Effect.map(
-      CommandExecutor.CommandExecutor,
-      (executor) =>
-        CommandExecutor.makeExecutor((command) =>
-          Effect.tap(executor.start(command), (child) =>
-            Effect.acquireRelease(
-              Effect.sync(() => childGroups.add(child.pid)),
-              () => Effect.sync(() => childGroups.delete(child.pid))
-            ))
-        )
+export const tracked: Layer.Layer<
+  ChildProcessSpawner.ChildProcessSpawner,
+  never,
+  ChildProcessSpawner.ChildProcessSpawner
+> = Layer.effect(
+  ChildProcessSpawner.ChildProcessSpawner,
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+    return ChildProcessSpawner.make((command) =>
+      Effect.tap(spawner.spawn(command), (child) =>
+        Effect.acquireRelease(
+          Effect.sync(() => childGroups.add(child.pid)),
+          () => Effect.sync(() => childGroups.delete(child.pid))
+        ))
     )
-  )
+  })
+)
 
 /**
  * Kills every group still running with SIGKILL.

@@ -21,15 +21,22 @@ import * as Trust from "./Trust.js"
  */
 export const subcommands = [ExportCommand.command, Trust.command, Serve.command, McpServer.command] as const
 
+/** Each subcommand's options and arguments, for its help. */
+const configs: ReadonlyArray<readonly [Command.Command.Any, Command.Command.Config]> = [
+  [ExportCommand.command, ExportCommand.config],
+  [Trust.command, Trust.config],
+  [Serve.command, Serve.config],
+  [McpServer.command, McpServer.config]
+]
+
 /**
  * A command's names (its own, and its subcommands').
  *
  * @since 0.1.0
  * @category Combinators
  */
-export const namesOf = (command: Command.Command<any, any, any, any>): ReadonlyArray<string> => [
-  ...Command.getNames(command)
-]
+export const namesOf = (command: Command.Command.Any): ReadonlyArray<string> =>
+  command.alias === undefined ? [command.name] : [command.name, command.alias]
 
 /**
  * The subcommands' names: what may come first on the command line.
@@ -81,26 +88,22 @@ const editDistance = (a: string, b: string): number => {
  * @category Combinators
  */
 export const helpText = (what: { readonly subcommand: string | undefined }, color: boolean): string => {
-  const sub: Command.Command<any, any, any, any> | undefined = subcommands.find((command) =>
-    namesOf(command).includes(what.subcommand ?? "")
-  )
+  const sub = configs.find(([command]) => namesOf(command).includes(what.subcommand ?? ""))
   return sub === undefined
-    ? Help.render(
-      Root.command.pipe(
-        Command.withDescription(
-          "Runs a coding agent on a workspace: one prompt (the answer on stdout, the rest on stderr), " +
-            "or the chat on a terminal."
-        ),
-        Command.withSubcommands(subcommands)
-      ),
-      { usage: ["effect-agent [options] [<prompt>...]", "effect-agent <command> [options] ..."], color }
-    )
-    : Help.render(sub, {
+    ? Help.render({
+      usage: ["effect-agent [options] [<prompt>...]", "effect-agent <command> [options] ..."],
+      description: "Runs a coding agent on a workspace: one prompt (the answer on stdout, the rest on stderr), " +
+        "or the chat on a terminal.",
+      config: Root.config,
+      subcommands
+    }, { color })
+    : Help.render({
       usage: [
         what.subcommand === "export"
           ? "effect-agent export <session.jsonl> [-o <file.html>]"
           : `effect-agent ${what.subcommand} [options]`
       ],
-      color
-    })
+      description: sub[0].description,
+      config: sub[1]
+    }, { color })
 }

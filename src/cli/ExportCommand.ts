@@ -11,6 +11,24 @@ import * as Flag from "effect/cli/Flag"
 import * as Lazy from "./Lazy.js"
 
 /**
+ * The subcommand's argument and option.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const config = {
+  file: Argument.String("session.jsonl").pipe(Argument.withDescription("the session file to export")),
+  output: Flag.String("output").pipe(
+    Flag.withMetavar("file.html"),
+    Flag.withAlias("o"),
+    Flag.optional,
+    Flag.withDescription(
+      "the HTML file to write (default: the session file's name with .html, in the current directory)"
+    )
+  )
+}
+
+/**
  * The `export` subcommand.
  *
  * @since 0.1.0
@@ -18,16 +36,6 @@ import * as Lazy from "./Lazy.js"
  */
 export const command = Command.make(
   "export",
-  {
-    file: Argument.string({ name: "session.jsonl" }).pipe(Argument.withDescription("the session file to export")),
-    output: Flag.string("output").pipe(
-      Flag.withPseudoName("file.html"),
-      Flag.withAlias("o"),
-      Flag.optional,
-      Flag.withDescription(
-        "the HTML file to write (default: the session file's name with .html, in the current directory)"
-      )
-    )
-  },
+  config,
   Lazy.handler(() => import("./handlers/export.js"))
 ).pipe(Command.withDescription("write a session file as one self-contained HTML page, and print its path"))

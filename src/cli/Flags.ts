@@ -5,10 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as HelpDoc from "effect/cli/HelpDoc"
-import * as Flag from "effect/cli/Flag"
-import * as ValidationError from "effect/cli/CliError"
 import * as NodeServices from "@effect/platform-node/NodeServices"
+import * as CliError from "effect/cli/CliError"
+import * as Flag from "effect/cli/Flag"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -62,9 +61,11 @@ export const defaultModels: Record<ProviderName | "demo", string> = {
 export const positive = (name: string, unit: string) => (text: string) =>
   /^\d+$/.test(text) && Number(text) > 0
     ? Effect.succeed(Number(text))
-    : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-      `effect-agent: --${name} ${JSON.stringify(text)} is not a positive whole number${unit}`
-    )))
+    : Effect.fail(
+      new CliError.ValidationError({
+        message: `effect-agent: --${name} ${JSON.stringify(text)} is not a positive whole number${unit}`
+      })
+    )
 
 /**
  * `--provider`.
@@ -72,14 +73,18 @@ export const positive = (name: string, unit: string) => (text: string) =>
  * @since 0.1.0
  * @category Options
  */
-export const provider = Flag.string("provider").pipe(
-  Flag.withPseudoName("name"),
+export const provider = Flag.String("provider").pipe(
+  Flag.withMetavar("name"),
   Flag.mapEffect((name) =>
     (choices as ReadonlyArray<string>).includes(name)
       ? Effect.succeed(name as ProviderName | "demo")
-      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-        `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${choices.join(", ")}`
-      )))
+      : Effect.fail(
+        new CliError.ValidationError({
+          message: `effect-agent: unknown provider ${JSON.stringify(name)} (--provider): use one of ${
+            choices.join(", ")
+          }`
+        })
+      )
   ),
   Flag.withDefault("demo" as ProviderName | "demo"),
   Flag.withDescription(
@@ -96,9 +101,9 @@ export const provider = Flag.string("provider").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const fallback = Flag.string("fallback").pipe(
-  Flag.withPseudoName("provider:model"),
-  Flag.repeated,
+export const fallback = Flag.String("fallback").pipe(
+  Flag.withMetavar("provider:model"),
+  Flag.atLeast(0),
   Flag.withDescription(
     "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
       "limited (it reads that provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5"
@@ -111,8 +116,8 @@ export const fallback = Flag.string("fallback").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const model = Flag.string("model").pipe(
-  Flag.withPseudoName("name"),
+export const model = Flag.String("model").pipe(
+  Flag.withMetavar("name"),
   Flag.optional,
   Flag.withDescription("the model's name (default: the provider's usual model; demo for --provider demo)")
 )
@@ -123,8 +128,8 @@ export const model = Flag.string("model").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const baseUrl = Flag.string("base-url").pipe(
-  Flag.withPseudoName("url"),
+export const baseUrl = Flag.String("base-url").pipe(
+  Flag.withMetavar("url"),
   Flag.optional,
   Flag.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
 )
@@ -135,8 +140,8 @@ export const baseUrl = Flag.string("base-url").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const workspace = Flag.string("workspace").pipe(
-  Flag.withPseudoName("dir"),
+export const workspace = Flag.String("workspace").pipe(
+  Flag.withMetavar("dir"),
   Flag.withDefault("."),
   Flag.withDescription("the directory the tools work in, and that they cannot leave (default: .)")
 )
@@ -147,8 +152,8 @@ export const workspace = Flag.string("workspace").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const maxTurns = Flag.string("max-turns").pipe(
-  Flag.withPseudoName("n"),
+export const maxTurns = Flag.String("max-turns").pipe(
+  Flag.withMetavar("n"),
   Flag.mapEffect(positive("max-turns", "")),
   Flag.withDefault(Limits.defaultMaxTurns),
   Flag.withDescription(`the most model requests in one run (default ${Limits.defaultMaxTurns})`)
@@ -160,7 +165,7 @@ export const maxTurns = Flag.string("max-turns").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const yes = Flag.boolean("yes").pipe(
+export const yes = Flag.Boolean("yes").pipe(
   Flag.withAlias("y"),
   Flag.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
 )
@@ -171,8 +176,8 @@ export const yes = Flag.boolean("yes").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const permissions = Flag.string("permissions").pipe(
-  Flag.withPseudoName("file.json"),
+export const permissions = Flag.String("permissions").pipe(
+  Flag.withMetavar("file.json"),
   Flag.optional,
   Flag.withDescription(
     "a JSON permissions file ({ \"allow\": [...], \"ask\": [...], \"deny\": [...] }), over the workspace's " +
@@ -186,8 +191,8 @@ export const permissions = Flag.string("permissions").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const mcp = Flag.string("mcp").pipe(
-  Flag.withPseudoName("file.json"),
+export const mcp = Flag.String("mcp").pipe(
+  Flag.withMetavar("file.json"),
   Flag.optional,
   Flag.withDescription(
     "an MCP servers file ({ \"mcpServers\": { \"name\": { \"command\": …, \"args\": […] } or { \"url\": … } } }): " +
@@ -210,8 +215,8 @@ export const tokenVariable = "EFFECT_AGENT_TOKEN"
  * @since 0.1.0
  * @category Options
  */
-export const token = Flag.string("token").pipe(
-  Flag.withPseudoName("token"),
+export const token = Flag.String("token").pipe(
+  Flag.withMetavar("token"),
   Flag.optional,
   Flag.withDescription(
     `the bearer token every request must carry; other local users see it in ps, so prefer --token-file or ` +
@@ -225,8 +230,8 @@ export const token = Flag.string("token").pipe(
  * @since 0.1.0
  * @category Options
  */
-export const tokenFile = Flag.string("token-file").pipe(
-  Flag.withPseudoName("path"),
+export const tokenFile = Flag.String("token-file").pipe(
+  Flag.withMetavar("path"),
   Flag.optional,
   Flag.withDescription(
     `a file holding the bearer token (its content, trimmed), kept out of ps; --token wins over it, and it ` +

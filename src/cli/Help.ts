@@ -1,15 +1,15 @@
 /**
  * The command's `--help`: made from the command's own definition (its options, arguments and
- * subcommands, with their descriptions), so it cannot drift from what the command takes. @effect/cli's
- * placeholders ("A user-defined piece of text.") are left out, a repeatable option reads as optional,
- * and the text has colours only on a terminal without `NO_COLOR`.
+ * subcommands, with their descriptions), so it cannot drift from what the command takes. An option
+ * without a description of its own gets none (no placeholder paragraph), and the text has colours only
+ * on a terminal without `NO_COLOR`.
  *
  * @since 0.1.0
  */
-import * as CliConfig from "effect/cli/CliConfig"
-import * as Command from "effect/cli/Command"
-import * as HelpDoc from "effect/cli/HelpDoc"
-import type * as Span from "effect/cli/HelpDoc"
+import type * as Command from "effect/cli/Command"
+import * as Param from "effect/cli/Param"
+import * as Primitive from "effect/cli/Primitive"
+import * as Option from "effect/Option"
 import * as HelpFlag from "./HelpFlag.js"
 
 /**
@@ -27,23 +27,62 @@ export const requested = (
 }
 
 /**
- * The help of a command: `usage` lines, then its description, arguments, options and subcommands as
- * @effect/cli describes them, without its placeholder paragraphs.
+ * What a command's help is made of: its usage lines, its description, its options and arguments (the
+ * record the command is made of) and its subcommands.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Page {
+  readonly usage: ReadonlyArray<string>
+  readonly description?: string | undefined
+  readonly config: Command.Command.Config
+  readonly subcommands?: ReadonlyArray<Command.Command.Any> | undefined
+}
+
+/**
+ * The help of a command: `USAGE`, then its `DESCRIPTION`, `ARGUMENTS`, `OPTIONS` and `COMMANDS`, each
+ * entry's head on a line of its own and its description indented under it.
  *
  * @since 0.1.0
  * @category Combinators
  */
-export const render = <Name extends string, R, E, A>(
-  command: Command.Command<Name, R, E, A>,
-  options: { readonly usage: ReadonlyArray<string>; readonly color: boolean }
-): string => {
-  const doc = HelpDoc.blocks([
-    HelpDoc.h1("USAGE"),
-    ...options.usage.map((line) => HelpDoc.p(`$ ${line}`)),
-    clean(Command.getHelp(command, CliConfig.defaultConfig))
-  ])
-  const text = HelpDoc.toAnsiText(doc)
-  return options.color ? text : text.replace(/\x1b\[[0-9;]*m/g, "")
+export const render = (page: Page, options: { readonly color: boolean }): string => {
+  const bold = (text: string) => options.color ? `\x1b[1m${text}\x1b[0m` : text
+  const sections: Array<string> = []
+  const section = (title: string, lines: ReadonlyArray<string>) => {
+    if (lines.length > 0) sections.push([bold(title), "", ...lines].join("\n"))
+  }
+  section("USAGE", page.usage.map((line) => `$ ${line}`))
+  if (page.description !== undefined) section("DESCRIPTION", wrap(page.description, 0))
+  const params = Object.values(page.config).flatMap(paramsOf)
+  section(
+    "ARGUMENTS",
+    params.filter(({ single }) => single.kind === Param.argumentKind).flatMap(({ single, optional, variadic }) => {
+      const name = `<${single.name}>${variadic ? "..." : ""}`
+      return entry(bold(optional || variadic ? `[${name}]` : name), single.description)
+    })
+  )
+  section(
+    "OPTIONS",
+    params.filter(({ single }) => single.kind === Param.flagKind).flatMap(({ single }) => {
+      const names = [
+        ...single.aliases.map((alias) => alias.length === 1 ? `-${alias}` : `--${alias}`),
+        `--${single.name}`
+      ]
+      const value = single.primitiveType._tag === "Boolean"
+        ? ""
+        : ` <${single.typeName ?? Primitive.getTypeName(single.primitiveType)}>`
+      return entry(`${bold(names.join(", "))}${value}`, single.description)
+    })
+  )
+  const commands = page.subcommands ?? []
+  const width = Math.max(0, ...commands.map((command) => command.name.length))
+  section(
+    "COMMANDS",
+    commands.map((command) => `  - ${bold(command.name.padEnd(width))}  ${command.description ?? ""}`.trimEnd())
+  )
+  return `${sections.join("\n\n")}\n`
 }
 
 /**
@@ -58,7 +97,7 @@ export const colorFor = (
 ): boolean => stream.isTTY === true && (environment.NO_COLOR ?? "") === ""
 
 /**
- * The paragraphs @effect/cli adds to every option and argument that say nothing about it.
+ * Paragraphs that say nothing about an option or an argument: the help never shows them.
  *
  * @since 0.1.0
  * @category Models
@@ -73,38 +112,51 @@ export const placeholders: ReadonlyArray<string> = [
 // Internals
 // -----------------------------------------------------------------------------
 
-const spanText = (span: Span.Span): string => {
-  switch (span._tag) {
-    case "Text":
-    case "URI":
-      return span.value
-    case "Highlight":
-    case "Strong":
-    case "Weak":
-      return spanText(span.value)
-    case "Sequence":
-      return spanText(span.left) + spanText(span.right)
-  }
+const width = 100
+
+interface Found {
+  readonly single: Param.Single<Param.ParamKind, unknown>
+  readonly optional: boolean
+  readonly variadic: boolean
 }
 
-const clean = (doc: HelpDoc.HelpDoc): HelpDoc.HelpDoc => {
-  switch (doc._tag) {
-    case "Paragraph":
-      return placeholders.includes(spanText(doc.value).trim()) ? HelpDoc.empty : doc
-    case "Sequence":
-      return HelpDoc.sequence(clean(doc.left), clean(doc.right))
-    case "DescriptionList":
-      return HelpDoc.descriptionList(
-        doc.definitions.map(([span, inner]) => [span, clean(inner)] as [Span.Span, HelpDoc.HelpDoc]) as [
-          [Span.Span, HelpDoc.HelpDoc],
-          ...Array<[Span.Span, HelpDoc.HelpDoc]>
-        ]
-      )
-    case "Enumeration":
-      return HelpDoc.enumeration(
-        doc.elements.map(clean) as [HelpDoc.HelpDoc, ...Array<HelpDoc.HelpDoc>]
-      )
-    default:
-      return doc
+/** The options and arguments of a command's record, each with whether it may be left out or repeated. */
+const paramsOf = (value: Command.Command.Config[PropertyKey]): ReadonlyArray<Found> => {
+  if (Param.isParam(value)) return singlesOf(value, { optional: false, variadic: false })
+  return (Array.isArray(value) ? value : Object.values(value)).flatMap(paramsOf)
+}
+
+const singlesOf = (
+  param: Param.Param<Param.ParamKind, unknown>,
+  found: { readonly optional: boolean; readonly variadic: boolean }
+): ReadonlyArray<Found> => {
+  if (Param.isSingle(param)) return param.hidden ? [] : [{ single: param, ...found }]
+  if (!("param" in param) || !Param.isParam(param.param)) return []
+  return singlesOf(param.param, {
+    optional: found.optional || param._tag === "Optional",
+    variadic: found.variadic || param._tag === "Variadic"
+  })
+}
+
+const entry = (head: string, description: Option.Option<string>): ReadonlyArray<string> => [
+  head,
+  ...Option.match(Option.filter(description, (text) => !placeholders.includes(text.trim())), {
+    onNone: () => [],
+    onSome: (text) => wrap(text, 2)
+  }),
+  ""
+]
+
+/** A paragraph in lines of at most `width` characters (a longer word has a line of its own), indented. */
+const wrap = (text: string, indent: number): ReadonlyArray<string> => {
+  const lines: Array<string> = []
+  let line = ""
+  for (const word of text.split(/\s+/).filter((word) => word !== "")) {
+    if (line !== "" && indent + line.length + 1 + word.length > width) {
+      lines.push(line)
+      line = word
+    } else line = line === "" ? word : `${line} ${word}`
   }
+  if (line !== "") lines.push(line)
+  return lines.map((line) => `${" ".repeat(indent)}${line}`)
 }

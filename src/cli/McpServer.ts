@@ -7,22 +7,23 @@
  *
  * @since 0.1.0
  */
+import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
-import * as HelpDoc from "effect/cli/HelpDoc"
 import * as Flag from "effect/cli/Flag"
-import * as ValidationError from "effect/cli/CliError"
 import * as Effect from "effect/Effect"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
-const http = Flag.string("http").pipe(
-  Flag.withPseudoName("port"),
+const http = Flag.String("http").pipe(
+  Flag.withMetavar("port"),
   Flag.mapEffect((text) =>
     /^\d+$/.test(text) && Number(text) < 65536
       ? Effect.succeed(Number(text))
-      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-        `effect-agent: --http ${JSON.stringify(text)} is not a port number (0 to 65535; 0 picks a free one)`
-      )))
+      : Effect.fail(
+        new CliError.ValidationError({
+          message: `effect-agent: --http ${JSON.stringify(text)} is not a port number (0 to 65535; 0 picks a free one)`
+        })
+      )
   ),
   Flag.optional,
   Flag.withDescription(
@@ -31,14 +32,14 @@ const http = Flag.string("http").pipe(
   )
 )
 
-const host = Flag.string("host").pipe(
-  Flag.withPseudoName("address"),
+const host = Flag.String("host").pipe(
+  Flag.withMetavar("address"),
   Flag.withDefault("127.0.0.1"),
   Flag.withDescription("with --http, the address to listen on (default 127.0.0.1)")
 )
 
-const maxBodyBytes = Flag.string("max-body-bytes").pipe(
-  Flag.withPseudoName("bytes"),
+const maxBodyBytes = Flag.String("max-body-bytes").pipe(
+  Flag.withMetavar("bytes"),
   Flag.mapEffect(Flags.positive("max-body-bytes", " of bytes")),
   Flag.withDefault(1024 * 1024),
   Flag.withDescription(
@@ -46,8 +47,8 @@ const maxBodyBytes = Flag.string("max-body-bytes").pipe(
   )
 )
 
-const name = Flag.string("name").pipe(
-  Flag.withPseudoName("name"),
+const name = Flag.String("name").pipe(
+  Flag.withMetavar("name"),
   Flag.withDefault("agent"),
   Flag.withDescription("the agent's name: its MCP tool is ask_<name> (default agent)")
 )
@@ -75,7 +76,7 @@ export const config = {
  * @since 0.1.0
  * @category Models
  */
-export type Input = Command.Command.ParseConfig<typeof config>
+export type Input = Command.Command.Config.Infer<typeof config>
 
 /**
  * The `mcp-server` subcommand.

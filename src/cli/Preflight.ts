@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"

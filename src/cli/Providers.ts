@@ -46,6 +46,6 @@ export const layer = (
  * @since 0.1.0
  * @category Layers
  */
-export const httpClient: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerWithoutAgent.pipe(
-  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true }))
+export const httpClient: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerNodeHttpNoAgent.pipe(
+  Layer.provide(NodeHttpClient.layerAgentOptions({ keepAlive: true }))
 )

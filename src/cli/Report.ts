@@ -5,8 +5,8 @@
  *
  * @since 0.1.0
  */
-import * as ValidationError from "effect/cli/CliError"
 import * as Cause from "effect/Cause"
+import * as CliError from "effect/cli/CliError"
 import * as Option from "effect/Option"
 import type * as Event from "../Event.js"
 import type * as Message from "../Message.js"
@@ -97,8 +97,8 @@ export const explain = (cause: Cause.Cause<unknown>, context: Context): Explaine
   const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    // @effect/cli has printed its own message for bad options and arguments
-    if (ValidationError.isValidationError(error)) return { lines: [], code: exitCodes.usage }
+    // bad options and arguments, which effect/cli reports with the command's help (not shown)
+    if (CliError.isCliError(error)) return { lines: usageLines(error), code: exitCodes.usage }
     const tag = tagOf(error)
     const message = messageOf(error)
     const hint = tag === "UsageError" ? (error as { readonly hint?: string }).hint : hintFor(tag, error, context)
@@ -117,6 +117,30 @@ export const explain = (cause: Cause.Cause<unknown>, context: Context): Explaine
     ],
     code: exitCodes.failed
   }
+}
+
+/** A usage error's lines: each wrong option or argument, then where to look. */
+const usageLines = (error: CliError.CliError): ReadonlyArray<string> => {
+  const errors = error._tag === "ShowHelp" ? error.errors : [error]
+  if (errors.length === 0) return []
+  const lines = errors.map((error) => {
+    switch (error._tag) {
+      case "ValidationError":
+        // the command's own checks name the option in a whole sentence
+        return error.message.startsWith("effect-agent: ") ? error.message : `effect-agent: ${error.message}`
+      case "UnrecognizedOption":
+        return `effect-agent: unknown option ${error.option}${
+          error.suggestions.length > 0 ? ` (did you mean ${error.suggestions.join(" or ")}?)` : ""
+        }`
+      default:
+        return `effect-agent: ${error.message}`
+    }
+  })
+  const unknown = errors.some((error) => error._tag === "UnrecognizedOption")
+  return [
+    ...lines,
+    unknown ? "  see --help; to start the prompt with it, put -- before the prompt" : "  see --help"
+  ]
 }
 
 const tagOf = (error: unknown): string | undefined =>

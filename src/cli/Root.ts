@@ -11,41 +11,47 @@ import * as Flag from "effect/cli/Flag"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
-const sessionFile = Flag.string("session").pipe(
-  Flag.withPseudoName("file.jsonl"),
+const sessionFile = Flag.String("session").pipe(
+  Flag.withMetavar("file.jsonl"),
   Flag.optional,
   Flag.withDescription(
     "a JSON Lines session file to resume and append to (default: a new one in the data directory)"
   )
 )
-const continueLatest = Flag.boolean("continue").pipe(
+const continueLatest = Flag.Boolean("continue").pipe(
   Flag.withAlias("c"),
   Flag.withDescription("continue this workspace's latest session")
 )
-const interactive = Flag.boolean("interactive").pipe(
+const interactive = Flag.Boolean("interactive").pipe(
   Flag.withAlias("i"),
   Flag.withDescription("open the chat (the default without a prompt on a terminal)")
 )
-const contextWindow = Flag.string("context-window").pipe(
-  Flag.withPseudoName("tokens"),
+const contextWindow = Flag.String("context-window").pipe(
+  Flag.withMetavar("tokens"),
   Flag.mapEffect(Flags.positive("context-window", " of tokens")),
   Flag.optional,
   Flag.withDescription(
     "the model's context window in tokens, for the chat's status line (known models' windows are built in)"
   )
 )
-const verbose = Flag.boolean("verbose").pipe(
+const verbose = Flag.Boolean("verbose").pipe(
   Flag.withDescription(
     "report more on stderr: debug logs, and where a failure happened (also DEBUG=1); retries are " +
       "reported in one line each without it"
   )
 )
-const prompt = Argument.string({ name: "prompt" }).pipe(
-  Argument.variadic,
+const prompt = Argument.String("prompt").pipe(
+  Argument.variadic(),
   Argument.withDescription("what to ask the agent (none: the chat on a terminal, else the prompt is read from stdin)")
 )
 
-const config = {
+/**
+ * The command's options and its prompt.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const config = {
   provider: Flags.provider,
   model: Flags.model,
   baseUrl: Flags.baseUrl,
@@ -69,7 +75,7 @@ const config = {
  * @since 0.1.0
  * @category Models
  */
-export type Input = Command.Command.ParseConfig<typeof config>
+export type Input = Command.Command.Config.Infer<typeof config>
 
 /**
  * The command: the chat on a terminal (or with `--interactive`), else one prompt.

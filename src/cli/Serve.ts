@@ -6,10 +6,9 @@
  *
  * @since 0.1.0
  */
+import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
-import * as HelpDoc from "effect/cli/HelpDoc"
 import * as Flag from "effect/cli/Flag"
-import * as ValidationError from "effect/cli/CliError"
 import * as Effect from "effect/Effect"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
@@ -21,23 +20,23 @@ import * as Lazy from "./Lazy.js"
  * @category Options
  */
 export const options = {
-  host: Flag.string("host").pipe(
+  host: Flag.String("host").pipe(
     Flag.withDefault("127.0.0.1"),
     Flag.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
   ),
-  port: Flag.integer("port").pipe(Flag.withDefault(4141), Flag.withDescription("the port (default 4141)")),
+  port: Flag.Int("port").pipe(Flag.withDefault(4141), Flag.withDescription("the port (default 4141)")),
   token: Flags.token,
   tokenFile: Flags.tokenFile,
-  cors: Flag.string("cors").pipe(
-    Flag.repeated,
+  cors: Flag.String("cors").pipe(
+    Flag.atLeast(0),
     Flag.withDescription("an origin allowed to call the server from a browser (repeat it; default: none)")
   ),
-  database: Flag.string("database").pipe(
+  database: Flag.String("database").pipe(
     Flag.optional,
     Flag.withDescription("a SQLite file, or postgres://… (default: serve.db in the user's data directory)")
   ),
-  runnerAddress: Flag.string("runner-address").pipe(
-    Flag.withPseudoName("[host:]port"),
+  runnerAddress: Flag.String("runner-address").pipe(
+    Flag.withMetavar("[host:]port"),
     Flag.mapEffect(parseAddress),
     Flag.optional,
     Flag.withDescription(
@@ -50,7 +49,7 @@ export const options = {
         "network or a tunnel (default: one runner, alone on the database)"
     )
   ),
-  a2a: Flag.boolean("a2a").pipe(
+  a2a: Flag.Boolean("a2a").pipe(
     Flag.withDescription(
       "also serve the agent over A2A (card at /.well-known/agent-card.json, JSON-RPC at /a2a; behind the token)"
     )
@@ -75,15 +74,17 @@ export interface Address {
  * @since 0.1.0
  * @category Constructors
  */
-export function parseAddress(text: string): Effect.Effect<Address, ValidationError.ValidationError> {
+export function parseAddress(text: string): Effect.Effect<Address, CliError.ValidationError> {
   const match = /^(?:(?:\[([^\]]+)\]|([^:[\]]+)):)?(\d{1,5})$/.exec(text)
   const port = Number(match?.[3])
   return match !== null && port >= 1 && port <= 65535
     ? Effect.succeed({ host: match[1] ?? match[2] ?? "127.0.0.1", port })
-    : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
-      `effect-agent: --runner-address ${JSON.stringify(text)} is not [host:]port (for example 4242 for ` +
-        "127.0.0.1:4242, 10.0.0.5:4242, or [::1]:4242)"
-    )))
+    : Effect.fail(
+      new CliError.ValidationError({
+        message: `effect-agent: --runner-address ${JSON.stringify(text)} is not [host:]port (for example 4242 for ` +
+          "127.0.0.1:4242, 10.0.0.5:4242, or [::1]:4242)"
+      })
+    )
 }
 
 /**
@@ -101,7 +102,7 @@ export const config = { ...Flags.agent, mcp: Flags.mcp, ...options }
  * @since 0.1.0
  * @category Models
  */
-export type Input = Command.Command.ParseConfig<typeof config>
+export type Input = Command.Command.Config.Infer<typeof config>
 
 /**
  * The `serve` subcommand.

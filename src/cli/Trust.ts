@@ -9,6 +9,14 @@ import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
 /**
+ * The subcommand's options.
+ *
+ * @since 0.1.0
+ * @category Options
+ */
+export const config = { workspace: Flags.workspace }
+
+/**
  * The `trust` subcommand.
  *
  * @since 0.1.0
@@ -16,7 +24,7 @@ import * as Lazy from "./Lazy.js"
  */
 export const command = Command.make(
   "trust",
-  { workspace: Flags.workspace },
+  config,
   Lazy.handler(() => import("./handlers/trust.js"))
 ).pipe(
   Command.withDescription(

@@ -10,14 +10,18 @@
  *
  * @since 0.1.0
  */
-import * as Command from "effect/cli/Command"
+import "./Warnings.js"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
+import * as CliOutput from "effect/cli/CliOutput"
+import * as Command from "effect/cli/Command"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as ChildGroups from "./ChildGroups.js"
 import * as Commands from "./Commands.js"
 import * as Help from "./Help.js"
@@ -43,17 +47,27 @@ const cli = help !== undefined
       }`
     })
   : Commands.names.includes(process.argv[2] ?? "")
-  ? Command.run(Command.make("effect-agent").pipe(Command.withSubcommands(Commands.subcommands)), {
-    name: "effect-agent",
-    version: "0.1.0"
-  })
-  : Command.run(Root.command, { name: "effect-agent", version: "0.1.0" })
+  ? (argv: ReadonlyArray<string>) =>
+    Command.runWith(Command.make("effect-agent").pipe(Command.withSubcommands(Commands.subcommands)), {
+      version: "0.1.0",
+      renderErrors: false
+    })(argv.slice(2))
+  : (argv: ReadonlyArray<string>) =>
+    Command.runWith(Root.command, { version: "0.1.0", renderErrors: false })(argv.slice(2))
+
+/**
+ * What effect/cli would print itself: the version; not its help on a usage error (the error is
+ * explained in a line or two by `Report`, and `--help` is the command's own).
+ */
+const presenter: CliOutput.Presenter = {
+  present: (event) => event._tag === "Version" ? Console.log(`${event.name} ${event.version}`) : Effect.void
+}
 
 /** Warnings (a repaired session) and, with --verbose, debug logs, on stderr. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {
-  if (!report.verbose && LogLevel.lessThan(logLevel, LogLevel.Warning)) return
+  if (!report.verbose && LogLevel.isLessThan(logLevel, "Warn")) return
   writeErr(
-    `effect-agent: ${logLevel.label.toLowerCase()}: ${
+    `effect-agent: ${logLevel.toLowerCase()}: ${
       Array.isArray(message) ? message.map(String).join(" ") : String(message)
     }\n`
   )
@@ -62,9 +76,10 @@ const stderrLogger = Logger.make(({ logLevel, message }) => {
 const program = cli(process.argv).pipe(
   // a failure of the command is explained once, by the observer below: no "Fiber terminated with an
   // unhandled error" log about it (it reads as a crash)
-  Effect.withUnhandledErrorLogLevel(Option.none()),
-  Logger.withMinimumLogLevel(LogLevel.Debug),
-  Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
+  Effect.provideService(References.UnhandledLogLevel, undefined),
+  Effect.provideService(References.MinimumLogLevel, "Debug"),
+  Effect.provideService(CliOutput.Presenter, presenter),
+  Effect.provide(Logger.layer([stderrLogger])),
   Effect.provide(NodeServices.layer)
 )
 
@@ -82,7 +97,7 @@ const finish = (code: number) => {
 const uninstall = Signals.install({
   abort: () => {
     Process.abort.abort()
-    if (!report.runStarted) main.unsafeInterruptAsFork(main.id())
+    if (!report.runStarted) main.interruptUnsafe()
   },
   wait: () => writeErr("\n(stopping: saving the session; press Ctrl-C again to stop at once)\n"),
   hurry: () => {

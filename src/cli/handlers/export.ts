@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "effect/FileSystem"
 import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
 import * as NodePath from "node:path"
 import * as Session from "../../services/Session.js"

@@ -95,7 +95,7 @@ const setup = (options: Input) =>
       protect
     }
   })
-type Setup = Effect.Effect.Success<ReturnType<typeof setup>>
+type Setup = Effect.Success<ReturnType<typeof setup>>
 
 /** The chat on the terminal. */
 const chat = (setup: Setup) =>

@@ -5,16 +5,17 @@
  *
  * @since 0.1.0
  */
-import type * as Sharding from "effect/cluster/Sharding"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import * as HttpServer from "effect/http/HttpServer"
-import type * as SqlClient from "effect/sql/SqlClient"
-import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
+import type * as Sharding from "effect/cluster/Sharding"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as HttpServer from "effect/http/HttpServer"
 import * as Layer from "effect/Layer"
+import * as NetAddress from "effect/net/NetAddress"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -104,9 +105,7 @@ export const run = (input: Input) =>
     // a runner of a cluster aborts the runs it runs: the other runners' go on
     yield* Server.abortRuns({ policy: setup.policy, local: Option.isSome(input.runnerAddress) }).pipe(
       Effect.tap((count) => Effect.sync(() => Process.writeErr(`effect-agent: aborted ${count} run(s); closing\n`))),
-      Effect.catch(() =>
-        Effect.logWarning("runs still going as the server stops: they resume when it starts again")
-      ),
+      Effect.catch(() => Effect.logWarning("runs still going as the server stops: they resume when it starts again")),
       Effect.provide(context)
     )
     Process.report.aborted = true
@@ -154,7 +153,7 @@ const prepare = (input: Input) =>
       postgres
     }
   })
-type Setup = Effect.Effect.Success<ReturnType<typeof prepare>>
+type Setup = Effect.Success<ReturnType<typeof prepare>>
 
 /**
  * Several runners share a PostgreSQL database from any machine, but a SQLite file only between the
@@ -245,15 +244,13 @@ const a2aRoutes = (setup: Setup, systemPrompt: string) =>
 
 /** The lines that tell where the server listens and with which token. */
 const announce = (
-  address: HttpServer.Address,
+  address: NetAddress.SocketAddress,
   setup: Setup,
   token: string,
   DurableModule: typeof Durable,
   write: (line: string) => void
 ) => {
-  const url = address._tag === "TcpAddress"
-    ? `http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`
-    : address.path
+  const url = address._tag === "UnixPathAddress" ? address.path : NetAddress.formatUrlUnsafe(address)
   const runner = setup.input.runnerAddress
   if (Option.isSome(runner)) write(`effect-agent: runner of the cluster at ${formatAddress(runner.value)}\n`)
   write(`effect-agent: serving ${setup.modelName} on ${url} (database ${DurableModule.redactUrl(setup.database)})\n`)
