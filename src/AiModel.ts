@@ -6,23 +6,24 @@
  *
  * @since 0.1.0
  */
-import type * as AiError from "effect/ai/AiError"
+import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as AiTool from "effect/ai/Tool"
 import type * as Toolkit from "effect/ai/Toolkit"
 import * as Clock from "effect/Clock"
-import * as Effect from "effect/Effect"
 import * as Duration from "effect/Duration"
-import * as Layer from "effect/Layer"
+import * as Effect from "effect/Effect"
 import type * as JsonSchema from "effect/JsonSchema"
-import type * as Schema from "effect/Schema"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
 import type * as Message from "./Message.js"
 import * as Model from "./Model.js"
-import type * as Tool from "./Tool.js"
+import * as SchemaJson from "./internal/schemaJson.js"
+import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
 // Constructors
@@ -64,6 +65,77 @@ export const layer = (
   options?: { readonly provider?: string | undefined }
 ): Layer.Layer<Model.Model, never, LanguageModel.LanguageModel> =>
   Layer.effect(Model.Model, Effect.map(LanguageModel.LanguageModel, (lm) => fromLanguageModel(lm, options)))
+
+/**
+ * The tools of an `effect/ai` `Toolkit` as effect-agent tools, so an Effect application's existing
+ * tools run in the loop unchanged. Each call's arguments are decoded with the tool's parameters
+ * Schema by the loop (bad arguments are a typed `ToolInputInvalid`, fed back to the model), then run
+ * by the toolkit's handler, taken from the context as `effect/ai` takes it (`toolkit.toLayer`). The
+ * handler's failure (its `failure` Schema's value, or an `AiError`) becomes `ToolExecutionFailed`,
+ * which the model sees as an `isError` result; a returned failure (`failureMode: "return"`) does too.
+ * A success is the tool's `toModelOutput` text if it has one, otherwise its JSON-encoded result;
+ * preliminary results are progress updates. Tools executed by the client (`execution: "client"`) and
+ * provider-defined tools have no handler here, so they are left out.
+ *
+ * @example
+ * ```ts
+ * import * as LanguageModel from "effect/ai/LanguageModel"
+ * import * as AiTool from "effect/ai/Tool"
+ * import * as Toolkit from "effect/ai/Toolkit"
+ * import * as Effect from "effect/Effect"
+ * import * as Layer from "effect/Layer"
+ * import * as Schema from "effect/Schema"
+ * import { Loop, Session } from "effect-agent"
+ * import * as AiModel from "effect-agent/AiModel"
+ *
+ * const GetWeather = AiTool.make("GetWeather", {
+ *   description: "The weather in a city",
+ *   parameters: Schema.Struct({ city: Schema.String }),
+ *   success: Schema.Struct({ celsius: Schema.Number })
+ * })
+ * const Weather = Toolkit.make(GetWeather)
+ * const WeatherHandlers = Weather.toLayer({ GetWeather: ({ city }) => Effect.succeed({ celsius: city.length }) })
+ *
+ * // any effect/ai provider's LanguageModel layer
+ * declare const languageModel: Layer.Layer<LanguageModel.LanguageModel>
+ *
+ * const program = Effect.gen(function*() {
+ *   const tools = yield* AiModel.tools(Weather)
+ *   return yield* Loop.run({ input: "Weather in Paris?", tools })
+ * }).pipe(
+ *   Effect.provide([AiModel.layer().pipe(Layer.provide(languageModel)), WeatherHandlers, Session.layerMemory()])
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const tools = <Tools extends Record<string, RunnableTool>>(
+  toolkit: Toolkit.Toolkit<Tools>
+): Effect.Effect<
+  Array<Tool.Tool<unknown, Errors.ToolExecutionFailed, AiTool.HandlerServices<Tools[keyof Tools]>>>,
+  never,
+  AiTool.HandlersFor<Tools>
+> =>
+  Effect.map(toolkit, (withHandler) =>
+    // the toolkit's own names (`Object.keys` types them as strings)
+    (Object.keys(withHandler.tools) as Array<keyof Tools & string>).flatMap((name) => {
+      const aiTool = withHandler.tools[name]
+      return aiTool === undefined || AiTool.isProviderDefined(aiTool) || AiTool.isClientExecuted(aiTool)
+        ? []
+        : [fromAiTool(withHandler, name, aiTool)]
+    }))
+
+/**
+ * A toolkit tool `tools` can run: its parameters Schema needs no services to decode or encode (the
+ * loop decodes a call's arguments before the handler runs).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type RunnableTool = AiTool.Any & {
+  readonly parametersSchema: Schema.Codec<unknown, unknown, never, never>
+}
 
 // -----------------------------------------------------------------------------
 // Combinators
@@ -173,6 +245,66 @@ export interface AiToolConfig {
 // -----------------------------------------------------------------------------
 // Internal
 // -----------------------------------------------------------------------------
+
+/** One toolkit tool as an effect-agent tool, run by the toolkit's handler. */
+const fromAiTool = <Tools extends Record<string, RunnableTool>, Name extends keyof Tools & string>(
+  withHandler: Toolkit.WithHandler<Tools>,
+  name: Name,
+  aiTool: RunnableTool
+): Tool.Tool<unknown, Errors.ToolExecutionFailed, AiTool.HandlerServices<Tools[Name]>> => {
+  const raw = AiTool.isDynamic(aiTool) ? aiTool.jsonSchema : undefined
+  const schema: Schema.Codec<unknown, unknown, never, never> = aiTool.parametersSchema
+  const parameters: Schema.Decoder<unknown> = raw === undefined
+    ? schema
+    : Schema.Unknown.annotate({ [SchemaJson.annotation]: raw })
+  const encodeParameters = Schema.encodeUnknownEffect(Schema.toCodecJson(schema))
+  const failed = (error: unknown) => new Errors.ToolExecutionFailed({ description: describeFailure(error) })
+  return Tool.make({
+    name: aiTool.name,
+    description: AiTool.getDescription(aiTool) ?? "",
+    parameters,
+    execute: (input, context) =>
+      Effect.gen(function*() {
+        const params = yield* Effect.mapError(encodeParameters(input), failed)
+        const results = yield* Effect.mapError(
+          withHandler.handle(name, params as Schema.Json, context.toolCallId),
+          failed
+        )
+        let final: AiTool.HandlerResult<Tools[Name]> | undefined
+        yield* Stream.runForEach(Stream.mapError(results, failed), (result) =>
+          result.preliminary === true ? context.update(result.encodedResult) : Effect.sync(() => (final = result)))
+        if (final === undefined) return yield* Effect.fail(failed("the tool ended without a result"))
+        if (final.isFailure) {
+          return yield* Effect.fail(
+            new Errors.ToolExecutionFailed({ description: describeFailure(final.result), details: final.encodedResult })
+          )
+        }
+        return toOutput(final)
+      })
+  })
+}
+
+/** A handler's result as a tool output: its model output's text, or its JSON-encoded result. */
+const toOutput = (result: { readonly encodedResult: unknown; readonly modelOutput?: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined }): Tool.Output => {
+  const text = result.modelOutput?.flatMap((part) => part.type === "text" ? [part.text] : []).join("\n")
+  const content = text !== undefined && text !== ""
+    ? text
+    : typeof result.encodedResult === "string"
+    ? result.encodedResult
+    : JSON.stringify(result.encodedResult) ?? ""
+  return { content, details: result.encodedResult }
+}
+
+/** A failure as the model reads it: an error's message, or the value as JSON. */
+const describeFailure = (error: unknown): string => {
+  if (typeof error === "string") return error
+  if (AiError.isAiError(error)) return error.reason.message
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+    return error.message === "" ? JSON.stringify(error) : error.message
+  }
+  return JSON.stringify(error) ?? String(error)
+}
+
 
 /** The stream parts of one request, tool calls left to the loop (their parameters as the model sent them). */
 const streamParts = (

@@ -3,13 +3,16 @@ import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"
 import * as AiTool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
 import * as AiModel from "../src/AiModel.js"
+import type * as Errors from "../src/Errors.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -174,5 +177,100 @@ describe("AiModel.fromLanguageModel", () => {
         )
       )
       assert.strictEqual(error._tag, "ModelResponseInvalid")
+    }))
+})
+
+const GetWeather = AiTool.make("GetWeather", {
+  description: "The weather in a city",
+  parameters: Schema.Struct({ city: Schema.String }),
+  success: Schema.Struct({ celsius: Schema.Number }),
+  failure: Schema.Struct({ reason: Schema.String })
+})
+const Weather = Toolkit.make(GetWeather)
+
+/** The toolkit's handlers as an effect/ai user writes them, counting their calls. */
+const weatherHandlers = () => {
+  const cities: Array<string> = []
+  const layer = Weather.toLayer({
+    GetWeather: ({ city }) => {
+      cities.push(city)
+      return city === "Atlantis" ? Effect.fail({ reason: "no such city: Atlantis" }) : Effect.succeed({ celsius: 21 })
+    }
+  })
+  return { cities, layer }
+}
+
+const weatherCall = (params: unknown): ReadonlyArray<Response.StreamPartEncoded> => [
+  { type: "tool-call", id: "call_w", name: "GetWeather", params },
+  { type: "finish", reason: "tool-calls", usage: { inputTokens: { total: 10 }, outputTokens: { total: 4 } } }
+]
+
+/** Runs the loop over a scripted model that calls GetWeather with `params`, then answers. */
+const runWeather = (params: unknown) =>
+  Effect.gen(function*() {
+    const handlers = weatherHandlers()
+    const { layer, requests } = scriptedLanguageModel([
+      Stream.fromIterable(weatherCall(params)),
+      Stream.fromIterable(answerTurn)
+    ])
+    const result = yield* Effect.gen(function*() {
+      const tools = yield* AiModel.tools(Weather)
+      return yield* Loop.run({ input: "Weather?", tools })
+    }).pipe(Effect.provide([layer, handlers.layer, Session.layerMemory()]))
+    const toolResult = result.messages[2]
+    assert.strictEqual(toolResult?.role, "toolResult")
+    return { result, requests, cities: handlers.cities, toolResult: toolResult as Message.ToolResultMessage }
+  })
+
+describe("AiModel.tools", () => {
+  it.effect("a toolkit tool runs in the loop with the toolkit's handler, its result fed back to the model", () =>
+    Effect.gen(function*() {
+      const { cities, requests, result, toolResult } = yield* runWeather({ city: "Paris" })
+      assert.deepStrictEqual(cities, ["Paris"])
+      assert.strictEqual(result.turns, 2)
+      assert.isFalse(toolResult.isError)
+      assert.strictEqual(Message.textOf(toolResult), "{\"celsius\":21}")
+      assert.deepStrictEqual(toolResult.details, { celsius: 21 })
+      // the model is offered the tool with its description and the JSON Schema of its parameters
+      const offered = requests[0]!.tools.map((tool): Array<unknown> => [tool.name, tool.description])
+      assert.deepStrictEqual(offered, [["GetWeather", "The weather in a city"]])
+      const tools = yield* Effect.provide(AiModel.tools(Weather), weatherHandlers().layer)
+      assert.deepStrictEqual(tools[0]!.jsonSchema, {
+        type: "object",
+        properties: { city: { type: "string" } },
+        required: ["city"],
+        additionalProperties: false
+      })
+      // the next request carries the result as a tool message
+      const toolMessage = requests[1]!.prompt.content[2] as Prompt.ToolMessage
+      assert.deepStrictEqual(
+        toolMessage.content.map((part) => part.type === "tool-result" ? [part.id, part.result, part.isFailure] : []),
+        [["call_w", "{\"celsius\":21}", false]]
+      )
+    }))
+
+  it.effect("the handler's failure is fed back to the model as an isError result", () =>
+    Effect.gen(function*() {
+      const { cities, result, toolResult } = yield* runWeather({ city: "Atlantis" })
+      assert.deepStrictEqual(cities, ["Atlantis"])
+      assert.isTrue(toolResult.isError)
+      assert.include(Message.textOf(toolResult), "no such city: Atlantis")
+      // the run goes on: the model answers after the failure
+      assert.strictEqual(Message.textOf(result.messages[3]!), "x is 42")
+    }))
+
+  it.effect("bad arguments are a typed ToolInputInvalid, and the handler does not run", () =>
+    Effect.gen(function*() {
+      const { cities, toolResult } = yield* runWeather({ city: 42 })
+      assert.deepStrictEqual(cities, [])
+      assert.isTrue(toolResult.isError)
+      assert.include(Message.textOf(toolResult), "Invalid arguments for tool GetWeather")
+      assert.include(Message.textOf(toolResult), "city")
+      const [tool] = yield* Effect.provide(AiModel.tools(Weather), weatherHandlers().layer)
+      const decoded = Tool.decodeInput(tool!, { city: 42 })
+      assert.isTrue(Result.isFailure(decoded))
+      const error = (decoded as Result.Failure<unknown, Errors.ToolInputInvalid>).failure
+      assert.strictEqual(error._tag, "ToolInputInvalid")
+      assert.strictEqual(error.toolName, "GetWeather")
     }))
 })
