@@ -19,7 +19,7 @@ type Arbitraries = readonly [FastCheck.Arbitrary<unknown>, ...Array<FastCheck.Ar
 
 /** Options of a property: fast-check's parameters and the test's timeout. */
 export interface PropOptions {
-  readonly fastCheck?: FastCheck.Parameters<never> | undefined
+  readonly fastCheck?: Omit<FastCheck.Parameters<unknown>, "reporter" | "asyncReporter" | "examples"> | undefined
   readonly timeout?: number | undefined
 }
 
