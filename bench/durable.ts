@@ -7,7 +7,7 @@
  * `npx tsx bench/durable.ts [runs]`
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

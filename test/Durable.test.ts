@@ -13,7 +13,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
-import { StatementSync } from "node:sqlite"
+import { type SQLInputValue, StatementSync } from "node:sqlite"
 import * as Durable from "../src/Durable.js"
 import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import * as Errors from "../src/Errors.js"
@@ -64,13 +64,13 @@ const cutRepliesWhen = (when: () => boolean, onCut: () => void) =>
         throw new Error("cut off before the reply was stored")
       }
     }
-    proto.run = function(this: StatementSync, ...args) {
+    proto.run = function(this: StatementSync, ...args: Array<SQLInputValue>) {
       cut(this)
-      return run.apply(this, args)
+      return run.call(this, ...args)
     }
-    proto.all = function(this: StatementSync, ...args) {
+    proto.all = function(this: StatementSync, ...args: Array<SQLInputValue>) {
       cut(this)
-      return all.apply(this, args)
+      return all.call(this, ...args)
     }
     return () => {
       proto.run = run

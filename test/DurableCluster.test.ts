@@ -116,7 +116,7 @@ const killTest = (
       cluster: { mode: "socket", port: ports[index]! },
       ...(options.approvals ? { ask: ["echo"] } : {})
     })
-    const runners: Array<{ runner: Runner; scope: Scope.CloseableScope }> = []
+    const runners: Array<{ runner: Runner; scope: Scope.Closeable }> = []
     const killed: Array<Runner> = []
     const start = (index: number) =>
       Effect.gen(function*() {
@@ -230,7 +230,7 @@ const killTest = (
     }
     for (const id of sessions) {
       const messages = yield* SessionSql.readMessages(id).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
-      yield* Message.validateHistory(messages)
+      yield* Effect.fromResult(Message.validateHistory(messages))
       assert.deepStrictEqual(messages.map((message) => message.role), expectedRoles, id)
     }
     for (const [key, count] of provider.requests) assert.isAtMost(count, 2, key)

@@ -158,7 +158,7 @@ describe("Durable Events: live events from another process", () => {
           cluster: { mode: "single" }
         })
         const received = yield* collect(
-          Durable.events("live").pipe(Stream.provideLayer(Layer.orDie(store.layer))),
+          Durable.events("live").pipe(Stream.provide(Layer.orDie(store.layer))),
           store,
           "live"
         )

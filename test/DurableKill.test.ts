@@ -70,7 +70,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
         assert.strictEqual(slowTurn1.requests.get("m#0"), 1, "a finished turn is not asked again")
         assert.strictEqual(slowTurn1.requests.get("m#1"), 2, "the turn cut off is asked again")
         const messages = yield* history(store, "m")
-        yield* Message.validateHistory(messages)
+        yield* Effect.fromResult(Message.validateHistory(messages))
         assert.deepStrictEqual(
           messages.map((message) => message.role),
           ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"]
@@ -112,7 +112,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
         assert.deepStrictEqual(JSON.parse(runs[0]!.outcome!), { _tag: "Aborted", turns: 1 })
         assert.strictEqual(provider.requests.get("s#0"), 1, "the aborted answer is not asked again")
         const messages = yield* history(store, "s")
-        yield* Message.validateHistory(messages)
+        yield* Effect.fromResult(Message.validateHistory(messages))
         assert.deepStrictEqual(messages.map((message) => message.role), ["user", "assistant"])
         const answer = messages[1]!
         assert.isTrue(answer.role === "assistant" && answer.stopReason === "aborted")
@@ -152,7 +152,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           "ran once, with its idempotency key"
         )
         const messages = yield* history(store, "w")
-        yield* Message.validateHistory(messages)
+        yield* Effect.fromResult(Message.validateHistory(messages))
         const result = messages[2]!
         assert.strictEqual(result.role, "toolResult")
         assert.isTrue(result.role === "toolResult" && result.isError)
@@ -204,7 +204,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
         for (const run of runs) assert.strictEqual(JSON.parse(run.outcome!)._tag, "Completed", run.run_id)
         for (const id of sessions) {
           const messages = yield* history(store, id)
-          yield* Message.validateHistory(messages)
+          yield* Effect.fromResult(Message.validateHistory(messages))
           assert.deepStrictEqual(
             messages.map((message) => message.role),
             ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant", "toolResult", "assistant"],

@@ -44,13 +44,13 @@ const connect = (host: string, port: number) =>
     return Effect.sync(() => socket.destroy())
   })
 
-/** A client of the cluster's protocol (msgpack RPC over TCP) to the runner at `host:port`, with no credentials. */
+/** A client of the cluster's protocol (binary RPC over TCP) to the runner at `host:port`, with no credentials. */
 const runnerClient = (host: string, port: number) =>
   Effect.gen(function*() {
     const socket = yield* NodeSocket.makeNet({ host, port, openTimeout: 5000 })
     const protocol = yield* RpcClient.makeProtocolSocket({ retryTransientErrors: false }).pipe(
       Effect.provideService(Socket.Socket, socket),
-      Effect.provideService(RpcSerialization.RpcSerialization, RpcSerialization.msgPack)
+      Effect.provide(RpcSerialization.layerSchemaBinary())
     )
     return yield* RpcClient.make(Runners.Rpcs).pipe(Effect.provideService(RpcClient.Protocol, protocol))
   })

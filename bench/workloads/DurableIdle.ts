@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqliteClient from "../../src/internal/sqlite/SqliteClient.js"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

@@ -85,7 +85,7 @@ const retryOnAnyCause = <A, E, R>(self: Effect.Effect<A, E, R>, interval: Durati
       schedule: Schedule.spaced(interval),
       while: (cause) => !Cause.hasInterruptsOnly(cause)
     }),
-    Effect.unsandbox
+    Effect.catch((cause) => Effect.failCause(cause))
   )
 
 /** Prompts a session, follows its events until its run ends, and prints the outcome. */

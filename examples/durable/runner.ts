@@ -16,10 +16,9 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Durable from "../../src/Durable.js"
@@ -120,6 +119,6 @@ Effect.gen(function*() {
   Effect.scoped,
   Effect.provide(runner),
   // the cluster's own info logs (its listening address) are left out; its warnings and errors are printed
-  Logger.withMinimumLogLevel(LogLevel.Warning),
+  Effect.provideService(References.MinimumLogLevel, "Warn"),
   NodeRuntime.runMain
 )

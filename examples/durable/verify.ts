@@ -25,7 +25,7 @@ const verify = (session: Shared.ExampleSession) =>
     if (outcome?._tag !== "Completed") return yield* fail(`the run did not complete: ${runs[0]!.outcome}`)
     const history = yield* Durable.SessionSql.readMessages(session.id)
     const valid = Message.validateHistory(history)
-    if (Result.isFailure(valid)) return yield* fail(`invalid history: ${valid.left.message}`)
+    if (Result.isFailure(valid)) return yield* fail(`invalid history: ${valid.failure.message}`)
     const rows = yield* sql<{ readonly message: string }>`
       SELECT message FROM effect_agent_messages WHERE session_id = ${session.id}`
     if (new Set(rows.map((row) => row.message)).size !== rows.length || rows.length !== history.length) {

@@ -26,7 +26,7 @@ import * as Permissions from "../../services/Permissions.js"
 import * as Tool from "../../Tool.js"
 import * as Run from "../run.js"
 import * as ToolBatch from "../toolBatch.js"
-import { describe } from "./errors.js"
+import { asJson } from "./errors.js"
 import { ended, notify } from "./feed.js"
 import { liveResponse, liveToolCall, streamed } from "./live.js"
 import { mayRerun, type Options, Outcome } from "./models.js"
@@ -392,25 +392,6 @@ export const appended = (run: DurableRun, messages: ReadonlyArray<Message.Messag
   if (own.some((message) => message === undefined)) return false
   for (const message of own) run.history.push(message!)
   return true
-}
-
-/**
- * An error as the step's result keeps it (JSON, as every execution of the step reads it back): its own
- * fields, with its tag and message (which an `Error` does not keep as its own); a value that is no JSON,
- * as its description.
- */
-const asJson = (error: unknown): unknown => {
-  try {
-    const json: unknown = JSON.parse(JSON.stringify(error) ?? "null")
-    if (typeof error !== "object" || error === null || typeof json !== "object" || json === null) return json
-    return {
-      ...json,
-      ...("_tag" in error && typeof error._tag === "string" ? { _tag: error._tag } : {}),
-      ...(error instanceof Error ? { message: error.message } : {})
-    }
-  } catch {
-    return describe(error)
-  }
 }
 
 /**

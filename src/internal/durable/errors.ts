@@ -86,6 +86,25 @@ const withCause = (message: string, cause: unknown): string => {
   return detail === "" || message.includes(detail) ? message : `${message}: ${detail}`
 }
 
+/**
+ * An error as the step's result keeps it (JSON, as every execution of the step reads it back): its own
+ * fields, with its tag and message (which an `Error` does not keep as its own); a value that is no JSON,
+ * as its description.
+ */
+export const asJson = (error: unknown): unknown => {
+  try {
+    const json: unknown = JSON.parse(JSON.stringify(error) ?? "null")
+    if (typeof error !== "object" || error === null || typeof json !== "object" || json === null) return json
+    return {
+      ...json,
+      ...("_tag" in error && typeof error._tag === "string" ? { _tag: error._tag } : {}),
+      ...(error instanceof Error ? { message: error.message } : {})
+    }
+  } catch {
+    return describe(error)
+  }
+}
+
 export const storeFailed = (error: unknown): StoreFailed =>
   error instanceof StoreFailed ? error : new StoreFailed({ description: describe(error) })
 

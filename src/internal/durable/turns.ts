@@ -29,6 +29,7 @@ import * as Boundary from "./boundary.js"
 import { notify } from "./feed.js"
 import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
+import { asJson } from "./errors.js"
 import { step } from "./step.js"
 import { claimToolStart, isAborted, pruneLiveEvery, retryStore } from "./store.js"
 
@@ -235,6 +236,9 @@ const durableTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
               run.sessionId,
               { ...context, input },
               (update) => Boundary.executeTool(tool, input, context, update, run.abortSignal)
+            ).pipe(
+              // kept as JSON, as every execution of the step reads it back
+              Effect.mapError((error) => error instanceof Errors.ToolExecutionFailed ? error : asJson(error))
             )
           })
         }))
