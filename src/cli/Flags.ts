@@ -166,6 +166,7 @@ export const maxTurns = Flag.String("max-turns").pipe(
  * @category Options
  */
 export const yes = Flag.Boolean("yes").pipe(
+  Flag.withDefault(false),
   Flag.withAlias("y"),
   Flag.withDescription("allow every tool call without asking (otherwise writes and bash are confirmed)")
 )

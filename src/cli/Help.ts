@@ -51,7 +51,9 @@ export const render = (page: Page, options: { readonly color: boolean }): string
   const bold = (text: string) => options.color ? `\x1b[1m${text}\x1b[0m` : text
   const sections: Array<string> = []
   const section = (title: string, lines: ReadonlyArray<string>) => {
-    if (lines.length > 0) sections.push([bold(title), "", ...lines].join("\n"))
+    const body = [...lines]
+    while (body.at(-1) === "") body.pop()
+    if (body.length > 0) sections.push([bold(title), "", ...body].join("\n"))
   }
   section("USAGE", page.usage.map((line) => `$ ${line}`))
   if (page.description !== undefined) section("DESCRIPTION", wrap(page.description, 0))

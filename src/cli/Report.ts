@@ -76,7 +76,7 @@ export interface Context {
 
 /**
  * A failure explained: `lines` to print (what failed and why, then what to do) and the exit code.
- * No lines for @effect/cli's own usage errors: it has printed them already.
+ * Bad options and arguments are usage errors, each on a line of its own.
  *
  * @since 0.1.0
  * @category Models
@@ -136,6 +136,8 @@ const usageLines = (error: CliError.CliError): ReadonlyArray<string> => {
         return `effect-agent: ${error.message}`
     }
   })
+  // the command's own checks say what is wrong and what is accepted: no hint for them alone
+  if (errors.every((error) => error._tag === "ValidationError")) return lines
   const unknown = errors.some((error) => error._tag === "UnrecognizedOption")
   return [
     ...lines,

@@ -19,10 +19,12 @@ const sessionFile = Flag.String("session").pipe(
   )
 )
 const continueLatest = Flag.Boolean("continue").pipe(
+  Flag.withDefault(false),
   Flag.withAlias("c"),
   Flag.withDescription("continue this workspace's latest session")
 )
 const interactive = Flag.Boolean("interactive").pipe(
+  Flag.withDefault(false),
   Flag.withAlias("i"),
   Flag.withDescription("open the chat (the default without a prompt on a terminal)")
 )
@@ -35,6 +37,7 @@ const contextWindow = Flag.String("context-window").pipe(
   )
 )
 const verbose = Flag.Boolean("verbose").pipe(
+  Flag.withDefault(false),
   Flag.withDescription(
     "report more on stderr: debug logs, and where a failure happened (also DEBUG=1); retries are " +
       "reported in one line each without it"

@@ -50,6 +50,7 @@ export const options = {
     )
   ),
   a2a: Flag.Boolean("a2a").pipe(
+    Flag.withDefault(false),
     Flag.withDescription(
       "also serve the agent over A2A (card at /.well-known/agent-card.json, JSON-RPC at /a2a; behind the token)"
     )
