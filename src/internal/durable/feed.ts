@@ -32,6 +32,8 @@ interface Subscriber {
   pending: Array<Published>
   /** Whether events were dropped because the follower did not take them (`maxPending`). */
   overflowed: boolean
+  /** Whether a wake is scheduled (see `wake`). */
+  waking: boolean
   /** The writers whose events were dropped, with their steps' events. */
   dropped: Map<string, Published>
 }
@@ -64,8 +66,23 @@ export const publish = (sql: SqlClient.SqlClient, sessionId: string, published: 
       subscriber.dropped.set(published.writer, published)
     }
     subscriber.changed = subscriber.changed === "all" ? "all" : "live"
-    Deferred.doneUnsafe(subscriber.wake, Exit.void)
+    wake(subscriber)
   }
+}
+
+/**
+ * Wakes a follower once the code that wrote is done: a fiber waiting on a deferred resumes as soon as
+ * it completes, inside the writer's call, so a follower woken at once would take each event as it is
+ * published (and poll the store inside the writer's statement). One wake for all that is written
+ * meanwhile.
+ */
+const wake = (subscriber: Subscriber): void => {
+  if (subscriber.waking) return
+  subscriber.waking = true
+  queueMicrotask(() => {
+    subscriber.waking = false
+    Deferred.doneUnsafe(subscriber.wake, Exit.void)
+  })
 }
 
 /** The followers of each session, by store: a store no longer used is dropped with its followers. */
@@ -78,7 +95,7 @@ export const notify = (sql: SqlClient.SqlClient, sessionId: string, change: Chan
     if (subscribers === undefined) return
     for (const subscriber of subscribers) {
       subscriber.changed = change === "all" || subscriber.changed === "all" ? "all" : "live"
-      Deferred.doneUnsafe(subscriber.wake, Exit.void)
+      wake(subscriber)
     }
   })
 
@@ -142,6 +159,7 @@ export const subscribe = (
       wake: Deferred.makeUnsafe(),
       pending: [],
       overflowed: false,
+      waking: false,
       dropped: new Map()
     })),
     (subscriber): Subscription => ({
