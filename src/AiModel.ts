@@ -20,9 +20,9 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Errors from "./Errors.js"
+import * as SchemaJson from "./internal/schemaJson.js"
 import type * as Message from "./Message.js"
 import * as Model from "./Model.js"
-import * as SchemaJson from "./internal/schemaJson.js"
 import * as Tool from "./Tool.js"
 
 // -----------------------------------------------------------------------------
@@ -273,7 +273,9 @@ const fromAiTool = <Tools extends Record<string, RunnableTool>, Name extends key
         let final: AiTool.HandlerResult<Tools[Name]> | undefined
         yield* Stream.runForEach(Stream.mapError(results, failed), (result) =>
           result.preliminary === true ? context.update(result.encodedResult) : Effect.sync(() => (final = result)))
-        if (final === undefined) return yield* Effect.fail(failed("the tool ended without a result"))
+        if (final === undefined) {
+          return yield* Effect.fail(failed("the tool ended without a result"))
+        }
         if (final.isFailure) {
           return yield* Effect.fail(
             new Errors.ToolExecutionFailed({ description: describeFailure(final.result), details: final.encodedResult })
@@ -285,7 +287,12 @@ const fromAiTool = <Tools extends Record<string, RunnableTool>, Name extends key
 }
 
 /** A handler's result as a tool output: its model output's text, or its JSON-encoded result. */
-const toOutput = (result: { readonly encodedResult: unknown; readonly modelOutput?: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined }): Tool.Output => {
+const toOutput = (
+  result: {
+    readonly encodedResult: unknown
+    readonly modelOutput?: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined
+  }
+): Tool.Output => {
   const text = result.modelOutput?.flatMap((part) => part.type === "text" ? [part.text] : []).join("\n")
   const content = text !== undefined && text !== ""
     ? text
@@ -304,7 +311,6 @@ const describeFailure = (error: unknown): string => {
   }
   return JSON.stringify(error) ?? String(error)
 }
-
 
 /** The stream parts of one request, tool calls left to the loop (their parameters as the model sent them). */
 const streamParts = (

@@ -255,9 +255,11 @@ describe("Anthropic requests", () => {
       const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
       const layer = Anthropic.layerConfig({ model: "claude-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-          new Map([["ANTHROPIC_API_KEY", "sk-from-env"], ["ANTHROPIC_BASE_URL", server.url]])
-        ) })))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+          env: Object.fromEntries(
+            new Map([["ANTHROPIC_API_KEY", "sk-from-env"], ["ANTHROPIC_BASE_URL", server.url]])
+          )
+        })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(message.usage?.input, 12)
@@ -280,9 +282,11 @@ describe("Anthropic requests", () => {
       const server = yield* ProviderServer.make([fixture("anthropic-text.jsonl")])
       const layer = Anthropic.layerConfig({ model: "claude-test", baseUrl: server.url }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-          new Map([["ANTHROPIC_BASE_URL", "http://127.0.0.1:1"]])
-        ) })))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+          env: Object.fromEntries(
+            new Map([["ANTHROPIC_BASE_URL", "http://127.0.0.1:1"]])
+          )
+        })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(message.usage?.input, 12)

@@ -377,9 +377,11 @@ describe("Google requests", () => {
       const withEnv = (env: ReadonlyArray<readonly [string, string]>) =>
         Google.layerConfig({ model: "gemini-test" }).pipe(
           Layer.provide(NodeHttpClient.layerUndici),
-          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-            new Map([...env, ["GEMINI_BASE_URL", `${server.url}/v1beta/`]])
-          ) })))
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+            env: Object.fromEntries(
+              new Map([...env, ["GEMINI_BASE_URL", `${server.url}/v1beta/`]])
+            )
+          })))
         )
       yield* Effect.provide(completeHi, withEnv([["GOOGLE_API_KEY", "g-google"]]))
       yield* Effect.provide(completeHi, withEnv([["GOOGLE_API_KEY", "g-google"], ["GEMINI_API_KEY", "g-gemini"]]))

@@ -203,9 +203,11 @@ describe("OpenAiCompat requests", () => {
       const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
       const layer = OpenAiCompat.layerConfig({ model: "gpt-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-          new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
-        ) })))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+          env: Object.fromEntries(
+            new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
+          )
+        })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(Message.textOf(message), "POST_TOOL")
@@ -835,9 +837,11 @@ describe("OpenAiCompat errors for people", () => {
       const server = yield* ProviderServer.make([fixture("issue-15789-step-2.jsonl")])
       const layer = OpenAiCompat.layerConfig({ model: "gpt-test", baseUrl: `${server.url}/v1` }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-          new Map([["OPENAI_BASE_URL", "http://127.0.0.1:1/v1"]])
-        ) })))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+          env: Object.fromEntries(
+            new Map([["OPENAI_BASE_URL", "http://127.0.0.1:1/v1"]])
+          )
+        })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(Message.textOf(message), "POST_TOOL")

@@ -4,8 +4,8 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as References from "effect/References"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -455,9 +455,11 @@ describe("OpenAiResponses requests", () => {
       const server = yield* ProviderServer.make([fixture("issue-20047-openai-responses.jsonl")])
       const layer = OpenAiResponses.layerConfig({ model: "gpt-test" }).pipe(
         Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(
-          new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
-        ) })))
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+          env: Object.fromEntries(
+            new Map([["OPENAI_API_KEY", "sk-from-env"], ["OPENAI_BASE_URL", `${server.url}/v1/`]])
+          )
+        })))
       )
       const message = yield* Effect.provide(completeHi, layer)
       assert.strictEqual(Message.textOf(message), "OK")

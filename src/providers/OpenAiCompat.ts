@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import type * as HttpClient from "effect/http/HttpClient"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
+import type * as HttpClient from "effect/http/HttpClient"
 import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { EventSourceMessage } from "eventsource-parser"

@@ -5,9 +5,9 @@
  *
  * @internal
  */
-import * as HttpClient from "effect/http/HttpClient"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
+import * as HttpClient from "effect/http/HttpClient"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"

@@ -86,8 +86,9 @@ const retrySchedule = (
   if (onRetry === undefined) return schedule
   let attempt = 0
   // runs only for a decision to continue, with the final delay
-  return Schedule.tap(schedule, ({ duration, input }) =>
-    onRetry({ attempt: ++attempt, delayMillis: Duration.toMillis(duration), error: input })
+  return Schedule.tap(
+    schedule,
+    ({ duration, input }) => onRetry({ attempt: ++attempt, delayMillis: Duration.toMillis(duration), error: input })
   )
 }
 
