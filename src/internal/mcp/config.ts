@@ -5,9 +5,9 @@
 import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import * as SchemaIssue from "effect/SchemaIssue"
 import * as NodePath from "node:path"
 import type { ServerOptions } from "../../Mcp.js"
+import * as Issues from "../issues.js"
 
 /** The limits a server gets unless its options say otherwise (`Mcp.defaults`). */
 export const defaults = {
@@ -21,22 +21,15 @@ export const defaults = {
   warnTools: 100
 } as const
 
-const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const pathOf = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>): string =>
-  path.length === 0 ?
-    "(root)" :
-    path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")
-
 /** Parses the `mcpServers` JSON into server options; a relative `cwd` resolves against `base`. */
 export const parse = (json: unknown, base?: string): Result.Result<ReadonlyArray<ServerOptions>, string> =>
   Result.flatMap(checkNames(json), () =>
     Result.map(
       Result.mapError(
-        Schema.decodeUnknownResult(ConfigFile, { errors: "all" })(json),
+        Schema.decodeUnknownResult(ConfigFile, Issues.decodeOptions)(json),
         (error) =>
           // a union reports an issue of a key both members have once per member
-          [...new Set(formatIssues(error.issue).issues.map((issue) => `${pathOf(issue.path ?? [])}: ${issue.message}`))]
+          [...new Set(Issues.entries(error.issue).map((entry) => `${Issues.formatPath(entry.path)}: ${entry.message}`))]
             .join("; ")
       ),
       (config) =>
