@@ -18,9 +18,11 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
+import * as Durable from "../src/Durable.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
 import * as Serve from "./utils/serve.js"
@@ -59,21 +61,29 @@ const runnerClient = (host: string, port: number) =>
  * A session's `Prompt` as the cluster carries it, addressed to shard 1 (the one runner holds them all,
  * once it has taken their locks: until then it answers that the entity is not assigned to it).
  */
-const promptRequest = (sessionId: string, text: string) => ({
-  request: {
-    _tag: "Request" as const,
-    requestId: Snowflake.Snowflake(BigInt(Date.now()) << 22n),
-    address: new EntityAddress.EntityAddress({
-      shardId: ShardId.make("default", 1),
-      entityType: EntityType.EntityType.make("effect-agent/Session"),
-      entityId: EntityId.make(sessionId)
-    }),
-    tag: "Prompt",
-    payload: { inputId: "outside-1", text },
-    headers: Headers.empty
-  },
-  persisted: false
-})
+const promptRequest = (sessionId: string, text: string) =>
+  Effect.gen(function*() {
+    // the payload travels encoded, as the runners' serialization encodes the RPC's payload
+    const serialization = yield* RpcSerialization.RpcSerialization
+    const prompt = Durable.SessionEntity.protocol.requests.get("Prompt")!
+    const value = yield* Schema.decodeUnknownEffect(prompt.payloadSchema)({ inputId: "outside-1", text })
+    const payload = yield* Schema.encodeEffect(serialization.codecFor(prompt.payloadSchema))(value)
+    return {
+      request: {
+        _tag: "Request" as const,
+        requestId: Snowflake.Snowflake(BigInt(Date.now()) << 22n),
+        address: new EntityAddress.EntityAddress({
+          shardId: ShardId.make("default", 1),
+          entityType: EntityType.EntityType.make("effect-agent/Session"),
+          entityId: EntityId.make(sessionId)
+        }),
+        tag: "Prompt",
+        payload,
+        headers: Headers.empty
+      },
+      persisted: false
+    }
+  }).pipe(Effect.provide(RpcSerialization.layerSchemaBinary()))
 
 /** This machine's IPv4 addresses other than loopback (none on a machine without a network). */
 const otherAddresses = (): Array<string> =>
@@ -124,16 +134,17 @@ describe("effect-agent serve --runner-address", () => {
         // with the server's model and key
         const client = yield* runnerClient("127.0.0.1", runner)
         yield* client.Ping()
-        yield* client.Effect(promptRequest("outside", "sent to the runner port")).pipe(
+        const request = yield* promptRequest("outside", "sent to the runner port")
+        yield* client.Effect(request).pipe(
           Effect.retry({
             while: (error) => error._tag === "EntityNotAssignedToRunner",
             schedule: Schedule.spaced("200 millis")
           })
         )
-        const request = yield* Deferred.await(asked).pipe(
+        const asking = yield* Deferred.await(asked).pipe(
           Serve.within("60 seconds", () => `the prompt did not run:\n${serve.output()}`)
         )
-        assert.include(request.text, "sent to the runner port")
+        assert.include(asking.text, "sent to the runner port")
       }),
     120_000
   )
