@@ -419,6 +419,9 @@ export const layerSessions = (options: HandlerOptions) =>
       yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
       const run = <A, E>(sessionId: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
         effect.pipe(Effect.provide(context), mapErrors(sessionId))
+      // a request about a session that does not exist is 404 before it reaches the session's entity
+      const inSession = <A, E>(sessionId: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+        run(sessionId, Effect.andThen(requireSession(sessionId), effect))
       return handlers
         .handle("info", () => Effect.succeed(options.model === undefined ? {} : { model: options.model }))
         .handle("create", ({ payload }) => {
@@ -432,31 +435,19 @@ export const layerSessions = (options: HandlerOptions) =>
           ({ params, payload }) => run(params.sessionId, forkAt(params.sessionId, payload.entryId, asksApproval))
         )
         .handle("prompt", ({ params, payload }) =>
-          run(
+          inSession(
             params.sessionId,
-            Effect.andThen(
-              requireSession(params.sessionId),
-              makeClient(params.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
-            )
+            makeClient(params.sessionId).Prompt({ inputId: payload.clientId, text: payload.text })
           ))
         .handle("steer", ({ params, payload }) =>
-          run(
+          inSession(
             params.sessionId,
-            Effect.andThen(
-              requireSession(params.sessionId),
-              Api.refusedSteer(
-                Effect.as(makeClient(params.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
-              )
+            Api.refusedSteer(
+              Effect.as(makeClient(params.sessionId).Steer({ inputId: payload.clientId, text: payload.text }), {})
             )
           ))
         .handle("abort", ({ params, payload }) =>
-          run(
-            params.sessionId,
-            Effect.andThen(
-              requireSession(params.sessionId),
-              makeClient(params.sessionId).Abort({ requestId: payload.clientId })
-            )
-          ))
+          inSession(params.sessionId, makeClient(params.sessionId).Abort({ requestId: payload.clientId })))
         .handle("approve", ({ params, payload }) =>
           run(
             params.sessionId,
@@ -468,23 +459,20 @@ export const layerSessions = (options: HandlerOptions) =>
             )
           ))
         .handle("events", ({ headers, params, query, request }) =>
-          run(
+          inSession(
             params.sessionId,
-            Effect.andThen(
-              requireSession(params.sessionId),
-              Effect.sync(() =>
-                ServerStream.sseResponse(
-                  request,
-                  eventStream(params.sessionId, {
-                    ...(headers["last-event-id"] !== undefined
-                      ? ServerStream.resumeFrom(headers["last-event-id"])
-                      : { after: query.after ?? 0, endAtAfter: false }),
-                    live: query.live !== "false",
-                    asksApproval,
-                    heartbeat
-                  }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
-                  limits
-                )
+            Effect.sync(() =>
+              ServerStream.sseResponse(
+                request,
+                eventStream(params.sessionId, {
+                  ...(headers["last-event-id"] !== undefined
+                    ? ServerStream.resumeFrom(headers["last-event-id"])
+                    : { after: query.after ?? 0, endAtAfter: false }),
+                  live: query.live !== "false",
+                  asksApproval,
+                  heartbeat
+                }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
+                limits
               )
             )
           ))
