@@ -166,8 +166,8 @@ export const workspace = (path: string): Effect.Effect<string, UsageError, FileS
   })
 
 /**
- * Rejects prompt words that look like options: @effect/cli takes an unknown option as part of the
- * prompt. A prompt after `--` in `argv` is taken as it is.
+ * Rejects prompt words that look like options, so that no option the parser passed on reaches the
+ * model as part of the prompt. A prompt after `--` in `argv` is taken as it is.
  *
  * @since 0.1.0
  * @category Constructors

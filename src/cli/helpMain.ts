@@ -1,7 +1,7 @@
 /**
  * `effect-agent --help`: prints the command's help (or a subcommand's) and ends. The command's entry
  * (`bin.ts`) loads this module instead of the command when the arguments ask for help, so the help
- * loads the commands' faces and @effect/cli, and nothing of the loop, the models or the tools.
+ * loads the commands' faces and effect/cli, and nothing of the loop, the models or the tools.
  *
  * @since 0.1.0
  */
