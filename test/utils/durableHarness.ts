@@ -5,12 +5,12 @@
  * started, SIGKILLed and started again.
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"

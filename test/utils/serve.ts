@@ -16,8 +16,7 @@ import * as Reaper from "./reaper.js"
 
 /** `effect`, or a defect saying `what` if it does not end within `duration` (a safety net, not a wait). */
 export const within =
-  (duration: Duration.Input, what: () => string) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  (duration: Duration.Input, what: () => string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     effect.pipe(Effect.timeoutOrElse({ duration, orElse: () => Effect.die(new Error(what())) }))
 
 /** A `serve` process. */

@@ -6,10 +6,10 @@
  * (`reaper.ts`): a test process that is killed leaves neither behind.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Tracer from "effect/Tracer"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
