@@ -13,7 +13,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
-import { type SQLInputValue, StatementSync } from "node:sqlite"
+import { StatementSync } from "node:sqlite"
 import * as Durable from "../src/Durable.js"
 import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import * as Errors from "../src/Errors.js"
@@ -57,24 +57,25 @@ const sqlOf = <A>(store: Store, f: (sql: SqlClient.SqlClient) => Effect.Effect<A
 const cutRepliesWhen = (when: () => boolean, onCut: () => void) =>
   Effect.sync(() => {
     const proto = StatementSync.prototype
-    const { all, run } = proto
-    const cut = (statement: StatementSync) => {
-      if (when() && statement.sourceSQL.includes(`INSERT INTO "cluster_replies"`)) {
-        onCut()
-        throw new Error("cut off before the reply was stored")
-      }
-    }
-    proto.run = function(this: StatementSync, ...args: Array<SQLInputValue>) {
-      cut(this)
-      return run.call(this, ...args)
-    }
-    proto.all = function(this: StatementSync, ...args: Array<SQLInputValue>) {
-      cut(this)
-      return all.call(this, ...args)
+    const originals = { all: proto.all, run: proto.run }
+    for (const method of ["all", "run"] as const) {
+      const original = originals[method]
+      Object.defineProperty(proto, method, {
+        configurable: true,
+        writable: true,
+        value(this: StatementSync, ...args: Array<unknown>): unknown {
+          if (when() && this.sourceSQL.includes(`INSERT INTO "cluster_replies"`)) {
+            onCut()
+            throw new Error("cut off before the reply was stored")
+          }
+          return Reflect.apply(original, this, args)
+        }
+      })
     }
     return () => {
-      proto.run = run
-      proto.all = all
+      for (const method of ["all", "run"] as const) {
+        Object.defineProperty(proto, method, { configurable: true, writable: true, value: originals[method] })
+      }
     }
   })
 
