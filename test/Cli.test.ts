@@ -222,6 +222,16 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
+  it.live("--version prints the package's version", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Cli.run(main, ["--version"])
+      const manifest = JSON.parse(yield* Effect.promise(() => Fs.readFile("package.json", "utf8"))) as {
+        readonly version: string
+      }
+      assert.strictEqual(outcome.code, 0, outcome.stderr)
+      assert.strictEqual(outcome.stdout.trim(), `effect-agent ${manifest.version}`)
+    }))
+
   it.live("an unknown option is not taken as the prompt: exit 2", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--bogus", "hi"])

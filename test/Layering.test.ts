@@ -29,6 +29,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/jsonSchema",
       "internal/schemaJson",
       "internal/issues",
+      "internal/packageVersion",
       "internal/compactionEntry",
       "internal/sqliteShared",
       "internal/sqlite/*",

@@ -22,6 +22,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
+import { packageVersion } from "../internal/packageVersion.js"
 import * as ChildGroups from "./ChildGroups.js"
 import * as Commands from "./Commands.js"
 import * as Help from "./Help.js"
@@ -49,11 +50,11 @@ const cli = help !== undefined
   : Commands.names.includes(process.argv[2] ?? "")
   ? (argv: ReadonlyArray<string>) =>
     Command.runWith(Command.make("effect-agent").pipe(Command.withSubcommands(Commands.subcommands)), {
-      version: "0.1.0",
+      version: packageVersion(),
       renderErrors: false
     })(argv.slice(2))
   : (argv: ReadonlyArray<string>) =>
-    Command.runWith(Root.command, { version: "0.1.0", renderErrors: false })(argv.slice(2))
+    Command.runWith(Root.command, { version: packageVersion(), renderErrors: false })(argv.slice(2))
 
 /**
  * What effect/cli would print itself: the version; not its help on a usage error (the error is

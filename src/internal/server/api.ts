@@ -10,11 +10,9 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
 import * as Schema from "effect/Schema"
-import * as Fs from "node:fs"
-import * as NodePath from "node:path"
-import { fileURLToPath } from "node:url"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
+import { packageVersion } from "../packageVersion.js"
 
 // -----------------------------------------------------------------------------
 // Errors
@@ -412,26 +410,6 @@ export class Protocols extends HttpApiGroup.make("protocols")
       )
   )
 {}
-
-/**
- * The package's version (from its `package.json`, found by walking up from this module: from `src/…`,
- * `dist/…` or the command's bundle in `dist/bin/…`), for the OpenAPI document's `info.version`.
- */
-export const packageVersion = (from: string = fileURLToPath(import.meta.url)): string => {
-  let dir = NodePath.dirname(from)
-  for (;;) {
-    const file = NodePath.join(dir, "package.json")
-    if (Fs.existsSync(file)) {
-      const manifest: unknown = JSON.parse(Fs.readFileSync(file, "utf8"))
-      if (typeof manifest === "object" && manifest !== null && "version" in manifest) {
-        return String(manifest.version)
-      }
-    }
-    const parent = NodePath.dirname(dir)
-    if (parent === dir) return "0.0.0"
-    dir = parent
-  }
-}
 
 export class Api extends HttpApi.make("effect-agent")
   .add(Sessions)
