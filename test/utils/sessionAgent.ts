@@ -5,6 +5,7 @@
 import * as Effect from "effect/Effect"
 import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Url from "node:url"
 import * as Reaper from "./reaper.js"
@@ -47,6 +48,25 @@ export const orphanExits = (agent: string, args: ReadonlyArray<string>) =>
     })
     const agentErr = parent.stdio[3] as NodeJS.ReadableStream
     agentErr.resume()
-    agentErr.once("end", () => resume(Effect.succeed(pid)))
+    // the pipe ends when the agent's descriptors are closed, a moment before the kernel has taken it
+    // down: wait (bounded) for that too
+    agentErr.once("end", () => {
+      const deadline = Date.now() + 2000
+      const poll = () => {
+        if (gone(pid) || Date.now() > deadline) resume(Effect.succeed(pid))
+        else setTimeout(poll, 10)
+      }
+      poll()
+    })
     return Effect.sync(() => parent.kill("SIGKILL"))
   })
+
+/** Whether the process `pid` has ended: no longer listed, or a zombie. */
+const gone = (pid: number): boolean => {
+  try {
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z"
+  } catch {
+    return true
+  }
+}
