@@ -34,7 +34,7 @@ const suspendedWorkflows = (store: Store) =>
     SqlClient.SqlClient,
     (sql) =>
       sql<{ readonly count: number }>`SELECT COUNT(*) AS count FROM cluster_replies
-      WHERE payload = ${JSON.stringify({ _tag: "Success", value: { _tag: "Suspended" } })}`
+      WHERE payload LIKE ${`${JSON.stringify({ _tag: "Success", value: { _tag: "Suspended" } }).slice(0, -2)}%`}`
   ).pipe(
     Effect.map((rows) => Number(rows[0]!.count)),
     Effect.provide(Layer.orDie(store.layer)),
