@@ -136,7 +136,7 @@ const killTest = (
       const client = yield* clusterClient(store.layer)
       const approve = (toolCallId: string) =>
         Effect.gen(function*() {
-          yield* Effect.sleep(yield* Random.nextIntBetween(200, 2500))
+          yield* Effect.sleep(yield* Random.nextIntBetween(200, 2500, { halfOpen: true }))
           const sessionId = /^call_([^_]+)_/.exec(toolCallId)![1]!
           const session = (yield* Durable.client)(sessionId)
           approvalsSent.set(toolCallId, Date.now())
@@ -188,7 +188,9 @@ const killTest = (
       // the runner that never returns is killed once the shards have settled over the three runners
       // (the first one holds them all until the others join), so it cuts off sessions it really held
       yield* Effect.sleep(
-        yield* (options.restart ? Random.nextIntBetween(700, 1800) : Random.nextIntBetween(3000, 4000))
+        yield* (options.restart
+          ? Random.nextIntBetween(700, 1800, { halfOpen: true })
+          : Random.nextIntBetween(3000, 4000, { halfOpen: true }))
       )
       // a random runner among those that can be killed (while shards move between runners, or while cut-off
       // sessions recover, there may be none for a while: wait for one, up to 15 s)
@@ -196,7 +198,7 @@ const killTest = (
       while (victims().length === 0 && Date.now() - waitedFrom < 15_000) yield* Effect.sleep("100 millis")
       const candidates = victims()
       const pool = candidates.length > 0 ? candidates : [0, 1, 2]
-      const index = pool[yield* Random.nextIntBetween(0, pool.length)]!
+      const index = pool[yield* Random.nextIntBetween(0, pool.length, { halfOpen: true })]!
       const { runner, scope } = runners[index]!
       const kill = { pid: runner.child.pid!, at: Date.now() }
       kills.push(kill)

@@ -192,7 +192,7 @@ describe("Durable runs killed with SIGKILL (SQLite)", () => {
           // the restarted runner first re-asks the turns the last kill cut off: the next kill waits until
           // they were answered (up to 3 s), so that it lands in a later step
           yield* waitFor(() => provider.total() >= before + sessions.length, "progress", 3000).pipe(Effect.ignore)
-          const delay = yield* Random.nextIntBetween(300, 1200)
+          const delay = yield* Random.nextIntBetween(300, 1200, { halfOpen: true })
           yield* Effect.sleep(delay)
           if (current.runner.exited()) return assert.fail(current.runner.output())
           yield* current.runner.kill("SIGKILL")
