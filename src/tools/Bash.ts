@@ -51,6 +51,59 @@ export const Parameters = Schema.Struct({
 })
 
 /**
+ * Runs `command` with bash in `root`, its output collected into `output` and streamed to the call's
+ * updates; the exit code, or the failure to read it. The command's process group (and every process
+ * carrying its mark) is killed when the scope closes: SIGTERM, then SIGKILL after `killGrace`.
+ */
+const runCommand = (
+  command: string,
+  root: string,
+  killGrace: Duration.Duration,
+  output: Output,
+  context: Tool.Context
+) =>
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+    // the spawner starts the command as the leader of its own process group (`detached`), but its
+    // own cleanup sends SIGTERM once and then waits for the exit without bound; the finalizer added
+    // here runs first (finalizers run in reverse order) and escalates to SIGKILL
+    // every process the command starts inherits this mark, also one that leaves the process group
+    // (`setsid`, a double fork): on Linux they are found by it in /proc and killed with the group
+    const mark = `${markVariable}=${crypto.randomUUID()}`
+    // --norc: with its stdin a socket (Node's pipes are socket pairs) and no SHLVL in the environment,
+    // bash -c takes itself for a shell started by rshd and would read ~/.bashrc
+    const child = yield* spawner.spawn(
+      ChildProcess.make("bash", ["--norc", "-c", command], {
+        cwd: root,
+        env: { [markVariable]: mark.slice(markVariable.length + 1) },
+        extendEnv: true,
+        detached: true,
+        stdin: Stream.empty,
+        forceKillAfter: killGrace
+      })
+    ).pipe(
+      Effect.mapError((error) =>
+        new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
+      )
+    )
+    yield* Effect.addFinalizer(() => killGroup(child.pid, mark, killGrace))
+    const collect = Stream.merge(child.stdout, child.stderr).pipe(
+      Stream.runForEach((chunk) =>
+        Effect.andThen(
+          Effect.sync(() => output.push(chunk)),
+          context.update({ output: new TextDecoder().decode(chunk) })
+        )
+      ),
+      Effect.ignore
+    )
+    const collecting = yield* Effect.forkChild(collect)
+    const exitCode = yield* Effect.result(child.exitCode)
+    // a background process may hold the pipes open: read what is buffered, then stop waiting
+    yield* Effect.raceFirst(Effect.asVoid(Fiber.await(collecting)), sleep(200))
+    return exitCode
+  }).pipe(Effect.scoped)
+
+/**
  * Builds a `bash` tool with its limits.
  *
  * @since 0.1.0
@@ -86,46 +139,7 @@ export const make = (
       // a call may ask for a longer timeout, never for more than the maximum (nor for none: 1e308 s)
       const duration = timeout === undefined ? defaultTimeout : Duration.min(Duration.seconds(timeout), maxTimeout)
       const output = new Output(maxOutputBytes)
-      const run = Effect.gen(function*() {
-        const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-        // the spawner starts the command as the leader of its own process group (`detached`), but its
-        // own cleanup sends SIGTERM once and then waits for the exit without bound; the finalizer added
-        // here runs first (finalizers run in reverse order) and escalates to SIGKILL
-        // every process the command starts inherits this mark, also one that leaves the process group
-        // (`setsid`, a double fork): on Linux they are found by it in /proc and killed with the group
-        const mark = `${markVariable}=${crypto.randomUUID()}`
-        // --norc: with its stdin a socket (Node's pipes are socket pairs) and no SHLVL in the environment,
-        // bash -c takes itself for a shell started by rshd and would read ~/.bashrc
-        const child = yield* spawner.spawn(
-          ChildProcess.make("bash", ["--norc", "-c", command], {
-            cwd: workspace.root,
-            env: { [markVariable]: mark.slice(markVariable.length + 1) },
-            extendEnv: true,
-            detached: true,
-            stdin: Stream.empty,
-            forceKillAfter: killGrace
-          })
-        ).pipe(
-          Effect.mapError((error) =>
-            new Errors.ToolExecutionFailed({ description: `Could not start the command: ${error.message}` })
-          )
-        )
-        yield* Effect.addFinalizer(() => killGroup(child.pid, mark, killGrace))
-        const collect = Stream.merge(child.stdout, child.stderr).pipe(
-          Stream.runForEach((chunk) =>
-            Effect.andThen(
-              Effect.sync(() => output.push(chunk)),
-              context.update({ output: new TextDecoder().decode(chunk) })
-            )
-          ),
-          Effect.ignore
-        )
-        const collecting = yield* Effect.forkChild(collect)
-        const exitCode = yield* Effect.result(child.exitCode)
-        // a background process may hold the pipes open: read what is buffered, then stop waiting
-        yield* Effect.raceFirst(Effect.asVoid(Fiber.await(collecting)), sleep(200))
-        return exitCode
-      }).pipe(Effect.scoped)
+      const run = runCommand(command, workspace.root, killGrace, output, context)
 
       const result = yield* Effect.timeoutOption(run, duration)
       if (result._tag === "None") {
