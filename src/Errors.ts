@@ -249,8 +249,14 @@ export class ModelRequestFailed
  * @since 0.1.0
  * @category Errors
  */
-export const ModelError = Schema.Union([ModelAuthenticationFailed, ModelRateLimited, ModelUnavailable, ModelContextOverflow, ModelResponseInvalid, ModelRequestFailed]
-)
+export const ModelError = Schema.Union([
+  ModelAuthenticationFailed,
+  ModelRateLimited,
+  ModelUnavailable,
+  ModelContextOverflow,
+  ModelResponseInvalid,
+  ModelRequestFailed
+])
 
 /**
  * @since 0.1.0

@@ -64,11 +64,14 @@ export const validator: jsonSchemaValidator = {
 export const parameters = (
   jsonSchema: { readonly [key: string]: unknown }
 ): Result.Result<Schema.Decoder<unknown>, string> =>
-  Result.map(compile(jsonSchema), (validate) =>
-    Schema.declareConstructor<unknown>()([], () => (input, ast, options) => {
-      const result = validate(input)
-      return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result, options))
-    }, { identifier: "JsonSchema", [SchemaJson.annotation]: jsonSchema }))
+  Result.map(
+    compile(jsonSchema),
+    (validate) =>
+      Schema.declareConstructor<unknown>()([], () => (input, ast, options) => {
+        const result = validate(input)
+        return result === undefined ? Effect.succeed(input) : Effect.fail(issues(ast, input, result, options))
+      }, { identifier: "JsonSchema", [SchemaJson.annotation]: jsonSchema })
+  )
 
 const compile = (
   jsonSchema: { readonly [key: string]: unknown }

@@ -45,8 +45,7 @@ const toDefs = (jsonSchema: JsonSchema.JsonSchema): JsonSchema.JsonSchema => {
 
 type Json = { readonly [key: string]: unknown }
 
-const isJson = (value: unknown): value is Json =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isJson = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** `{ type: "string", enum: ["NaN", "Infinity", "-Infinity"] }`, the JSON form of a non-finite number. */
 const isNonFinite = (schema: unknown): boolean => {
@@ -56,7 +55,8 @@ const isNonFinite = (schema: unknown): boolean => {
     ["NaN", "Infinity", "-Infinity"].every((name) => names.includes(name))
 }
 
-const isNull = (schema: unknown): boolean => isJson(schema) && Object.keys(schema).length === 1 && schema.type === "null"
+const isNull = (schema: unknown): boolean =>
+  isJson(schema) && Object.keys(schema).length === 1 && schema.type === "null"
 
 /** Drops the `anyOf` members `drop` matches; one member left is merged into the schema. */
 const without = (schema: Json, drop: (member: unknown) => boolean): Json => {
@@ -69,17 +69,21 @@ const without = (schema: Json, drop: (member: unknown) => boolean): Json => {
 
 /** Leaves out the non-finite strings of numbers, and `null` of optional properties, everywhere. */
 const plain = (schema: Json): Json => {
-  const recur = (value: unknown): unknown => Array.isArray(value) ? value.map(recur) : isJson(value) ? object(value) : value
+  const recur = (value: unknown): unknown =>
+    Array.isArray(value) ? value.map(recur) : isJson(value) ? object(value) : value
   const object = (value: Json): Json => {
-    let out: Json = without(Object.fromEntries(Object.entries(value).map(([key, child]) => [key, recur(child)])), isNonFinite)
+    let out: Json = without(
+      Object.fromEntries(Object.entries(value).map(([key, child]) => [key, recur(child)])),
+      isNonFinite
+    )
     if (isJson(out.properties)) {
       const required = Array.isArray(out.required) ? out.required : []
       out = {
         ...out,
         properties: Object.fromEntries(
-          Object.entries(out.properties).map(([key, property]) =>
-            [key, required.includes(key) || !isJson(property) ? property : without(property, isNull)]
-          )
+          Object.entries(out.properties).map((
+            [key, property]
+          ) => [key, required.includes(key) || !isJson(property) ? property : without(property, isNull)])
         )
       }
     }
