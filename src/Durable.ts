@@ -1,5 +1,5 @@
 /**
- * Durable runs on `@effect/cluster` and `@effect/workflow`: a session is an entity addressed by its id
+ * Durable runs on `effect/cluster` and `effect/workflow`: a session is an entity addressed by its id
  * (RPCs `Prompt`, `Steer`, `Abort`, `Approve`, `History`, `Events`, `Wait`), and a run is a workflow
  * that takes the loop's turns one at a time, with one activity per model response and one per tool
  * call. Activity results are persisted, so a run resumed on another runner after a crash replays the

@@ -402,7 +402,7 @@ export const parseToolArguments = (json: string): unknown => {
 export const isCutOff = (toolCall: Message.ToolCall): boolean => typeof toolCall.input === "string"
 
 /**
- * Builds assistant messages from deltas: every provider, the @effect/ai adapter and the loop (for a
+ * Builds assistant messages from deltas: every provider, the `effect/ai` adapter and the loop (for a
  * stream that was cut off) use it, so a message is assembled one way. Feed it the deltas in order;
  * `finish` builds the complete message from a `Finish` record, `partial` what arrived so far. Tool
  * arguments are decoded with `parseToolArguments`.

@@ -1,6 +1,6 @@
 /**
  * A run's typed answer. The model gives it by calling a final-answer tool whose parameters are the
- * answer's Schema (a tool works the same over every provider and the @effect/ai adapter, and alongside
+ * answer's Schema (a tool works the same over every provider and the `effect/ai` adapter, and alongside
  * the run's other tools; a native JSON mode does not exist on every provider, and where it does it
  * cannot be mixed with tool calls in one answer). An answer that does not decode is fed back with the
  * decode error, for repair, up to a bound; then the run fails with `OutputInvalid`. A plain-text answer
