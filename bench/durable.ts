@@ -7,16 +7,16 @@
  * `npx tsx bench/durable.ts [runs]`
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
-import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
+import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import * as Loop from "../src/Loop.js"
 import * as Model from "../src/Model.js"
 import * as Session from "../src/services/Session.js"

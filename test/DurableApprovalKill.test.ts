@@ -5,10 +5,10 @@
  * both runs are suspended on their durable deferreds; a new runner starts; the client approves one call
  * and denies the other.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import {

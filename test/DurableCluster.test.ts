@@ -7,7 +7,6 @@
  * than twice, and no tool that may not be re-run runs twice. The failover time (from a kill to the next
  * step of a session the killed runner was running) is printed.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -15,6 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as SessionSql from "../src/services/SessionSql.js"

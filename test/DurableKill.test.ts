@@ -2,11 +2,11 @@
  * Durable runs survive SIGKILL: real runner processes on a SQLite file, a fake OpenAI-compatible
  * server on 127.0.0.1, and kills at chosen and at random moments.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import {

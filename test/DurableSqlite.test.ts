@@ -5,7 +5,6 @@
  * snapshot that is no longer the latest, which SQLite refuses at once); `layerSqlite` commits both. A
  * lock held longer than `busyTimeout` is a typed `SqlError`, also for a transaction that could not begin.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -15,6 +14,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
 import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"

@@ -215,34 +215,38 @@ describe("SqliteClient (node:sqlite)", () => {
       assert.deepStrictEqual(recorded.map((row) => row.migration_id), [1, 2])
     }).pipe(Effect.scoped))
 
-  it.live("WAL: processes write the same file at once; a reader is not blocked by another process's write", () =>
-    Effect.gen(function*() {
-      const { filename, sql } = yield* fresh()
-      const mode = yield* sql<{ readonly journal_mode: string }>`PRAGMA journal_mode`
-      assert.strictEqual(mode[0]!.journal_mode, "wal")
-      const child = yield* bundleChild
+  it.live(
+    "WAL: processes write the same file at once; a reader is not blocked by another process's write",
+    () =>
+      Effect.gen(function*() {
+        const { filename, sql } = yield* fresh()
+        const mode = yield* sql<{ readonly journal_mode: string }>`PRAGMA journal_mode`
+        assert.strictEqual(mode[0]!.journal_mode, "wal")
+        const child = yield* bundleChild
 
-      // two processes, 200 rows each, two per transaction, at the same time
-      const writers = yield* Effect.forEach(["p1", "p2"], (tag) => spawn(child, [filename, "write", tag, "200"]), {
-        concurrency: "unbounded"
-      })
-      yield* Effect.forEach(writers, (writer) => writer.waitFor("done"), { concurrency: "unbounded", discard: true })
-      yield* Effect.forEach(writers, (writer) => writer.exited, { discard: true })
-      const counts = yield* sql<{ readonly tag: string; readonly count: number }>`
+        // two processes, 200 rows each, two per transaction, at the same time
+        const writers = yield* Effect.forEach(["p1", "p2"], (tag) => spawn(child, [filename, "write", tag, "200"]), {
+          concurrency: "unbounded"
+        })
+        yield* Effect.forEach(writers, (writer) => writer.waitFor("done"), { concurrency: "unbounded", discard: true })
+        yield* Effect.forEach(writers, (writer) => writer.exited, { discard: true })
+        const counts = yield* sql<{ readonly tag: string; readonly count: number }>`
         SELECT tag, COUNT(*) AS count FROM t GROUP BY tag ORDER BY tag`
-      assert.deepStrictEqual(counts.map((row) => [row.tag, row.count]), [["p1", 200], ["p2", 200]])
+        assert.deepStrictEqual(counts.map((row) => [row.tag, row.count]), [["p1", 200], ["p2", 200]])
 
-      // a process holds its write transaction open: this one reads (the last committed state) at once
-      const holder = yield* spawn(child, [filename, "hold", "held"])
-      yield* holder.waitFor("holding")
-      const before = yield* sql<{ readonly count: number }>`SELECT COUNT(*) AS count FROM t WHERE tag = 'held'`
-      assert.strictEqual(before[0]!.count, 0)
-      holder.send("commit")
-      yield* holder.waitFor("committed")
-      yield* holder.exited
-      const after = yield* sql<{ readonly count: number }>`SELECT COUNT(*) AS count FROM t WHERE tag = 'held'`
-      assert.strictEqual(after[0]!.count, 1)
-    }).pipe(Effect.scoped), 60_000)
+        // a process holds its write transaction open: this one reads (the last committed state) at once
+        const holder = yield* spawn(child, [filename, "hold", "held"])
+        yield* holder.waitFor("holding")
+        const before = yield* sql<{ readonly count: number }>`SELECT COUNT(*) AS count FROM t WHERE tag = 'held'`
+        assert.strictEqual(before[0]!.count, 0)
+        holder.send("commit")
+        yield* holder.waitFor("committed")
+        yield* holder.exited
+        const after = yield* sql<{ readonly count: number }>`SELECT COUNT(*) AS count FROM t WHERE tag = 'held'`
+        assert.strictEqual(after[0]!.count, 1)
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })
 
 const repoRoot = Url.fileURLToPath(new URL("..", import.meta.url))

@@ -8,16 +8,16 @@
  *
  * @since 0.1.0
  */
-import * as SqliteClient from "../../src/internal/sqlite/SqliteClient.js"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Durable from "../../src/Durable.js"
+import * as SqliteClient from "../../src/internal/sqlite/SqliteClient.js"
 import * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as Tool from "../../src/Tool.js"

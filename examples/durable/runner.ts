@@ -6,13 +6,13 @@
  * that changes, and a line for each model response it starts (session and turn), which `main.ts` reads.
  * It exits when its standard input, a pipe from `main.ts`, closes (when `main.ts` is gone).
  */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as ShardId from "effect/cluster/ShardId"
 import * as Sharding from "effect/cluster/Sharding"
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

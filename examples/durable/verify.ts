@@ -4,10 +4,10 @@
  * history (each tool call paired with exactly one result) in which no message is stored twice; with the
  * offline model, the answer is the sum of the prompt's numbers, which the tool results add up to.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../../src/Durable.js"
 import * as Message from "../../src/Message.js"
 import * as FakeModel from "./fakeModel.js"

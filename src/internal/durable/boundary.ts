@@ -10,15 +10,15 @@
  * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
-import * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
-import * as Activity from "effect/workflow/Activity"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import * as Activity from "effect/workflow/Activity"
 import * as Errors from "../../Errors.js"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"
@@ -443,9 +443,11 @@ export const executeTool = (
     execution = Effect.timeoutOrElse(execution, {
       duration: limit,
       orElse: () =>
-        Effect.fail(new Errors.ToolExecutionFailed({
-          description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
-        }))
+        Effect.fail(
+          new Errors.ToolExecutionFailed({
+            description: `Tool ${tool.name} timed out after ${Duration.format(limit)} and was stopped.`
+          })
+        )
     })
   }
   return Effect.map(

@@ -5,13 +5,13 @@
  * `History`, `Wait` and `Events` read the store.
  */
 import * as Entity from "effect/cluster/Entity"
-import * as SqlClient from "effect/sql/SqlClient"
-import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as SessionSql from "../../services/SessionSql.js"
 import { approve, settle } from "./approvals.js"
 import { CallNotWaiting, checkSize, NoRunGoingOn, SessionNotFound, type StoreFailed, storeFailed } from "./errors.js"

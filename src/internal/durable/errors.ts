@@ -2,9 +2,9 @@
  * The errors of durable runs, and how any failure of the store becomes one.
  */
 import * as Cause from "effect/Cause"
-import * as SqlError from "effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as SqlError from "effect/sql/SqlError"
 
 export class SessionNotFound
   extends Schema.TaggedError<SessionNotFound>("effect-agent/SessionNotFound")("SessionNotFound", {
@@ -73,7 +73,7 @@ export const describe = (error: unknown): string =>
   SqlError.isSqlError(error)
     ? withCause(error.message, error.reason.cause)
     : typeof error === "object" && error !== null && "message" in error && typeof error.message === "string" &&
-    error.message !== ""
+        error.message !== ""
     ? error.message
     : Cause.isCause(error)
     ? Cause.pretty(error)

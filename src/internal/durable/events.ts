@@ -3,11 +3,11 @@
  * events of the steps that run meanwhile, each before the message it leads to. Any process that reaches
  * the database can read them, runner or not.
  */
-import * as SqlClient from "effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"

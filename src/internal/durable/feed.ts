@@ -6,11 +6,11 @@
  * store), and holds a session only while someone follows it. Writes made by other processes (the other
  * runners of a cluster) wake nobody here: the followers' polls still find them.
  */
-import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
+import type * as SqlClient from "effect/sql/SqlClient"
 import type { LiveEvent } from "./models.js"
 
 /** What was written: only live events, or the log or the runs too (a follower then reads them all). */

@@ -4,7 +4,6 @@
  * best-effort: a step never waits for them beyond a write, nor fails because of them. A response cut
  * off with its step is read back from them (`streamed`).
  */
-import type * as SqlClient from "effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -13,6 +12,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"
 import type * as Tool from "../../Tool.js"

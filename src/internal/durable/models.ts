@@ -11,31 +11,49 @@ import type * as Tool from "../../Tool.js"
 
 export const defaultMaxPromptBytes = 1024 * 1024
 
-export const Outcome = Schema.Union([Schema.TaggedStruct("Completed", { turns: Schema.Number }), Schema.TaggedStruct("Aborted", { turns: Schema.Number }), Schema.TaggedStruct("Failed", { turns: Schema.Number, reason: Schema.String })]
-)
+export const Outcome = Schema.Union([
+  Schema.TaggedStruct("Completed", { turns: Schema.Number }),
+  Schema.TaggedStruct("Aborted", { turns: Schema.Number }),
+  Schema.TaggedStruct("Failed", { turns: Schema.Number, reason: Schema.String })
+])
 
 export type Outcome = typeof Outcome.Type
 
-export const Decision = Schema.Union([Schema.TaggedStruct("Allow", { always: Schema.optional(Schema.Boolean) }), Schema.TaggedStruct("Deny", { reason: Schema.String })]
-)
+export const Decision = Schema.Union([
+  Schema.TaggedStruct("Allow", { always: Schema.optional(Schema.Boolean) }),
+  Schema.TaggedStruct("Deny", { reason: Schema.String })
+])
 
 export type Decision = typeof Decision.Type
 
-export const Delta = Schema.Union([Schema.TaggedStruct("TextDelta", { index: Schema.Number, delta: Schema.String }), Schema.TaggedStruct("ThinkingDelta", { index: Schema.Number, delta: Schema.String }), Schema.TaggedStruct("ToolCallStart", { index: Schema.Number, id: Schema.String, name: Schema.String }), Schema.TaggedStruct("ToolCallDelta", { index: Schema.Number, delta: Schema.String }), Schema.TaggedStruct("ToolCallEnd", { index: Schema.Number, toolCall: Message.ToolCall })]
-)
+export const Delta = Schema.Union([
+  Schema.TaggedStruct("TextDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ThinkingDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ToolCallStart", { index: Schema.Number, id: Schema.String, name: Schema.String }),
+  Schema.TaggedStruct("ToolCallDelta", { index: Schema.Number, delta: Schema.String }),
+  Schema.TaggedStruct("ToolCallEnd", { index: Schema.Number, toolCall: Message.ToolCall })
+])
 
-export const LiveEvent = Schema.Union([Schema.TaggedStruct("ResponseStart", { position: Schema.Number }), Schema.TaggedStruct("ResponseDelta", { position: Schema.Number, event: Delta }), Schema.TaggedStruct("ToolStart", { toolCallId: Schema.String, toolName: Schema.String, input: Schema.Unknown }), Schema.TaggedStruct("ToolUpdate", { toolCallId: Schema.String, toolName: Schema.String, update: Schema.Unknown }), Schema.TaggedStruct("ToolEnd", {
+export const LiveEvent = Schema.Union([
+  Schema.TaggedStruct("ResponseStart", { position: Schema.Number }),
+  Schema.TaggedStruct("ResponseDelta", { position: Schema.Number, event: Delta }),
+  Schema.TaggedStruct("ToolStart", { toolCallId: Schema.String, toolName: Schema.String, input: Schema.Unknown }),
+  Schema.TaggedStruct("ToolUpdate", { toolCallId: Schema.String, toolName: Schema.String, update: Schema.Unknown }),
+  Schema.TaggedStruct("ToolEnd", {
     toolCallId: Schema.String,
     toolName: Schema.String,
     isError: Schema.Boolean,
     content: Schema.Array(Schema.Union([Message.TextContent, Message.ImageContent]))
-  })]
-)
+  })
+])
 
 export type LiveEvent = typeof LiveEvent.Type
 
-export const SessionEvent = Schema.Union([Schema.TaggedStruct("Message", { position: Schema.Number, message: Message.Message }), Schema.TaggedStruct("RunEnd", { runId: Schema.String, outcome: Outcome }), ...LiveEvent.members]
-)
+export const SessionEvent = Schema.Union([
+  Schema.TaggedStruct("Message", { position: Schema.Number, message: Message.Message }),
+  Schema.TaggedStruct("RunEnd", { runId: Schema.String, outcome: Outcome }),
+  ...LiveEvent.members
+])
 
 export type SessionEvent = typeof SessionEvent.Type
 

@@ -3,15 +3,15 @@
  * write with. Every write is idempotent (keyed, `ON CONFLICT DO NOTHING`), so a step that runs again
  * after a crash writes nothing twice.
  */
-import * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
-import type * as Statement from "effect/sql/Statement"
 import * as Arr from "effect/Array"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import type * as Statement from "effect/sql/Statement"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { StoreFailed, storeFailed } from "./errors.js"

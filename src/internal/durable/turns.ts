@@ -6,15 +6,15 @@
  * step races the run's abort.
  */
 import type * as Sharding from "effect/cluster/Sharding"
-import * as SqlClient from "effect/sql/SqlClient"
-import * as Activity from "effect/workflow/Activity"
-import * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Activity from "effect/workflow/Activity"
+import * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Errors from "../../Errors.js"
 import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
@@ -26,10 +26,10 @@ import * as Tool from "../../Tool.js"
 import type * as CompactionEntry from "../compactionEntry.js"
 import * as Approvals from "./approvals.js"
 import * as Boundary from "./boundary.js"
+import { asJson } from "./errors.js"
 import { notify } from "./feed.js"
 import { liveToolCall } from "./live.js"
 import { interruptedText, mayRerun, type Options } from "./models.js"
-import { asJson } from "./errors.js"
 import { step } from "./step.js"
 import { claimToolStart, isAborted, pruneLiveEvery, retryStore } from "./store.js"
 
@@ -118,8 +118,10 @@ export const begin = (
     return { run, input: "history" in loaded ? loaded.input : undefined }
   })
 
-const Loaded = Schema.Union([Schema.Array(Message.Message), Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })]
-)
+const Loaded = Schema.Union([
+  Schema.Array(Message.Message),
+  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })
+])
 
 /**
  * The turn of a run: one turn of the loop (`Loop.turn`: its input, one answer, the answer's tool calls)

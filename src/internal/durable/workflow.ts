@@ -6,13 +6,13 @@
  * its model step is that step's (`boundary.ts`), and the last drain ends the run when no input came
  * (in the model step of a last turn folded there: its boundary is the last drain).
  */
-import * as SqlClient from "effect/sql/SqlClient"
-import * as Activity from "effect/workflow/Activity"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Activity from "effect/workflow/Activity"
 import * as Loop from "../../Loop.js"
 import * as Message from "../../Message.js"
 import * as Model from "../../Model.js"

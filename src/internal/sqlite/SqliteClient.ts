@@ -232,5 +232,8 @@ export const make = (
  */
 export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | SqlClient.SqlClient, SqlError> =>
   Layer.effectContext(
-    Effect.map(make(config), (client) => Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client)))
+    Effect.map(
+      make(config),
+      (client) => Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client))
+    )
   ).pipe(Layer.provide(Reactivity.layer))
