@@ -1,7 +1,7 @@
 /**
  * A `SqlClient` on a SQLite file that several processes may share (several runners of a cluster on one
- * machine). It is the `node:sqlite` client of `./sqlite/SqliteClient.ts` (WAL journal, one connection per process) with
- * three changes, each for a way the shared file fails with `database is locked` (`SQLITE_BUSY`):
+ * machine). It is the `node:sqlite` client of `./sqlite/SqliteClient.ts` (WAL journal, one connection
+ * per process) with three changes, each for a way the shared file fails with `database is locked` (`SQLITE_BUSY`):
  *
  * - transactions start with `BEGIN IMMEDIATE`: a plain `BEGIN` that reads and then writes (the
  *   cluster's storage does: it selects the messages to deliver, then marks them read) must upgrade its
