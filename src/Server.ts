@@ -14,7 +14,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type * as Cause from "effect/Cause"
 import type * as Sharding from "effect/cluster/Sharding"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
@@ -249,7 +249,15 @@ export const layer = (
     disableLogger: true,
     disableListenLog: true
   }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => Handlers.holdingServer(), { host, port: options.port ?? 0 }))
+    // on close the event streams end at once (the handlers' `closing`); a connection still open after
+    // a second is cut rather than waited for (effect's default waits 20 s, so Ctrl-C would hang)
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => Handlers.holdingServer(), {
+        host,
+        port: options.port ?? 0,
+        gracefulShutdownTimeout: Duration.seconds(1)
+      })
+    )
   )
 }
 
