@@ -300,12 +300,16 @@ describe("Mcp over stdio (fixture server)", () => {
       const { close, mcp } = yield* open(Mcp.stdio(fixture(log)))
       const before = (yield* mcp.tools).map((tool) => tool.name)
       assert.notInclude(before, "mcp__fixture__extra")
+      // the tool is added once the stream has its first list: a fiber forked on effect 4 starts later
+      const subscribed = yield* Deferred.make<void>()
       const seen = yield* mcp.changes.pipe(
         Stream.map((tools) => tools.map((tool) => tool.name)),
+        Stream.tap(() => Deferred.succeed(subscribed, undefined)),
         Stream.takeUntil((names) => names.includes("mcp__fixture__extra")),
         Stream.runCollect,
         Effect.forkChild
       )
+      yield* Deferred.await(subscribed)
       const add = findTool(yield* mcp.tools, "mcp__fixture__add_tool")
       yield* add.execute({}, context(add))
       const lists = yield* Fiber.join(seen).pipe(Effect.timeout("10 seconds"))
