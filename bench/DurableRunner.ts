@@ -4,10 +4,10 @@
  *
  * @since 0.1.0
  */
-import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
