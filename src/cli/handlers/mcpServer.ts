@@ -131,7 +131,7 @@ export const run = (options: Input) =>
     if (http === undefined) {
       return yield* Mcp.serveStdio([agent], serveOptions).pipe(Effect.provide(services))
     }
-    yield* Effect.gen(function*() {
+    return yield* Effect.gen(function*() {
       const { url } = yield* Mcp.serveHttp([agent], {
         ...serveOptions,
         port: http.port,
