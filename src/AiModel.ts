@@ -96,15 +96,14 @@ export const layer = (
  * const Weather = Toolkit.make(GetWeather)
  * const WeatherHandlers = Weather.toLayer({ GetWeather: ({ city }) => Effect.succeed({ celsius: city.length }) })
  *
- * // any effect/ai provider's LanguageModel layer
- * declare const languageModel: Layer.Layer<LanguageModel.LanguageModel>
- *
- * const program = Effect.gen(function*() {
- *   const tools = yield* AiModel.tools(Weather)
- *   return yield* Loop.run({ input: "Weather in Paris?", tools })
- * }).pipe(
- *   Effect.provide([AiModel.layer().pipe(Layer.provide(languageModel)), WeatherHandlers, Session.layerMemory()])
- * )
+ * // on any effect/ai provider's LanguageModel layer
+ * const program = (languageModel: Layer.Layer<LanguageModel.LanguageModel>) =>
+ *   Effect.gen(function*() {
+ *     const tools = yield* AiModel.tools(Weather)
+ *     return yield* Loop.run({ input: "Weather in Paris?", tools })
+ *   }).pipe(
+ *     Effect.provide([AiModel.layer().pipe(Layer.provide(languageModel)), WeatherHandlers, Session.layerMemory()])
+ *   )
  * ```
  *
  * @since 0.1.0
