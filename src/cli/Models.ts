@@ -25,15 +25,26 @@ import * as Report from "./Report.js"
 export const systemPrompt = "You are a coding agent working in a workspace directory. Use the tools to inspect and " +
   "change files and to run commands. Be concise."
 
-/** The offline model: lists the workspace, then answers with what it found. */
-const demoModel = Model.layerScripted([
-  Message.assistant([Message.toolCall("call_1", "list_files", {})]),
-  (request) => {
-    const last = request.messages[request.messages.length - 1]
-    const files = last === undefined ? "" : Message.textOf(last).split("\n").filter((l) => l !== "").join(", ")
-    return Message.assistant(`The workspace contains ${files}.`)
-  }
-])
+/**
+ * The offline model: lists the workspace, then answers with what it found. It decides from the request
+ * alone (a prompt: list the files; a tool result: answer), so one model answers every prompt of every
+ * session (`serve` and `mcp-server` build it once for all their runs).
+ */
+const demoModel = Layer.succeed(
+  Model.Model,
+  Model.make({
+    complete: (request) => {
+      const last = request.messages[request.messages.length - 1]
+      if (last?.role !== "toolResult") {
+        return Effect.succeed(
+          Message.assistant([Message.toolCall(`call_${request.messages.length}`, "list_files", {})])
+        )
+      }
+      const files = Message.textOf(last).split("\n").filter((l) => l !== "").join(", ")
+      return Effect.succeed(Message.assistant(`The workspace contains ${files}.`))
+    }
+  })
+)
 
 /**
  * Reports each retry of a model request on stderr, with what came back, so a person can stop a run
