@@ -222,6 +222,15 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
+  it.live("--fallback with the demo provider: rejected like any other wrong --fallback, exit 2", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Cli.run(main, ["--provider", "demo", "--fallback", "openai:gpt-4o", "hi"])
+      assertFailure(outcome, 2, [
+        /^effect-agent: --fallback "openai:gpt-4o" with the demo provider$/,
+        /the demo model is offline and never fails: --fallback goes with --provider/
+      ])
+    }))
+
   it.live("--version prints the package's version", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--version"])

@@ -102,7 +102,16 @@ export const modelLayer = (
   options: { readonly baseUrl: Option.Option<string>; readonly fallback: ReadonlyArray<string> }
 ) =>
   Effect.gen(function*() {
-    if (name === "demo") return (_model: string): Layer.Layer<Model.Model, unknown> => demoModel
+    if (name === "demo") {
+      const [spec] = options.fallback
+      if (spec !== undefined) {
+        return yield* new Preflight.UsageError({
+          description: `--fallback ${JSON.stringify(spec)} with the demo provider`,
+          hint: "the demo model is offline and never fails: --fallback goes with --provider <name>"
+        })
+      }
+      return (_model: string): Layer.Layer<Model.Model, unknown> => demoModel
+    }
     const primary = yield* providerLayer(name, options.baseUrl)
     const { env, settings } = primary
     Process.report.context = {
