@@ -231,6 +231,12 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
+  it.live("an option without its value says the value is missing, not that the option is unknown: exit 2", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Cli.run(main, ["--model"])
+      assertFailure(outcome, 2, [/^effect-agent: Missing value for flag --model\b/, /see --help/])
+    }))
+
   it.live("--version prints the package's version", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--version"])
