@@ -14,13 +14,10 @@ import type * as Scope from "effect/Scope"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { SqlError } from "effect/sql/SqlError"
-import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
 import * as NodePath from "node:path"
-import * as Url from "node:url"
 import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
+import { bundleFixture } from "./utils/fixtureBundle.js"
 import { tempDir } from "./utils/sqlStores.js"
 
 /** A client of its own on `filename` (built in the test's scope). */
@@ -249,24 +246,8 @@ describe("SqliteClient (node:sqlite)", () => {
   )
 })
 
-const repoRoot = Url.fileURLToPath(new URL("..", import.meta.url))
-
 /** Bundles the child fixture into one module inside the repository (its packages resolve from there). */
-const bundleChild = Effect.promise(async () => {
-  const checkout = Crypto.createHash("sha256").update(repoRoot).digest("hex").slice(0, 12)
-  const outfile = NodePath.join(repoRoot, "node_modules", ".cache", "effect-agent-sqlite", `child-${checkout}.mjs`)
-  Fs.mkdirSync(NodePath.dirname(outfile), { recursive: true })
-  await Esbuild.build({
-    entryPoints: [NodePath.join(repoRoot, "test", "fixtures", "sqlite-client-child.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile,
-    logLevel: "warning"
-  })
-  return outfile
-})
+const bundleChild = Effect.promise(() => bundleFixture("sqlite-client-child", "effect-agent-sqlite"))
 
 /** A child process running `script` with `args`, killed with the scope. */
 const spawn = (script: string, args: ReadonlyArray<string>) =>

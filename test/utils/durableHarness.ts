@@ -11,20 +11,16 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
-import * as Esbuild from "esbuild"
 import * as ChildProcess from "node:child_process"
-import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
-import * as Url from "node:url"
 import * as Durable from "../../src/Durable.js"
 import * as SessionSql from "../../src/services/SessionSql.js"
+import { bundleFixture } from "./fixtureBundle.js"
 import * as Reaper from "./reaper.js"
 import { sqlite, type Store, tempDir } from "./sqlStores.js"
-
-const repoRoot = Url.fileURLToPath(new URL("../..", import.meta.url))
 
 /** One step of a session's script: a tool call, or the final answer. */
 export type Step =
@@ -218,25 +214,7 @@ const bundleRunner_ = () => {
  */
 export const prepareRunner = Effect.promise(async () => {
   if (bundled !== undefined) return bundled
-  // named after the checkout: worktrees that share one node_modules must not run each other's runner
-  const checkout = Crypto.createHash("sha256").update(repoRoot).digest("hex").slice(0, 12)
-  const outfile = NodePath.join(
-    repoRoot,
-    "node_modules",
-    ".cache",
-    "effect-agent-durable",
-    `durable-runner-${checkout}.mjs`
-  )
-  Fs.mkdirSync(NodePath.dirname(outfile), { recursive: true })
-  await Esbuild.build({
-    entryPoints: [NodePath.join(repoRoot, "test", "fixtures", "durable-runner.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile,
-    logLevel: "warning"
-  })
+  const outfile = await bundleFixture("durable-runner", "effect-agent-durable")
   bundled = outfile
   return outfile
 })
