@@ -1,0 +1,121 @@
+/**
+ * The answers being streamed: each response's blocks (text, thinking, tool calls) grow with the deltas
+ * the server sends, and are drawn at most once a frame. The stored answer replaces its live one when it
+ * arrives (see conversation.ts).
+ */
+import * as Conversation from "./conversation.js"
+import * as Markdown from "./markdown.js"
+import * as Page from "./page.js"
+import * as ToolCards from "./toolCards.js"
+import type { Delta } from "./types.js"
+
+interface Block {
+  readonly kind: "text" | "thinking" | "tool"
+  text: string
+  readonly node: HTMLElement
+  readonly id?: string
+}
+
+interface LiveResponse {
+  readonly root: HTMLDivElement
+  readonly blocks: Map<number, Block>
+}
+
+const live = new Map<number, LiveResponse>()
+const scheduled = new Set<LiveResponse>()
+let frame: number | undefined
+
+/** The live response at `position` ended with its stored answer: its node, to draw the answer in. */
+export const take = (position: number): HTMLDivElement | undefined => {
+  const response = live.get(position)
+  if (response === undefined) return undefined
+  live.delete(position)
+  scheduled.delete(response)
+  return response.root
+}
+
+/** A response starts at `position` (again, when it was started before: what it showed goes). */
+export const start = (position: number): void => {
+  const existing = live.get(position)
+  const root = existing?.root ?? Page.el("div", "msg assistant live")
+  root.replaceChildren()
+  if (existing === undefined) Page.messages.appendChild(root)
+  live.set(position, { root, blocks: new Map() })
+  Conversation.setLastAssistant(root)
+}
+
+/** A piece of the response at `position`. */
+export const onDelta = (position: number, delta: Delta): void => {
+  if (!live.has(position)) start(position)
+  const response = live.get(position)!
+  const block = response.blocks.get(delta.index)
+  switch (delta._tag) {
+    case "TextDelta":
+    case "ThinkingDelta": {
+      if (block === undefined) {
+        const kind = delta._tag === "TextDelta" ? "text" : "thinking"
+        const node = kind === "text" ? Page.el("div", "text markdown") : Conversation.thinkingBlock("")
+        response.root.appendChild(node)
+        response.blocks.set(delta.index, { kind, text: delta.delta, node })
+      } else block.text += delta.delta
+      schedule(response)
+      break
+    }
+    case "ToolCallStart": {
+      if (block !== undefined) break
+      const card = ToolCards.make(delta.id, delta.name, response.root)
+      response.blocks.set(delta.index, { kind: "tool", text: "", node: card.root, id: delta.id })
+      break
+    }
+    case "ToolCallDelta": {
+      if (block === undefined || block.id === undefined) break
+      block.text += delta.delta
+      const card = ToolCards.cards.get(block.id)
+      if (card !== undefined) card.args.textContent = block.text
+      break
+    }
+    case "ToolCallEnd": {
+      const card = ToolCards.cards.get(delta.toolCall.id)
+      if (card !== undefined) ToolCards.setArgs(card, delta.toolCall.input)
+      break
+    }
+  }
+}
+
+/** The run ended: the responses cut off before they were stored stay as they are, marked when stopped. */
+export const end = (stopped: boolean): void => {
+  for (const response of live.values()) {
+    response.root.classList.remove("live")
+    if (stopped) response.root.appendChild(Page.el("div", "stopped", "stopped"))
+  }
+  live.clear()
+  scheduled.clear()
+}
+
+/** Forgets the live responses, and removes what they showed (connected again: they are sent again). */
+export const discard = (): void => {
+  for (const response of live.values()) response.root.remove()
+  live.clear()
+  scheduled.clear()
+}
+
+/** Re-renders a live response's text blocks at most once a frame. */
+const schedule = (response: LiveResponse): void => {
+  scheduled.add(response)
+  if (frame !== undefined) return
+  frame = requestAnimationFrame(() => {
+    frame = undefined
+    Page.stickToBottom(() => {
+      for (const each of scheduled) {
+        for (const block of each.blocks.values()) {
+          if (block.kind === "text") block.node.replaceChildren(Markdown.render(block.text))
+          else if (block.kind === "thinking") {
+            const text = block.node.querySelector(".text")
+            if (text !== null) text.textContent = block.text
+          }
+        }
+      }
+    })
+    scheduled.clear()
+  })
+}

@@ -1,0 +1,52 @@
+/**
+ * The session list: the server's sessions, newest first, each with its first prompt, date and size;
+ * a click opens one (through the address's `#session=…`), and New session makes one.
+ */
+import * as Api from "./api.js"
+import * as Page from "./page.js"
+import * as State from "./state.js"
+import type { SessionSummary } from "./types.js"
+
+/** Reads the list again and draws it. */
+export const load = async (): Promise<void> => {
+  try {
+    const page = await Api.request<{ sessions: ReadonlyArray<SessionSummary> }>(
+      "GET",
+      "/sessions?order=newest&limit=100"
+    )
+    Page.sessionList.replaceChildren()
+    for (const session of page.sessions) {
+      const li = Page.el("li")
+      const open = Page.button("", () => {
+        window.location.hash = `session=${encodeURIComponent(session.sessionId)}`
+        Page.sessions.classList.remove("open")
+      })
+      open.dataset.sessionId = session.sessionId
+      open.setAttribute("aria-current", String(session.sessionId === State.current.sessionId))
+      open.appendChild(Page.el("span", "first", session.firstPrompt ?? "(no prompt yet)"))
+      const date = new Date(session.createdAt)
+      open.appendChild(
+        Page.el(
+          "span",
+          "meta",
+          `${date.toLocaleString()} · ${session.messages ?? 0} message${session.messages === 1 ? "" : "s"}`
+        )
+      )
+      li.appendChild(open)
+      Page.sessionList.appendChild(li)
+    }
+  } catch (error) {
+    Page.notice(Api.explain(error))
+  }
+}
+
+/** Makes a new session and opens it. */
+export const create = async (): Promise<void> => {
+  try {
+    const created = await Api.request<{ sessionId: string }>("POST", "/sessions", {})
+    window.location.hash = `session=${encodeURIComponent(created.sessionId)}`
+    Page.sessions.classList.remove("open")
+  } catch (error) {
+    Page.notice(Api.explain(error))
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * A tool call's card: a folded `<details>` with the tool's name and state, its arguments, its progress
+ * while it runs, its result, and a place for the approval question. Every text in it is a tool's or
+ * the model's, put in as text.
+ */
+import * as Page from "./page.js"
+import * as State from "./state.js"
+
+export interface Card {
+  readonly root: HTMLDetailsElement
+  readonly state: HTMLSpanElement
+  readonly args: HTMLPreElement
+  readonly output: HTMLPreElement
+  readonly result: HTMLDivElement
+  readonly approval: HTMLDivElement
+  readonly name: string
+  argsText: string
+  done: boolean
+}
+
+export type CardState = "preparing" | "waiting" | "running" | "done" | "failed" | "stopped"
+
+/** The cards of the open session, by call id. */
+export const cards = new Map<string, Card>()
+
+/** A value as indented JSON (a string holding JSON parsed first), else as it is. */
+export const pretty = (value: unknown): string => {
+  if (typeof value === "string") {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2)
+    } catch {
+      return value
+    }
+  }
+  try {
+    return JSON.stringify(value, null, 2) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+export const setState = (card: Card, state: CardState): void => {
+  card.root.classList.remove("preparing", "waiting", "running", "done", "failed", "stopped")
+  card.root.classList.add(state)
+  card.state.textContent = state === "waiting"
+    ? "waits for your approval"
+    : state === "preparing"
+    ? "writing the call…"
+    : state
+}
+
+/** A new card for the call `id`, at the end of `parent`. */
+export const make = (id: string, name: string, parent: HTMLElement): Card => {
+  const el = Page.el
+  const root = el("details", "tool")
+  root.dataset.callId = id
+  const summary = el("summary")
+  summary.appendChild(el("span", "name", name))
+  const state = el("span", "state")
+  summary.appendChild(state)
+  root.appendChild(summary)
+  const body = el("div", "body")
+  body.appendChild(el("div", "label", "arguments"))
+  const args = el("pre", "args")
+  body.appendChild(args)
+  const output = el("pre", "output")
+  output.hidden = true
+  body.appendChild(output)
+  const result = el("div", "result")
+  body.appendChild(result)
+  root.appendChild(body)
+  const approval = el("div", "approval")
+  approval.hidden = true
+  root.appendChild(approval)
+  parent.appendChild(root)
+  const card: Card = { root, state, args, output, result, approval, name, argsText: "", done: false }
+  cards.set(id, card)
+  setState(card, "preparing")
+  return card
+}
+
+/** The call's arguments, once they are known. */
+export const setArgs = (card: Card, input: unknown): void => {
+  card.argsText = pretty(input)
+  card.args.textContent = card.argsText
+}
+
+/** The call's result: the card is done (or failed). */
+export const showResult = (card: Card, text: string, isError: boolean): void => {
+  card.done = true
+  card.result.replaceChildren(Page.el("div", "label", isError ? "error" : "result"), Page.el("pre", "text", text))
+  card.output.hidden = true
+  hideApproval(card)
+  setState(card, isError ? "failed" : "done")
+}
+
+/** Progress of the running call, added to what it showed. */
+export const addOutput = (card: Card, update: unknown): void => {
+  card.output.hidden = false
+  card.output.textContent = (card.output.textContent ?? "") + outputOf(update)
+  card.output.scrollTop = card.output.scrollHeight
+}
+
+/** Removes the approval question (answered, or the call went on without it). */
+export const hideApproval = (card: Card): void => {
+  if (!card.approval.hidden) {
+    card.approval.hidden = true
+    card.approval.replaceChildren()
+    State.current.waitingApproval = Math.max(0, State.current.waitingApproval - 1)
+  }
+}
+
+/** The run ended: the cards still open are stopped. */
+export const stopOpen = (): void => {
+  for (const card of cards.values()) {
+    if (!card.done) {
+      hideApproval(card)
+      setState(card, "stopped")
+    }
+  }
+}
+
+/** Connected again: the calls still going send their progress again from its start. */
+export const clearProgress = (): void => {
+  for (const card of cards.values()) {
+    if (!card.done) {
+      card.output.textContent = ""
+      card.output.hidden = true
+    }
+  }
+}
+
+const outputOf = (update: unknown): string =>
+  typeof update === "string"
+    ? update
+    : typeof update === "object" && update !== null && "output" in update && typeof update.output === "string"
+    ? update.output
+    : `${pretty(update)}\n`
