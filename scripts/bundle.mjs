@@ -57,7 +57,8 @@ const common = {
   // whitespace and syntax only: identifiers keep their names, so stack traces stay readable
   minifyWhitespace: true,
   minifySyntax: true,
-  sourcemap: true,
+  // no source maps: they would be most of the package (32 MB); the names above keep traces readable
+  sourcemap: false,
   logLevel: "warning"
 }
 

@@ -3,6 +3,7 @@
  * publint and @arethetypeswrong/cli, installs it into a new project in a temporary directory with the
  * install line of the README, and there:
  *
+ * - checks that the tarball weighs at most 3 MB packed;
  * - runs a plain `.mjs` file that imports the package and runs `Loop.runAgent` with a tool;
  * - type-checks a strict NodeNext TypeScript consumer against the shipped `.d.ts` (`consumer/`);
  * - runs the bundled command (`--help`, a demo answer, `serve` with the web chat on the embedded store)
@@ -26,6 +27,8 @@ const pkg = JSON.parse(fs.readFileSync(path.join(repo, "package.json"), "utf8"))
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-package-"))
 const started = Date.now()
+/** The most the packed tarball may weigh. */
+const maxPacked = 3 * 1024 * 1024
 
 const step = (title) => console.log(`\n== ${title} (${((Date.now() - started) / 1000).toFixed(1)}s)`)
 const fail = (message) => {
@@ -137,6 +140,13 @@ const commandWorks = async (app, node, label) => {
       fail(`GET / answered ${response.status}: ${page.slice(0, 200)}`)
     }
     console.log(`GET ${chat}/: ${response.status}, ${page.length} bytes of HTML`)
+    // the API reference's viewer comes from the installed effect (the package ships no copy of it)
+    const viewer = await fetch(`${chat}/docs/scalar.js`)
+    const script = await viewer.text()
+    if (viewer.status !== 200 || !script.includes("createApiReference")) {
+      fail(`GET /docs/scalar.js answered ${viewer.status} with ${script.length} bytes, not the reference viewer`)
+    }
+    console.log(`GET ${chat}/docs/scalar.js: ${viewer.status}, ${(script.length / 1e6).toFixed(1)} MB`)
   } finally {
     serve.kill("SIGINT")
     await exited
@@ -151,7 +161,16 @@ try {
   const [packed] = JSON.parse(report.slice(report.search(/^\[\s*$/m)))
   const tarball = path.join(tmp, packed.filename)
   const files = packed.files.map((file) => file.path)
-  console.log(`${packed.filename}: ${files.length} files, ${(packed.size / 1024).toFixed(0)} kB`)
+  console.log(
+    `${packed.filename}: ${files.length} files, ${(packed.size / 1024).toFixed(0)} kB packed, ${
+      (packed.unpackedSize / 1024).toFixed(0)
+    } kB unpacked`
+  )
+  // what a user downloads: the command and the library, no source maps of the bundle, no second copy of
+  // what the peers bring
+  if (packed.size > maxPacked) {
+    fail(`the tarball is ${(packed.size / 1024).toFixed(0)} kB packed, over ${maxPacked / 1024} kB`)
+  }
 
   step("tarball contents")
   const unexpected = files.filter((file) =>

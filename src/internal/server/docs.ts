@@ -11,9 +11,11 @@ import type * as HttpApi from "effect/http-api/HttpApi"
 import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
 import * as HttpRouter from "effect/http/HttpRouter"
-import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
+import { createRequire } from "node:module"
+import * as NodePath from "node:path"
+import { pathToFileURL } from "node:url"
 
 /** The page and its two scripts (relative to the page, so the server may be mounted under a prefix). */
 export const paths = { page: "/docs", scalar: "/docs/scalar.js", script: "/docs/docs.js" } as const
@@ -88,6 +90,9 @@ const script = `(function () {
       }
       if (!response.ok) return say("The API description could not be read: HTTP " + response.status);
       return response.json().then(function (spec) {
+        if (!window.Scalar) {
+          return say("The reference viewer is not available (it comes with the installed effect package); the API description is at openapi.json.");
+        }
         status.remove();
         var schemes = Object.keys((spec.components && spec.components.securitySchemes) || {});
         // the requests Scalar makes go to the server that serves this page
@@ -106,33 +111,21 @@ const script = `(function () {
 `
 
 /**
- * Scalar's bundle, as `effect` inlines it in its own page (which this page replaces: that one runs inline
- * scripts and cannot take the token): its page is made once and its first script, the bundle, taken out.
+ * Scalar's bundle, the one `effect/http-api/HttpApiScalar` inlines in its own page (which this page
+ * replaces: that one runs inline scripts and cannot take the token), read from the installed `effect`
+ * (a required peer) when the server starts. The command's bundle holds no copy of it: 3.4 MB the
+ * package does not ship twice. `HttpApiScalar` loads it from the module beside it; so does this.
  */
-const scalarSource = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
-): Effect.Effect<string> =>
-  Effect.gen(function*() {
-    // the bundle (3.4 MB) is loaded when the server starts, not when this module is imported
-    const Scalar = yield* Effect.promise(() => import("effect/http-api/HttpApiScalar"))
-    const router = yield* HttpRouter.make
-    yield* Layer.build(
-      Scalar.layer(api, { path: paths.page }).pipe(Layer.provide(Layer.succeed(HttpRouter.HttpRouter, router)))
-    ).pipe(Effect.scoped)
-    const response = yield* router.asHttpEffect().pipe(
-      Effect.provideService(
-        HttpServerRequest.HttpServerRequest,
-        HttpServerRequest.fromWeb(new Request(`http://localhost${paths.page}`))
-      ),
-      Effect.scoped,
-      Effect.orDie
-    )
-    const body = response.body
-    const page = body._tag === "Uint8Array" ? new TextDecoder().decode(body.body) : ""
-    const start = page.indexOf("<script>")
-    const end = page.indexOf("</script>", start)
-    return start === -1 || end === -1 ? "" : page.slice(start + "<script>".length, end)
-  })
+const scalarSource: Effect.Effect<string> = Effect.promise(async () => {
+  const resolver = createRequire(import.meta.url)
+  const beside = NodePath.join(NodePath.dirname(resolver.resolve("effect/http-api/HttpApiScalar")), "internal")
+  const module: { readonly javascript?: unknown } = await import(
+    pathToFileURL(NodePath.join(beside, "httpApiScalar.js")).href
+  )
+  return typeof module.javascript === "string" ? module.javascript : ""
+}).pipe(
+  Effect.catchDefect(() => Effect.succeed(""))
+)
 
 /**
  * The OpenAPI document at `/openapi.json`, and the page and its scripts at `/docs`, on the router.
@@ -145,7 +138,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.Constraint>
       const document = HttpServerResponse.jsonUnsafe(OpenApi.fromApi(api))
       const page = HttpServerResponse.text(html, { contentType: "text/html; charset=utf-8", headers })
       const own = HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers })
-      const scalar = HttpServerResponse.text(yield* scalarSource(api), {
+      const scalar = HttpServerResponse.text(yield* scalarSource, {
         contentType: "text/javascript; charset=utf-8",
         headers: { ...headers, "cache-control": "max-age=3600" }
       })
