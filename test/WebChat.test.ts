@@ -66,6 +66,33 @@ const lastOf = (body: any): { readonly user: string; readonly afterTool: boolean
   return { user, afterTool: last?.role === "tool", tool }
 }
 
+/** A long answer (over 50,000 characters): sections of a heading, paragraphs, a list and a code block. */
+const longAnswer = Array.from({ length: 110 }, (_, i) =>
+  [
+    `## Section ${i + 1}`,
+    `This is paragraph one of section ${i + 1}, with *emphasis*, **strength** and \`inline code\`. `.repeat(2),
+    `A second paragraph of section ${i + 1} that goes on for a while so that the answer is long. `.repeat(2),
+    `- the first point of ${i + 1}\n- the second point of ${i + 1}\n- the third point of ${i + 1}`,
+    `\`\`\`ts\nconst value${i + 1}: number = ${i + 1}\nexport const twice${i + 1} = (x: number) => x * 2\n\`\`\``
+  ].join("\n\n")).join("\n\n") + "\n\nEND OF THE LONG ANSWER."
+
+/** The long answer streamed in pieces of 40 characters, one every 2 ms, as an OpenAI-compatible provider does. */
+const longStream = (): Testing.FakeAnswer => {
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    `data: ${
+      JSON.stringify({
+        id: "long",
+        object: "chat.completion.chunk",
+        model: "fake-model",
+        choices: [{ index: 0, delta, finish_reason: finish }]
+      })
+    }\n\n`
+  const frames = [chunk({ role: "assistant", content: "" })]
+  for (let at = 0; at < longAnswer.length; at += 40) frames.push(chunk({ content: longAnswer.slice(at, at + 40) }))
+  frames.push(chunk({}, "stop"), "data: [DONE]\n\n")
+  return { _tag: "Sse", frames, delayMillis: 2 }
+}
+
 const bash = (command: string) => ({ toolCalls: [{ name: "bash", input: { command, timeout: 900 } }] })
 
 /** The model: what it answers is chosen from the conversation. */
@@ -80,6 +107,7 @@ const answer = (body: any): Testing.FakeAnswer => {
       text: `Hi! You said *${user}*.\n\nHere is code:\n\n\`\`\`ts\nconst answer: number = 42\n\`\`\`\n`
     }
   }
+  if (user === "long answer") return longStream()
   if (user === "use echo") return bash("echo echo: ping")
   // `bash(echo guarded)` asks (the permissions file)
   if (user.startsWith("guard ")) return bash(`echo guarded ran for ${user.slice(6)}`)
@@ -279,6 +307,73 @@ describe("Web chat", () => {
         yield* noProblems(page)
       }),
     90_000
+  )
+
+  it.live(
+    "a long answer is drawn incrementally: a draw replaces the open block's nodes, not the answer's, " +
+      "and costs as much at the end as at the start",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        // every batch of changes inside an answer's Markdown: how many nodes it added or removed (with their subtrees)
+        yield* step(() =>
+          page.evaluate(() => {
+            const batches: Array<number> = []
+            ;(window as any).__batches = batches
+            const size = (node: any): number => 1 + (node.getElementsByTagName?.("*").length ?? 0)
+            new (window as any).MutationObserver((records: Array<any>) => {
+              let changed = 0
+              for (const record of records) {
+                const target = record.target.nodeType === 1 ? record.target : record.target.parentElement
+                if (target?.closest(".markdown") === null || target === null) continue
+                if (record.type === "characterData") changed += 1
+                for (const node of record.addedNodes) changed += size(node)
+                for (const node of record.removedNodes) changed += size(node)
+              }
+              if (changed > 0) batches.push(changed)
+            }).observe(document.querySelector("#messages"), { childList: true, subtree: true, characterData: true })
+          })
+        )
+        yield* say(page, "long answer")
+        yield* waitText(page, ".msg.assistant .markdown", "END OF THE LONG ANSWER.")
+        yield* idle(page)
+        const seen = yield* step(() =>
+          page.evaluate(() => ({
+            batches: (window as any).__batches as Array<number>,
+            draws: performance.getEntriesByName("effect-agent:draw").map((entry: any) => entry.duration as number),
+            nodes: document.querySelector(".msg.assistant .markdown").getElementsByTagName("*").length,
+            text: document.querySelector(".msg.assistant .markdown").textContent.length,
+            highlighted: document.querySelectorAll(".msg.assistant pre.code:has(.hljs-keyword)").length
+          }))
+        )
+        // the whole answer is there, every code block highlighted once closed
+        assert.isAbove(seen.text, 40_000)
+        assert.strictEqual(seen.highlighted, 110)
+        assert.isAbove(seen.nodes, 1_500)
+        // many draws, each bounded by the open block and the blocks the deltas of one frame finish, not the answer
+        const largest = Math.max(...seen.batches)
+        // (redrawing the answer would change all its nodes at least: a draw changes a fifth at most, though
+        // a slow frame on a busy machine draws the text of many deltas at once)
+        assert.isBelow(largest, seen.nodes / 5, `a batch changed ${largest} nodes of ${seen.nodes}`)
+        assert.isAtLeast(seen.draws.length, 40, JSON.stringify(seen.draws.length))
+        // the last draws cost what the first did (within noise: a generous ratio, and a floor for timer grain)
+        const median = (values: ReadonlyArray<number>) =>
+          [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+        const first = median(seen.draws.slice(0, 20))
+        const last = median(seen.draws.slice(-20))
+        assert.isAtMost(last, Math.max(4 * first, 8), `first draws ${first} ms, last ${last} ms`)
+        console.log(
+          `long answer: ${longAnswer.length} characters (${seen.text} shown), ${seen.nodes} nodes, ` +
+            `${seen.draws.length} draws; batches ${
+              JSON.stringify([...seen.batches].sort((a, b) => b - a).slice(0, 8))
+            }; ` +
+            `largest batch ${largest} nodes; median draw first ${first.toFixed(2)} ms, last ${last.toFixed(2)} ms`
+        )
+        yield* noProblems(page)
+      }),
+    180_000
   )
 
   it.live("a tool call's card shows its arguments, runs and completes", () =>

@@ -4,6 +4,7 @@
  * as Markdown, tool calls as cards) and the tools' results on their cards. Each message is shown once.
  */
 import * as Api from "./api.js"
+import type * as Live from "./live.js"
 import * as Markdown from "./markdown.js"
 import * as Page from "./page.js"
 import * as Session from "./session.js"
@@ -55,12 +56,15 @@ export const render = (message: Message, entry?: Entry): void => {
  * The stored answer that a streamed one (`live`) was: drawn in its place, or the live one removed when
  * the answer is shown already.
  */
-export const settle = (message: AssistantMessage, live: HTMLDivElement): void => {
+export const settle = (
+  message: AssistantMessage,
+  live: { readonly root: HTMLDivElement; readonly texts: ReadonlyArray<Live.Drawn> }
+): void => {
   const key = keyOf(message)
-  if (shown.has(key)) live.remove()
+  if (shown.has(key)) live.root.remove()
   else {
     shown.add(key)
-    renderAssistant(message, live)
+    renderAssistant(message, live.root, live.texts)
   }
 }
 
@@ -152,15 +156,23 @@ const startEdit = (div: HTMLDivElement, entry: Entry): void => {
   area.focus()
 }
 
-const renderAssistant = (message: AssistantMessage, into?: HTMLDivElement): HTMLDivElement => {
+/** An answer, drawn in `into` when given; the text blocks of `drawn` are kept where the text is the same. */
+const renderAssistant = (
+  message: AssistantMessage,
+  into?: HTMLDivElement,
+  drawn: ReadonlyArray<Live.Drawn> = []
+): HTMLDivElement => {
   const div = into ?? Page.el("div", "msg assistant")
+  const kept = [...drawn]
   div.replaceChildren()
   div.classList.remove("live")
   for (const part of message.content) {
     if (part.type === "thinking") {
       if (part.thinking !== "") div.appendChild(thinkingBlock(part.thinking))
     } else if (part.type === "text") {
-      if (part.text !== "") div.appendChild(markdownBlock(part.text))
+      if (part.text === "") continue
+      const same = kept[0]?.text === part.text ? kept.shift() : undefined
+      div.appendChild(same?.node ?? markdownBlock(part.text))
     } else {
       const card = ToolCards.make(part.id, part.name, div)
       ToolCards.setArgs(card, part.input)

@@ -4,16 +4,20 @@
  * arrives (see conversation.ts).
  */
 import * as Conversation from "./conversation.js"
-import * as Markdown from "./markdown.js"
 import * as Page from "./page.js"
+import * as StreamingMarkdown from "./streamingMarkdown.js"
 import * as ToolCards from "./toolCards.js"
 import type { Delta } from "./types.js"
 
-interface Block {
-  readonly kind: "text" | "thinking" | "tool"
-  text: string
+type Block =
+  | { readonly kind: "text"; readonly markdown: StreamingMarkdown.StreamingMarkdown }
+  | { readonly kind: "thinking"; text: string; readonly node: HTMLElement }
+  | { readonly kind: "tool"; text: string; readonly id: string }
+
+/** The text a streamed answer showed, drawn: the stored answer keeps these nodes when its text is the same. */
+export interface Drawn {
+  readonly text: string
   readonly node: HTMLElement
-  readonly id?: string
 }
 
 interface LiveResponse {
@@ -25,13 +29,24 @@ const live = new Map<number, LiveResponse>()
 const scheduled = new Set<LiveResponse>()
 let frame: number | undefined
 
-/** The live response at `position` ended with its stored answer: its node, to draw the answer in. */
-export const take = (position: number): HTMLDivElement | undefined => {
+/**
+ * The live response at `position` ended with its stored answer: its node, to draw the answer in, and
+ * its text blocks, finished.
+ */
+export const take = (
+  position: number
+): { readonly root: HTMLDivElement; readonly texts: ReadonlyArray<Drawn> } | undefined => {
   const response = live.get(position)
   if (response === undefined) return undefined
   live.delete(position)
   scheduled.delete(response)
-  return response.root
+  const texts: Array<Drawn> = []
+  for (const block of response.blocks.values()) {
+    if (block.kind !== "text") continue
+    block.markdown.finish()
+    texts.push({ text: block.markdown.text(), node: block.markdown.node })
+  }
+  return { root: response.root, texts }
 }
 
 /** A response starts at `position` (again, when it was started before: what it showed goes). */
@@ -53,22 +68,29 @@ export const onDelta = (position: number, delta: Delta): void => {
     case "TextDelta":
     case "ThinkingDelta": {
       if (block === undefined) {
-        const kind = delta._tag === "TextDelta" ? "text" : "thinking"
-        const node = kind === "text" ? Page.el("div", "text markdown") : Conversation.thinkingBlock("")
-        response.root.appendChild(node)
-        response.blocks.set(delta.index, { kind, text: delta.delta, node })
-      } else block.text += delta.delta
+        if (delta._tag === "TextDelta") {
+          const markdown = StreamingMarkdown.make(Page.el("div", "text markdown"))
+          markdown.push(delta.delta)
+          response.root.appendChild(markdown.node)
+          response.blocks.set(delta.index, { kind: "text", markdown })
+        } else {
+          const node = Conversation.thinkingBlock("")
+          response.root.appendChild(node)
+          response.blocks.set(delta.index, { kind: "thinking", text: delta.delta, node })
+        }
+      } else if (block.kind === "text") block.markdown.push(delta.delta)
+      else if (block.kind === "thinking") block.text += delta.delta
       schedule(response)
       break
     }
     case "ToolCallStart": {
       if (block !== undefined) break
-      const card = ToolCards.make(delta.id, delta.name, response.root)
-      response.blocks.set(delta.index, { kind: "tool", text: "", node: card.root, id: delta.id })
+      ToolCards.make(delta.id, delta.name, response.root)
+      response.blocks.set(delta.index, { kind: "tool", text: "", id: delta.id })
       break
     }
     case "ToolCallDelta": {
-      if (block === undefined || block.id === undefined) break
+      if (block === undefined || block.kind !== "tool") break
       block.text += delta.delta
       const card = ToolCards.cards.get(block.id)
       if (card !== undefined) card.args.textContent = block.text
@@ -99,23 +121,29 @@ export const discard = (): void => {
   scheduled.clear()
 }
 
-/** Re-renders a live response's text blocks at most once a frame. */
+/**
+ * Draws what the live responses received at most once a frame: the open Markdown block of each text,
+ * the thinking's text. Each draw is measured as `effect-agent:draw` (the browser test compares the
+ * first draws of a long answer with its last).
+ */
 const schedule = (response: LiveResponse): void => {
   scheduled.add(response)
   if (frame !== undefined) return
   frame = requestAnimationFrame(() => {
     frame = undefined
+    const started = performance.now()
     Page.stickToBottom(() => {
       for (const each of scheduled) {
         for (const block of each.blocks.values()) {
-          if (block.kind === "text") block.node.replaceChildren(Markdown.render(block.text))
+          if (block.kind === "text") block.markdown.draw()
           else if (block.kind === "thinking") {
             const text = block.node.querySelector(".text")
-            if (text !== null) text.textContent = block.text
+            if (text !== null && text.textContent !== block.text) text.textContent = block.text
           }
         }
       }
     })
     scheduled.clear()
+    performance.measure("effect-agent:draw", { start: started, end: performance.now() })
   })
 }

@@ -56,13 +56,16 @@ const hastToDom = (node: HastNode, parent: Node): void => {
   for (const child of children ?? []) hastToDom(child, target)
 }
 
-/** A code block, highlighted when its language is known (or can be guessed from a short list). */
-export const codeBlock = (text: string, lang: string | undefined): HTMLElement => {
+/**
+ * A code block, highlighted when its language is known and `highlight` is on (a block still being
+ * streamed is shown plain: it is highlighted once, when it closes).
+ */
+export const codeBlock = (text: string, lang: string | undefined, highlight = true): HTMLElement => {
   const pre = el("pre", "code")
   const code = el("code", "hljs")
   const language = (lang ?? "").trim().split(/\s+/)[0]?.toLowerCase() ?? ""
   try {
-    const tree = language !== "" && lowlight.registered(language)
+    const tree = highlight && language !== "" && lowlight.registered(language)
       ? lowlight.highlight(language, text)
       : undefined
     if (tree === undefined) code.textContent = text
@@ -147,7 +150,7 @@ const decodeEntities = (text: string): string =>
     (_, name: string) => name === "amp" ? "&" : name === "lt" ? "<" : name === "gt" ? ">" : name === "quot" ? "\"" : "'"
   )
 
-const block = (token: Token, parent: HTMLElement): void => {
+const block = (token: Token, parent: HTMLElement, highlight = true): void => {
   switch (token.type) {
     case "space":
     case "def":
@@ -175,12 +178,12 @@ const block = (token: Token, parent: HTMLElement): void => {
     }
     case "code": {
       const code = token as Tokens.Code
-      parent.appendChild(codeBlock(code.text, code.lang))
+      parent.appendChild(codeBlock(code.text, code.lang, highlight))
       return
     }
     case "blockquote": {
       const node = el("blockquote")
-      for (const child of (token as Tokens.Blockquote).tokens) block(child, node)
+      for (const child of (token as Tokens.Blockquote).tokens) block(child, node, highlight)
       parent.appendChild(node)
       return
     }
@@ -197,7 +200,7 @@ const block = (token: Token, parent: HTMLElement): void => {
         }
         for (const child of item.tokens) {
           if (child.type === "text" && list.loose === false) li.appendChild(inlineToken(child))
-          else if (child.type !== "checkbox") block(child, li)
+          else if (child.type !== "checkbox") block(child, li, highlight)
         }
         node.appendChild(li)
       }
@@ -246,18 +249,31 @@ const block = (token: Token, parent: HTMLElement): void => {
 
 /** The Markdown `text` as a fragment of DOM nodes. */
 export const render = (text: string): DocumentFragment => {
-  const fragment = document.createDocumentFragment()
-  const root = el("div")
-  let tokens: Array<Token>
-  try {
-    tokens = Lexer.lex(text, { gfm: true, breaks: false })
-  } catch {
+  const tokens = lex(text)
+  if (tokens === undefined) {
+    const fragment = document.createDocumentFragment()
     const p = el("p")
     p.textContent = text
     fragment.appendChild(p)
     return fragment
   }
-  for (const token of tokens) block(token, root)
+  return renderTokens(tokens)
+}
+
+/** The block tokens of `text`, or undefined when the lexer fails on it. */
+export const lex = (text: string): Array<Token> | undefined => {
+  try {
+    return Lexer.lex(text, { gfm: true, breaks: false })
+  } catch {
+    return undefined
+  }
+}
+
+/** Block tokens as a fragment of DOM nodes (code highlighted unless `highlight` is false). */
+export const renderTokens = (tokens: ReadonlyArray<Token>, highlight = true): DocumentFragment => {
+  const fragment = document.createDocumentFragment()
+  const root = el("div")
+  for (const token of tokens) block(token, root, highlight)
   while (root.firstChild !== null) fragment.appendChild(root.firstChild)
   return fragment
 }
