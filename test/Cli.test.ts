@@ -334,6 +334,60 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       assert.strictEqual(server.requests.at(-1)!.messages.filter((m: any) => m.role === "user").length, 2)
     }))
 
+  it.live("a run the model never answered leaves no session, and -c continues the last answered one", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatServer.make(() => ChatServer.text(["ok"]))
+      const port = yield* closedPort
+      const dir = yield* Cli.tempDir
+      const data = NodePath.join(dir, "data")
+      const env = { OPENAI_API_KEY: "sk-test", XDG_DATA_HOME: data }
+      const sessionsDir = NodePath.join(data, "effect-agent", "sessions")
+      const stored = () =>
+        Effect.promise(() => Fs.readdir(sessionsDir, { recursive: true })).pipe(
+          Effect.map((names) => names.filter((name) => name.endsWith(".jsonl")).sort())
+        )
+      const answered = yield* Cli.run(main, [...Cli.againstServer(server.url, dir), "one"], env)
+      assert.strictEqual(answered.code, 0, answered.stderr)
+      const kept = yield* stored()
+      assert.strictEqual(kept.length, 1)
+      // nothing answers: the run fails before any answer, and its session is not kept
+      const failed = yield* Cli.run(main, [...Cli.againstServer(`http://127.0.0.1:${port}`, dir), "two"], env)
+      assert.strictEqual(failed.code, 1, failed.stderr)
+      assert.deepStrictEqual(yield* stored(), kept)
+      // a session left with prompts only (as a crash leaves it) is not the one -c continues
+      const unanswered = NodePath.join(NodePath.dirname(NodePath.join(sessionsDir, kept[0]!)), "9999-unanswered.jsonl")
+      yield* Effect.promise(() =>
+        Fs.writeFile(
+          unanswered,
+          [
+            JSON.stringify({ type: "session", version: 2, id: "u", createdAt: 1 }),
+            JSON.stringify({
+              type: "message",
+              role: "user",
+              id: "u-0",
+              parentId: null,
+              message: { role: "user", content: "lost", timestamp: 1 }
+            }),
+            ""
+          ].join("\n")
+        )
+      )
+      const continued = yield* Cli.run(main, [...Cli.againstServer(server.url, dir), "-c", "three"], env)
+      assert.strictEqual(continued.code, 0, continued.stderr)
+      assert.match(continued.stderr, new RegExp(`^effect-agent: continuing .*${NodePath.basename(kept[0]!)}$`, "m"))
+      const users = server.requests.at(-1)!.messages.filter((m: any) => m.role === "user")
+      assert.deepStrictEqual(users.map((m: any) => m.content), ["one", "three"])
+      // a file named with --session is the person's: kept even when nothing answered
+      const named = NodePath.join(dir, "named.jsonl")
+      const failedNamed = yield* Cli.run(
+        main,
+        [...Cli.againstServer(`http://127.0.0.1:${port}`, dir, named), "four"],
+        env
+      )
+      assert.strictEqual(failedNamed.code, 1, failedNamed.stderr)
+      assert.include(yield* Effect.promise(() => Fs.readFile(named, "utf8")), "four")
+    }))
+
   it.live("nothing listening on the base URL: the cause, the URL and what to do, exit 1", () =>
     Effect.gen(function*() {
       const port = yield* closedPort

@@ -155,9 +155,13 @@ describe("the chat in a real terminal (tmux)", () => {
         assert.match(run, /• one/)
         // an unknown command shows the help
         yield* send(terminal, "/frobnicate", /unknown command \/frobnicate\n[^]*\/sessions[^]*Esc stops the run/)
-        // Ctrl-C at an empty prompt leaves, with 0
-        yield* terminal.keys("C-c")
-        yield* terminal.waitFor(/\[exit 0\]/)
+        // one Ctrl-C at an empty prompt (as one meant for a run that has just ended) does not leave: it
+        // asks for another; a line typed meanwhile forgets it
+        yield* terminal.waitFor(/\(Ctrl-C again to leave, or Ctrl-D\)/, { after: yield* terminal.keys("C-c") })
+        yield* send(terminal, "still here?", /You said: still here\?/)
+        yield* terminal.waitFor(/\(Ctrl-C again to leave, or Ctrl-D\)/, { after: yield* terminal.keys("C-c") })
+        // two in a row leave, with 0
+        yield* terminal.waitFor(/\[exit 0\]/, { after: yield* terminal.keys("C-c", "C-c") })
         const names = yield* checkSessions(sessionsDir)
         assert.strictEqual(names.length, 1)
       }),
@@ -237,7 +241,7 @@ describe("the chat in a real terminal (tmux)", () => {
         assert.isFalse(exists)
         // the chat goes on
         yield* send(terminal, "hello", /You said: hello/)
-        yield* terminal.keys("C-c")
+        yield* terminal.keys("C-c", "C-c")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),
     { timeout: 60_000 }
@@ -262,6 +266,8 @@ describe("the chat in a real terminal (tmux)", () => {
           resumed.messages.filter((m: any) => m.role === "user").map((m: any) => m.content),
           ["first chat", "back again"]
         )
+        // a session left before any answer is not kept: --continue does not find it
+        yield* send(terminal, "/new", /session: /)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
         // --continue opens the latest session of the workspace

@@ -4,7 +4,7 @@
  * of it fills the terminal's width; light Markdown styling), tool calls are one line each with a
  * spinner in the status line while they run, and all that came from the model or a tool is shown
  * through `Sanitize`. A message typed while the agent works is queued in the `Inbox` and sent at the
- * next turn boundary. Ctrl-C (or Esc) aborts the current run and the prompt comes back; Ctrl-C at an
+ * next turn boundary. Ctrl-C (or Esc) aborts the current run and the prompt comes back; Ctrl-C twice at an
  * empty prompt, Ctrl-D or `/exit` leave. The pure parts (commands, folding, the status line,
  * Markdown, the streamed answer's lines) are exported for tests.
  *
@@ -107,10 +107,13 @@ type Mode =
 
 type Idle = { readonly _tag: "Line"; readonly text: string } | { readonly _tag: "Leave" }
 
+/** How soon a second Ctrl-C at an empty prompt must follow the first to leave the chat (ms). */
+const leaveWindow = 2_000
+
 const spinnerFrames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
 
 /**
- * Runs the chat until the person leaves (Ctrl-D, `/exit`, Ctrl-C at an empty prompt) or the process
+ * Runs the chat until the person leaves (Ctrl-D, `/exit`, Ctrl-C twice at an empty prompt) or the process
  * is asked to stop.
  *
  * @since 0.1.0
@@ -183,7 +186,10 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
   const runningOf = (current: Mode) =>
     current._tag === "Running" ? current : current._tag === "Asking" ? current.running : undefined
 
+  /** When a Ctrl-C at an empty prompt asked whether to leave (any line typed since forgets it). */
+  let leaveAsked: number | undefined
   rl.on("line", (line) => {
+    leaveAsked = undefined
     if (mode._tag === "Idle") return void Queue.offerUnsafe(idle, { _tag: "Line", text: line })
     if (mode._tag === "Asking") return mode.answer(line)
     const text = line.trim()
@@ -203,7 +209,13 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       rl.write(null, { ctrl: true, name: "u" })
       return
     }
-    Queue.offerUnsafe(idle, { _tag: "Leave" })
+    // a Ctrl-C meant for a run that has just ended does not leave: a second one within `leaveWindow` does
+    const now = Date.now()
+    if (leaveAsked !== undefined && now - leaveAsked <= leaveWindow) {
+      return void Queue.offerUnsafe(idle, { _tag: "Leave" })
+    }
+    leaveAsked = now
+    print(style.dim("(Ctrl-C again to leave, or Ctrl-D)"))
   })
   rl.on("close", () => {
     closed = true
@@ -273,6 +285,9 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
         Scope.provide(scope),
         Effect.onError(() => Scope.close(scope, Exit.void))
       )
+      // when the chat leaves it (for another session, or at the end), a session with no answer is not
+      // kept (removed while it is still locked: a file this chat could not open is never removed)
+      yield* Scope.addFinalizer(scope, Sessions.discardUnanswered(path, options.sessionsDir))
       yield* Scope.close(sessionScope, Exit.void)
       sessionScope = scope
       sessionPath = path

@@ -136,12 +136,74 @@ export const list = (dir: string): Array<Entry> => {
 }
 
 /**
- * The latest session in `dir`, if any.
+ * The latest session in `dir` that holds an answer, if any: `--continue` never continues a session
+ * whose runs all failed or were stopped before the model answered (it holds prompts only).
  *
  * @since 0.1.0
  * @category Constructors
  */
-export const latest = (dir: string): string | undefined => list(dir)[0]?.path
+export const latest = (dir: string): string | undefined => list(dir).find((entry) => answered(entry.path))?.path
+
+/**
+ * Whether the session file at `path` holds an answer of the model (an assistant message). It reads the
+ * file from the start until it finds one (in an answered session, within its first lines).
+ *
+ * @since 0.2.0
+ * @category Predicates
+ */
+export const answered = (path: string): boolean => {
+  let handle: number
+  try {
+    handle = Fs.openSync(path, "r")
+  } catch {
+    return false
+  }
+  try {
+    const buffer = Buffer.alloc(64 * 1024)
+    let rest = ""
+    for (;;) {
+      const read = Fs.readSync(handle, buffer, 0, buffer.length, null)
+      if (read === 0) return isAnswer(rest)
+      const lines = (rest + buffer.subarray(0, read).toString("utf8")).split("\n")
+      rest = lines.pop() ?? ""
+      if (lines.some(isAnswer)) return true
+    }
+  } catch {
+    return false
+  } finally {
+    Fs.closeSync(handle)
+  }
+}
+
+const isAnswer = (line: string): boolean => {
+  if (!line.includes("assistant")) return false
+  try {
+    const entry = JSON.parse(line)
+    return entry?.type === "message" && entry.message?.role === "assistant"
+  } catch {
+    // a torn or partial line
+    return false
+  }
+}
+
+/**
+ * Removes the session file at `path` if it is one of `dir`'s (the workspace's sessions, not a file
+ * given with `--session`) and holds no answer: a run that failed or was stopped before the model
+ * answered leaves no session behind, for `--continue` or `/sessions` to find. Its prompt was the
+ * person's own words, on their command line or screen.
+ *
+ * @since 0.2.0
+ * @category Destructors
+ */
+export const discardUnanswered = (path: string, dir: string): Effect.Effect<void> =>
+  Effect.sync(() => {
+    if (NodePath.dirname(NodePath.resolve(path)) !== NodePath.resolve(dir) || answered(path)) return
+    try {
+      Fs.rmSync(path, { force: true })
+    } catch {
+      // left as it is: `--continue` skips it
+    }
+  })
 
 /**
  * The `/sessions` list: number, date, size and first prompt, one line each.

@@ -151,7 +151,9 @@ const runPrompt = (setup: Setup) =>
         Workspace.layer(setup.root, { protect: setup.protect }),
         Permissions.layerRules(PermissionFiles.rules(setup.rules, { yes: options.yes, root: setup.root, confirm }))
       )),
-      Effect.provide(ChildGroups.tracked)
+      Effect.provide(ChildGroups.tracked),
+      // a run the model never answered leaves no session (once the session's file is closed)
+      Effect.ensuring(Sessions.discardUnanswered(setup.sessionPath, setup.sessionsDir))
     )
     // aborted before the run could report it
     if (Process.abort.signal.aborted && !Process.report.aborted) {

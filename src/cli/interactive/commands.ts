@@ -33,7 +33,7 @@ export const commands = {
   fork: "branch from an earlier prompt of this branch: pick it from a list, then type the new message",
   tree: "show the branches of this session; /tree <n> switches to branch n",
   cost: "show the tokens and the cost of this session",
-  exit: "leave (also Ctrl-D, or Ctrl-C at an empty prompt)"
+  exit: "leave (also Ctrl-D, or Ctrl-C twice at an empty prompt)"
 } as const
 
 /**
