@@ -37,7 +37,7 @@ describe("the chat's pure parts", () => {
 
   it("the status line: model, turn, tokens and the cost when known", () => {
     const usage = { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15 }
-    assert.strictEqual(Interactive.statusLine({ model: "m", turn: 2, usage }), "m · turn 2 · 15 tokens")
+    assert.strictEqual(Interactive.statusLine({ model: "m", turn: 2, usage }), "m · turn 2 · session 15 tokens")
     assert.strictEqual(
       Interactive.statusLine({
         model: "m",
@@ -48,7 +48,7 @@ describe("the chat's pure parts", () => {
           cost: { input: 0.01, output: 0.02, cacheRead: 0, cacheWrite: 0, total: 0.03 }
         }
       }),
-      "m · turn 3 · 12.3k tokens · $0.0300"
+      "m · turn 3 · session 12.3k tokens · $0.0300"
     )
   })
 
@@ -144,7 +144,7 @@ describe("the chat in a real terminal (tmux)", () => {
       Effect.gen(function*() {
         const { open, sessionsDir } = yield* chatSetup(answer, { files: thirtyFiles })
         const terminal = yield* open()
-        const run = yield* send(terminal, "list the files", /test-model · turn 2 · \d+ tokens\n› *$/)
+        const run = yield* send(terminal, "list the files", /test-model · turn 2 · session \d+ tokens\n› *$/)
         assert.match(run, /There are 30 files[^]*\[completed: 2 turns/)
         // the call is one line, and its 30-line result shows two lines and a count of the rest
         assert.match(run, /✓ list_files \{\}/)
@@ -180,7 +180,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const typed = yield* terminal.type("also look at b.txt")
         yield* terminal.waitFor(/\(queued for the next turn\) also look at b\.txt/, { after: typed })
         yield* Effect.promise(() => Fs.writeFile(NodePath.join(workspace, "go"), ""))
-        const screen = yield* waitForIdle(terminal, run, /Steered: I read your note\.[^]*turn 2 · \d+ tokens\n/)
+        const screen = yield* waitForIdle(terminal, run, /Steered: I read your note\.[^]*turn 2 · session \d+ tokens\n/)
         assert.match(screen, /✓ bash until \[ -e go \]; do sleep 0\.1; done; echo slow-done\n\s+slow-done/)
         // the queued message went after the tool's result, in the same run's next request
         const steered = server.requests.find((body) => ChatServer.lastUserText(body) === "also look at b.txt")
@@ -205,7 +205,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const aborted = yield* waitForIdle(
           terminal,
           yield* terminal.keys("C-c"),
-          /\[aborted: [^]*turn 1 · \d+ tokens\n/
+          /\[aborted: [^]*turn 1 · session \d+ tokens\n/
         )
         assert.match(aborted, /✗ bash echo started && sleep 60/)
         yield* send(terminal, "are you there?", /You said: are you there\?/)
@@ -216,7 +216,7 @@ describe("the chat in a real terminal (tmux)", () => {
         // Esc aborts too
         const again = yield* terminal.type("run forever")
         yield* terminal.waitFor(/bash: started/, { after: again })
-        yield* waitForIdle(terminal, yield* terminal.keys("Escape"), /\[aborted: [^]*turn 1 · \d+ tokens\n/)
+        yield* waitForIdle(terminal, yield* terminal.keys("Escape"), /\[aborted: [^]*turn 1 · session \d+ tokens\n/)
         yield* terminal.type("/exit")
         yield* terminal.waitFor(/\[exit 0\]/)
         yield* checkSessions(sessionsDir)
@@ -232,7 +232,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const terminal = yield* open()
         const asked = yield* waitForQuestion(terminal, yield* terminal.type("write a file"))
         assert.match(asked, /allow write_file notes\.txt\?/)
-        const screen = yield* send(terminal, "n", /\[failed: [^]*turn 1 · \d+ tokens\n/)
+        const screen = yield* send(terminal, "n", /\[failed: [^]*turn 1 · session \d+ tokens\n/)
         assert.match(screen, /✗ write_file notes\.txt/)
         assert.match(screen, /the user said no/)
         const exists = yield* Effect.promise(() =>
@@ -260,6 +260,9 @@ describe("the chat in a real terminal (tmux)", () => {
         assert.match(listed, / 2 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +first chat/)
         assert.match(listed, / 1 +\d{4}-\d\d-\d\d \d\d:\d\d +[\d.]+ k?B +second chat/)
         yield* send(terminal, "/resume 2", /\(2 messages\)/)
+        // /cost counts the session's stored answers, as the status line does (not 0 for a resumed session)
+        const cost = yield* send(terminal, "/cost", /the end line of a run counts that run/)
+        assert.match(cost, /test-model · session [1-9]\d* tokens/)
         yield* send(terminal, "back again", /You said: back again/)
         const resumed = server.requests.find((body) => ChatServer.lastUserText(body) === "back again")
         assert.deepStrictEqual(

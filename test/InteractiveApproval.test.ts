@@ -51,15 +51,15 @@ describe("wrapping and the context use", () => {
   it("the status line shows the context use against the window, and nothing about it without one", () => {
     assert.strictEqual(
       Interactive.statusLine({ model: "m", turn: 1, usage, context: { tokens: 12_345, window: 128_000 } }),
-      "m · turn 1 · 12.4k tokens · ctx 12.3k/128k (10%)"
+      "m · turn 1 · session 12.4k tokens · ctx 12.3k/128k (10%)"
     )
     assert.strictEqual(
       Interactive.statusLine({ model: "m", turn: 1, usage, context: { tokens: 900, window: 1_047_576 } }),
-      "m · turn 1 · 12.4k tokens · ctx 900/1M (0%)"
+      "m · turn 1 · session 12.4k tokens · ctx 900/1M (0%)"
     )
     assert.strictEqual(
       Interactive.statusLine({ model: "m", turn: 1, usage, context: { tokens: 12_345, window: undefined } }),
-      "m · turn 1 · 12.4k tokens"
+      "m · turn 1 · session 12.4k tokens"
     )
   })
 
@@ -179,14 +179,14 @@ describe("the chat in a real terminal (tmux)", () => {
         const terminal = yield* open()
         const asked = yield* waitForQuestion(terminal, yield* terminal.type("run two commands"))
         assert.match(asked, /allow bash echo one-ran\?/)
-        const first = yield* send(terminal, "a", /Both ran\.[^]*\[completed: 3 turns[^]*turn 3 · \d+ tokens\n/)
+        const first = yield* send(terminal, "a", /Both ran\.[^]*\[completed: 3 turns[^]*turn 3 · session \d+ tokens\n/)
         assert.match(first, /✓ bash echo one-ran\n\s+one-ran/)
         assert.match(first, /✓ bash echo two-ran\n\s+two-ran/)
         // the next run of the chat does not ask either
         const second = yield* send(
           terminal,
           "and a third",
-          /Three ran\.[^]*\[completed: 2 turns[^]*turn 2 · \d+ tokens\n/
+          /Three ran\.[^]*\[completed: 2 turns[^]*turn 2 · session \d+ tokens\n/
         )
         assert.match(second, /✓ bash echo three-ran\n\s+three-ran/)
         const screen = yield* terminal.screen
@@ -222,7 +222,7 @@ describe("the chat in a real terminal (tmux)", () => {
         assert.match(asked, /allow read_file \.env\?/)
         yield* send(terminal, "y", /Read it\.[^]*\[completed: 2 turns[^]*turn 2/)
         // a deny is never asked, and it ends the run
-        const screen = yield* send(terminal, "push it", /\[failed: [^]*turn 1 · \d+ tokens\n/)
+        const screen = yield* send(terminal, "push it", /\[failed: [^]*turn 1 · session \d+ tokens\n/)
         assert.match(screen, /✗ bash git push origin main\n\s+Permission denied for bash: denied by a rule/)
         assert.strictEqual(count(screen, /allow bash/g), 0, screen)
         const read = server.requests.find((body) =>
@@ -261,7 +261,7 @@ describe("the chat in a real terminal (tmux)", () => {
         const statusAt = lines.findIndex((line) => line.startsWith("gpt-4o · turn 2"))
         assert.isAtLeast(statusAt, 0, screen)
         const status = lines.slice(statusAt, statusAt + 3).join(" ").replace(/\s+/g, " ")
-        assert.match(status, /^gpt-4o · turn 2 · 12\.\dk tokens · ctx 12\.3k\/128k \(10%\)/)
+        assert.match(status, /^gpt-4o · turn 2 · session 12\.\dk tokens · ctx 12\.3k\/128k \(10%\)/)
         assert.include(words, "doorway.")
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
@@ -278,18 +278,18 @@ describe("the chat in a real terminal (tmux)", () => {
         yield* send(
           terminal,
           "how full is the context",
-          /test-model · turn 1 · 12\.\dk tokens · ctx 12\.3k\/50k \(25%\)\n› *$/
+          /test-model · turn 1 · session 12\.\dk tokens · ctx 12\.3k\/50k \(25%\)\n› *$/
         )
         // another model: its window is built in
         yield* send(terminal, "/model gpt-4.1-mini", /model: gpt-4\.1-mini/)
         yield* send(
           terminal,
           "how full is the context",
-          /gpt-4\.1-mini · turn 1 · 24\.\dk tokens · ctx 12\.3k\/1M \(1%\)\n› *$/
+          /gpt-4\.1-mini · turn 1 · session 24\.\dk tokens · ctx 12\.3k\/1M \(1%\)\n› *$/
         )
         // a model whose window is unknown: the tokens only
         yield* send(terminal, "/model my-local-model", /model: my-local-model/)
-        yield* send(terminal, "how full is the context", /my-local-model · turn 1 · 37\.\dk tokens\n› *$/)
+        yield* send(terminal, "how full is the context", /my-local-model · turn 1 · session 37\.\dk tokens\n› *$/)
         yield* terminal.keys("C-d")
         yield* terminal.waitFor(/\[exit 0\]/)
       }),

@@ -118,10 +118,10 @@ describe("the terminal gets text, not commands", () => {
         const terminal = yield* open()
         const after = yield* terminal.type("tell me a story")
         // the server holds after 1,000 characters, none of them a line end: what came shows already
-        const early = yield* terminal.waitFor([/w100/, /turn 1 · [1-9]\d* tokens · answering/], { after })
+        const early = yield* terminal.waitFor([/w100/, /turn 1 · session [1-9]\d* tokens · answering/], { after })
         assert.notMatch(early, /w300|\[completed/)
         first.open()
-        const later = yield* terminal.waitFor([/w250/, /turn 1 · [1-9]\d* tokens · answering/], { after })
+        const later = yield* terminal.waitFor([/w250/, /turn 1 · session [1-9]\d* tokens · answering/], { after })
         assert.notMatch(later, /w450|\[completed/)
         assert.isAbove(shownWords(later), shownWords(early))
         // stopped mid-answer: the end line counts what streamed

@@ -308,7 +308,20 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       session = yield* openFile(newFile())
     }
   }
-  let total = Message.emptyUsage
+  /** What the open session's stored answers used. */
+  const sessionUsage = () =>
+    session.messages.pipe(
+      Effect.map((messages) =>
+        messages.reduce(
+          (sum, message) =>
+            message.role === "assistant" && message.usage !== undefined ? Message.addUsage(sum, message.usage) : sum,
+          Message.emptyUsage
+        )
+      ),
+      Effect.orElseSucceed(() => Message.emptyUsage)
+    )
+  /** What the open session used: its stored answers, then this chat's runs on it (estimates included). */
+  let total = yield* sessionUsage()
   /** The input tokens of the session's last request. */
   let context: number | undefined
   const contextOf = () =>
@@ -327,7 +340,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
       const opened = yield* Effect.exit(openFile(path))
       if (Exit.isFailure(opened)) return explainLines(opened.cause)
       session = opened.value
-      total = Message.emptyUsage
+      total = yield* sessionUsage()
       context = undefined
     })
 
@@ -508,6 +521,7 @@ export const run = Effect.fn("Interactive.run")(function*(options: Options) {
             continue
           case "cost":
             print(statusLine({ model: modelName, turn: 0, usage: total }).replace(/ · turn 0/, ""))
+            print(style.dim("(the tokens of this session's stored answers; the end line of a run counts that run)"))
             continue
           case "compact": {
             const exit = yield* Effect.exit(compact)

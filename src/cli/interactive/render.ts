@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as ToolSummary from "../../internal/toolSummary.js"
 import * as Message from "../../Message.js"
 import type * as Session from "../../services/Session.js"
 import * as Sanitize from "../Sanitize.js"
@@ -75,7 +76,7 @@ export const fold = (text: string, options: { readonly lines: number; readonly w
  * @category Combinators
  */
 export const toolLine = (name: string, input: unknown, width: number): string =>
-  clip(Sanitize.text(`${name} ${inputPreview(input).replace(/\s+/g, " ")}`), width)
+  clip(Sanitize.text(`${name} ${ToolSummary.inputPreview(input).replace(/\s+/g, " ")}`), width)
 
 /**
  * The question about a call: its name and its whole input (the command's lines kept; the chat wraps
@@ -85,7 +86,7 @@ export const toolLine = (name: string, input: unknown, width: number): string =>
  * @category Combinators
  */
 export const approvalText = (name: string, input: unknown): string => {
-  const call = `${name} ${inputPreview(input)}`
+  const call = `${name} ${ToolSummary.inputPreview(input)}`
   return Sanitize.isClean(call)
     ? `allow ${call}?`
     : `allow ${Sanitize.text(call)}?\n${Sanitize.changedNote}`
@@ -106,7 +107,8 @@ export interface Status {
 }
 
 /**
- * The status line: the model, the turn, the tokens and the cost so far (when the prices are known),
+ * The status line: the model, the turn, the session's tokens and cost so far (when the prices are
+ * known; the end line of a run counts that run alone),
  * and, when the model's context window is known, how much of it the last request used
  * (`ctx 12.3k/128k (10%)`).
  *
@@ -115,7 +117,7 @@ export interface Status {
  */
 export const statusLine = (status: Status): string => {
   const cost = status.usage.cost === undefined ? "" : ` · $${status.usage.cost.total.toFixed(4)}`
-  return `${status.model} · turn ${status.turn} · ${tokens(status.usage.totalTokens)} tokens${cost}${
+  return `${status.model} · turn ${status.turn} · session ${tokens(status.usage.totalTokens)} tokens${cost}${
     contextUse(status.context)
   }`
 }
@@ -267,17 +269,6 @@ export const clip = (line: string, width: number) => {
 }
 
 const firstLine = (text: string) => text.split("\n").find((line) => line.trim() !== "")?.trim() ?? ""
-
-const inputPreview = (input: unknown): string => {
-  if (typeof input === "object" && input !== null) {
-    const record = input as Record<string, unknown>
-    // the argument a person recognizes a call by
-    for (const key of ["command", "path"]) {
-      if (typeof record[key] === "string") return record[key] as string
-    }
-  }
-  return JSON.stringify(input) ?? ""
-}
 
 /** The terminal styles, or none without colour. */
 export const styles = (color: boolean) => {
