@@ -339,6 +339,45 @@ describe("Server", () => {
   )
 
   it.live(
+    "an event stream over the server's limit, or its session's, is refused with 429 until one closes",
+    () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve([], { maxStreams: 3, maxStreamsPerSession: 2 })
+        for (const sessionId of ["s1", "s2"]) yield* post(`${url}/sessions`, { sessionId })
+        /** Opens a session's stream: its status, and the body of a refusal (an open stream stays open). */
+        const open = (sessionId: string) =>
+          Effect.acquireRelease(
+            Effect.promise(async () => {
+              const controller = new AbortController()
+              const response = await fetch(`${url}/sessions/${sessionId}/events`, {
+                headers: auth,
+                signal: controller.signal
+              })
+              const body = response.status === 200 ? "" : await response.text()
+              return { status: response.status, body, close: () => controller.abort() }
+            }),
+            (stream) => Effect.sync(stream.close)
+          )
+        const a = yield* open("s1")
+        const b = yield* open("s1")
+        assert.deepStrictEqual([a.status, b.status], [200, 200])
+        const overSession = yield* open("s1")
+        assert.strictEqual(overSession.status, 429)
+        assert.match(JSON.parse(overSession.body).message, /This session has 2 event streams open/)
+        // another session has room until the server's limit
+        assert.strictEqual((yield* open("s2")).status, 200)
+        const overServer = yield* open("s2")
+        assert.strictEqual(overServer.status, 429)
+        assert.match(JSON.parse(overServer.body).message, /The server has 3 event streams open/)
+        assert.isAtLeast(yield* counterOf(ServerStream.streamsRefused), 2)
+        // a stream closed leaves room for one more
+        a.close()
+        yield* waitUntil(Effect.map(open("s1"), (stream) => stream.status === 200).pipe(Effect.scoped))
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
     "AG-UI: HttpAgent runs a tool call, gets an approval interrupt, and resumes it",
     () =>
       Effect.gen(function*() {

@@ -5,6 +5,7 @@
  */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -18,11 +19,23 @@ import { type RunRow, uncancelled } from "./store.js"
 
 export const events = (
   sessionId: string,
-  options: { readonly after?: number | undefined; readonly live?: boolean | undefined } = {}
+  options: {
+    readonly after?: number | undefined
+    readonly live?: boolean | undefined
+    readonly pageSize?: number | undefined
+  } = {}
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
   checked(
     sessionId,
-    tail(sessionId, options.after ?? 0, options.live ?? true, Option.none(), defaultPollInterval, false)
+    tail(
+      sessionId,
+      options.after ?? 0,
+      options.live ?? true,
+      Option.none(),
+      defaultPollInterval,
+      false,
+      options.pageSize
+    )
   )
 
 /**
@@ -43,6 +56,8 @@ export const follow = (
      * a client that resumes after a message it got, which may have missed the end that followed it.
      */
     readonly endAtAfter?: boolean | undefined
+    /** The most messages one read of the log takes (default `defaultPageSize`). */
+    readonly pageSize?: number | undefined
   }
 ): Stream.Stream<SessionEvent, StoreFailed | SessionNotFound, SqlClient.SqlClient> =>
   checked(
@@ -53,9 +68,20 @@ export const follow = (
       options.live,
       Option.some(options.idle),
       options.pollInterval ?? defaultPollInterval,
-      options.endAtAfter ?? false
+      options.endAtAfter ?? false,
+      options.pageSize
     )
   )
+
+/**
+ * The most messages one read of the log takes: a stream that starts far behind reads the rest a page at
+ * a time, each once the reader took the one before, so what it holds is a page and what its reader
+ * queued, however long the log.
+ */
+export const defaultPageSize = 32
+
+/** The messages of the log the event streams of this process decoded (a stream that resumes at the end decodes none). */
+export const messagesRead = Metric.counter("effect_agent_durable_log_messages_read")
 
 /**
  * Where a `RunEnd` of these streams stands in the log: the log's size when its run ended, so it comes
@@ -104,6 +130,22 @@ interface Cursor {
   lastLiveId: number
   position: number
   first: boolean
+  /**
+   * Whether the tail is still reading the messages stored before it started (a page at a time): their
+   * live events are not replayed, and the live events and the ends of runs after them wait until it read
+   * the last page.
+   */
+  catchingUp: boolean
+  /** Whether the last read of the log took a full page: the next poll comes at once. */
+  more: boolean
+  /** The log's size where the tail started (at most `after`): no run that ends from then on ends before it. */
+  floor: number
+  /** The id of the message before `after` (0 when none): the results up to it are not the tail's. */
+  startId: number
+  /** The ends of runs read but not announced yet: they come after messages of a page not read yet. */
+  pendingEnds: Array<RunEnd>
+  /** The live events handed over by the feed while the tail was catching up. */
+  pendingLive: Array<LiveRow>
   /** Whether a run was going at the last poll of the runs. */
   running: boolean
   readonly storedResults: Set<string>
@@ -134,7 +176,8 @@ const tail = (
   live: boolean,
   idle: Option.Option<Effect.Effect<void>>,
   pollInterval: Duration.Input,
-  endAtAfter: boolean
+  endAtAfter: boolean,
+  pageSize: number = defaultPageSize
 ): Stream.Stream<SessionEvent, unknown, SqlClient.SqlClient> =>
   Stream.unwrap(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -144,20 +187,37 @@ const tail = (
       lastLiveId: 0,
       position: 0,
       first: true,
+      catchingUp: true,
+      more: false,
+      floor: 0,
+      startId: 0,
+      pendingEnds: [],
+      pendingLive: [],
       running: false,
       storedResults: new Set(),
       endedRuns: new Set(),
       writers: new Map()
     }
     const pollAll = Effect.gen(function*() {
+      if (cursor.first) yield* start(sql, sessionId, after, cursor)
       // the feed first: a writer whose rows the store has now is known by then
       const handed = fromFeed(feed, cursor)
       const ends = yield* runEnds(sql, sessionId, endAtAfter ? after - 1 : after, cursor)
       const rows = yield* sql<{ readonly id: number; readonly message: string }>`SELECT id, message
-        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id`
-      const liveRows = live ? [...yield* readLive(sql, sessionId, cursor), ...handed] : []
+        FROM effect_agent_messages WHERE session_id = ${sessionId} AND id > ${cursor.lastId} ORDER BY id
+        LIMIT ${pageSize}`
+      cursor.more = rows.length >= pageSize
+      // the live events wait for the last page: those of the messages in between are not replayed
+      let liveRows: Array<LiveRow> = []
+      if (cursor.more) cursor.pendingLive.push(...handed)
+      else if (live) {
+        liveRows = [...yield* readLive(sql, sessionId, cursor), ...cursor.pendingLive, ...handed]
+        cursor.pendingLive = []
+        if (cursor.catchingUp) yield* forgetEarlierResults(sql, sessionId, liveRows, cursor)
+      }
       const out = yield* messagesWithLive(rows, liveRows, ends, after, cursor)
       cursor.first = false
+      if (!cursor.more) cursor.catchingUp = false
       forgetDone(cursor)
       return out
     })
@@ -175,9 +235,10 @@ const tail = (
     const step = (timedOut: boolean) =>
       Effect.gen(function*() {
         const changed = feed.take()
-        const liveOnly = !timedOut && changed === "live" && !cursor.first
+        const liveOnly = !timedOut && changed === "live" && !cursor.catchingUp && !cursor.more
         const events = yield* uncancelled(liveOnly ? (live ? pollLive : Effect.succeed([])) : pollAll)
-        const wait = cursor.running ? Option.some(timer) : idle
+        // a full page: the next one at once (once the reader took this one)
+        const wait = cursor.more ? Option.some(Effect.void) : cursor.running ? Option.some(timer) : idle
         return [events, Option.map(wait, feed.wait)] as const
       })
     return Stream.paginate(
@@ -290,23 +351,34 @@ const messagesWithLive = (
         if (emit) out.push(...row.events)
       }
     }
+    // (the ends of the runs read before, after this page's messages, come first)
+    const pending = [...cursor.pendingEnds, ...ends].sort(inLogOrder)
+    cursor.pendingEnds = []
     let ended = 0
     const endsBefore = (position: number) => {
-      while (ended < ends.length && (ends[ended]!.position ?? Infinity) <= position) out.push(ends[ended++]!.event)
+      while (ended < pending.length && (pending[ended]!.position ?? Infinity) <= position) {
+        out.push(pending[ended++]!.event)
+      }
     }
     for (const row of rows) {
       cursor.lastId = Number(row.id)
       const at = cursor.position++
       const message = yield* decodeMessage(row.message)
+      yield* Metric.update(messagesRead, 1)
       const callId = message.role === "toolResult" ? message.toolCallId : undefined
       endsBefore(at)
       // the live events of messages stored before the stream started are not replayed
       take(
-        at >= after && !cursor.first,
+        at >= after && !cursor.catchingUp,
         (live) => live.position === at || (callId !== undefined && live.callId === callId)
       )
       if (callId !== undefined) cursor.storedResults.add(callId)
       if (at >= after) out.push({ _tag: "Message", position: at, message })
+    }
+    // a page with more after it: the ends and live events after its messages wait for the next
+    if (cursor.more) {
+      cursor.pendingEnds = pending.slice(ended)
+      return out
     }
     endsBefore(Infinity)
     take(true, (live) =>
@@ -324,9 +396,13 @@ const messagesWithLive = (
  */
 const runEnds = (sql: SqlClient.SqlClient, sessionId: string, since: number, cursor: Cursor) =>
   Effect.gen(function*() {
+    // a run that ends after the last read of the runs ends at the log's size then, at least where the
+    // tail was then; those that ended before were read then (or, on the first read, before `floor`)
+    const floor = cursor.floor
+    cursor.floor = cursor.position
     const runs = yield* sql<RunRow & { readonly end_position: number | string | null }>`SELECT run_id,
       session_id, status, outcome, end_position FROM effect_agent_runs WHERE session_id = ${sessionId}
-      ORDER BY created_at`
+      AND (status = 'running' OR end_position >= ${floor}) ORDER BY created_at`
     const ends: Array<RunEnd> = []
     cursor.running = false
     for (const run of runs) {
@@ -342,5 +418,54 @@ const runEnds = (sql: SqlClient.SqlClient, sessionId: string, since: number, cur
       }
     }
     // in the order of the log: a run's end before the messages of the runs after it
-    return ends.sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity))
+    return ends.sort(inLogOrder)
   })
+
+const inLogOrder = (a: RunEnd, b: RunEnd) => (a.position ?? Infinity) - (b.position ?? Infinity)
+
+/**
+ * Where a tail that starts at `after` starts: the position and id of the message before it, found from
+ * the ids alone (no message is read), or the log's end when it is shorter.
+ */
+const start = (sql: SqlClient.SqlClient, sessionId: string, after: number, cursor: Cursor) =>
+  Effect.gen(function*() {
+    if (after <= 0) return
+    const rows = yield* sql<{ readonly size: number | string; readonly last: number | string | null }>`SELECT
+      COUNT(*) AS size, MAX(id) AS last FROM (SELECT id FROM effect_agent_messages
+      WHERE session_id = ${sessionId} ORDER BY id LIMIT ${after}) head`
+    cursor.position = Number(rows[0]?.size ?? 0)
+    cursor.lastId = Number(rows[0]?.last ?? 0)
+    cursor.startId = cursor.lastId
+    cursor.floor = cursor.position
+  })
+
+/**
+ * Marks as stored the results among the calls of `liveRows` that were stored before the tail started
+ * (their live events are not replayed), from the keys of the log's results: none of their messages is
+ * read.
+ */
+const forgetEarlierResults = (
+  sql: SqlClient.SqlClient,
+  sessionId: string,
+  liveRows: ReadonlyArray<LiveRow>,
+  cursor: Cursor
+) =>
+  Effect.gen(function*() {
+    const callIds = new Set<string>()
+    for (const row of liveRows) {
+      if (row.position === null && row.callId !== null && !cursor.storedResults.has(row.callId)) {
+        callIds.add(row.callId)
+      }
+    }
+    if (callIds.size === 0 || cursor.startId === 0) return
+    // a result's key ends with its call's id (`SessionSql.dedupId`)
+    const rows = yield* sql<{ readonly dedup_id: string }>`SELECT dedup_id FROM effect_agent_messages
+      WHERE session_id = ${sessionId} AND role = 'toolResult' AND id <= ${cursor.startId} AND ${
+      sql.or(Array.from(callIds, (callId) => sql`dedup_id LIKE ${`%:${escapeLike(callId)}`} ESCAPE '!'`))
+    }`
+    for (const row of rows) {
+      for (const callId of callIds) if (row.dedup_id.endsWith(`:${callId}`)) cursor.storedResults.add(callId)
+    }
+  })
+
+const escapeLike = (text: string) => text.replace(/[!%_]/g, (char) => `!${char}`)

@@ -27,6 +27,11 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
     run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
     created_at BIGINT NOT NULL, ended_at BIGINT, end_position BIGINT)`
   yield* addColumn(sql, "effect_agent_runs", "end_position", "BIGINT")
+  // the readers of a session's events read its runs going on and those that ended since their last read,
+  // and start at a position of its log from the messages' ids alone
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_runs_session_status ON effect_agent_runs (session_id, status)`
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_runs_session_end ON effect_agent_runs (session_id, end_position)`
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_messages_session_id ON effect_agent_messages (session_id, id)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
     id ${id}, session_id TEXT NOT NULL, input_id TEXT NOT NULL, message TEXT NOT NULL, run_id TEXT,
     UNIQUE (session_id, input_id))`

@@ -108,6 +108,15 @@ export const refusedSteer = <A, E, R>(
     () => new NotWaiting({ message: "No run is going on in this session: send the text as a prompt" })
   ) as Effect.Effect<A, Exclude<E, Durable.NoRunGoingOn> | NotWaiting, R>
 
+export class TooManyStreams extends Schema.TaggedError<TooManyStreams>("effect-agent/Server/TooManyStreams")(
+  "TooManyStreams",
+  { message: Schema.String },
+  {
+    httpApiStatus: 429,
+    description: "The server, or the session, has its limit of event streams open: close one, or try again later"
+  }
+) {}
+
 export class ServerError extends Schema.TaggedError<ServerError>("effect-agent/Server/ServerError")(
   "ServerError",
   { message: Schema.String },
@@ -344,7 +353,7 @@ export class Sessions extends HttpApiGroup.make("sessions")
       },
       headers: { "last-event-id": Schema.optional(LastEventId) },
       success: sse,
-      error: sessionErrors
+      error: [...sessionErrors, TooManyStreams]
     })
       .annotate(
         OpenApi.Description,

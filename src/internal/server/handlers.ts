@@ -41,6 +41,13 @@ export interface HandlerOptions extends Guard.Options {
    * reads.
    */
   readonly sseMaxBytes?: number | undefined
+  /**
+   * The most event streams (`GET /sessions/:id/events`) the server keeps open at once (default 256): one
+   * more is refused with 429 until one closes.
+   */
+  readonly maxStreams?: number | undefined
+  /** The most event streams the server keeps open for one session (default 16); one more is 429. */
+  readonly maxStreamsPerSession?: number | undefined
   /** How often an idle event stream sends a comment (default 15 seconds). */
   readonly heartbeat?: Duration.Input | undefined
   /** The model's name, which `GET /info` reports (a client shows it before the first answer). */
@@ -114,10 +121,10 @@ type Mapped = Api.NotFound | Api.ServerError | Api.Conflict | Api.BadRequest
 const mapErrors = (sessionId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(
     effect,
-    (error): Mapped | Extract<E, Api.NotWaiting> =>
+    (error): Mapped | Extract<E, Api.NotWaiting | Api.TooManyStreams> =>
       error instanceof Api.NotFound || error instanceof Api.ServerError || error instanceof Api.Conflict ||
-        error instanceof Api.BadRequest || error instanceof Api.NotWaiting
-        ? error as Mapped | Extract<E, Api.NotWaiting>
+        error instanceof Api.BadRequest || error instanceof Api.NotWaiting || error instanceof Api.TooManyStreams
+        ? error as Mapped | Extract<E, Api.NotWaiting | Api.TooManyStreams>
         : error instanceof Durable.SessionNotFound
         ? notFound(sessionId)
         : serverError(error)
@@ -412,6 +419,10 @@ export const layerSessions = (options: HandlerOptions) =>
       const makeClient = yield* Durable.client
       const context = yield* Effect.context<SqlClient.SqlClient>()
       const limits = sseLimits(options)
+      const streams = ServerStream.streamCounter({
+        maxStreams: options.maxStreams ?? ServerStream.defaultStreamLimits.maxStreams,
+        maxStreamsPerSession: options.maxStreamsPerSession ?? ServerStream.defaultStreamLimits.maxStreamsPerSession
+      })
       const heartbeat = options.heartbeat ?? defaultHeartbeat
       const asksApproval = asks(options.policy)
       // the server stops: the event streams end (an open one would keep the server from closing)
@@ -461,19 +472,27 @@ export const layerSessions = (options: HandlerOptions) =>
         .handle("events", ({ headers, params, query, request }) =>
           inSession(
             params.sessionId,
-            Effect.sync(() =>
-              ServerStream.sseResponse(
-                request,
-                eventStream(params.sessionId, {
-                  ...(headers["last-event-id"] !== undefined
-                    ? ServerStream.resumeFrom(headers["last-event-id"])
-                    : { after: query.after ?? 0, endAtAfter: false }),
-                  live: query.live !== "false",
-                  asksApproval,
-                  heartbeat
-                }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
-                limits
-              )
+            Effect.map(
+              Effect.mapError(
+                streams.open(params.sessionId),
+                (refused) =>
+                  new Api.TooManyStreams({ message: ServerStream.refusedMessage(refused) })
+              ),
+              (close) =>
+                ServerStream.sseResponse(
+                  request,
+                  eventStream(params.sessionId, {
+                    ...(headers["last-event-id"] !== undefined
+                      ? ServerStream.resumeFrom(headers["last-event-id"])
+                      : { after: query.after ?? 0, endAtAfter: false }),
+                    live: query.live !== "false",
+                    asksApproval,
+                    heartbeat
+                  }).pipe(Stream.provideContext(context), Stream.interruptWhen(Deferred.await(closing))),
+                  limits,
+                  undefined,
+                  close
+                )
             )
           ))
     }))

@@ -79,14 +79,81 @@ export const peakBytes = Metric.histogram("effect_agent_server_sse_peak_bytes", 
 /** The event-stream clients dropped for taking nothing while the server held its limit for them. */
 export const clientsCut = Metric.counter("effect_agent_server_sse_clients_cut")
 
+/** The most event streams the server keeps open at once: in all, and for one session. */
+export interface StreamLimits {
+  readonly maxStreams: number
+  readonly maxStreamsPerSession: number
+}
+
+/**
+ * The limits of open event streams by default: each costs what it holds for its client (`Limits`, 4 MiB
+ * at most by default) and a page of the log it reads, so the defaults keep a server's streams under a
+ * gigabyte or so.
+ */
+export const defaultStreamLimits: StreamLimits = { maxStreams: 256, maxStreamsPerSession: 16 }
+
+/** The event streams the server has open now. */
+export const openStreams = Metric.gauge("effect_agent_server_sse_open_streams")
+
+/** The event streams the server refused because it had its limit open (in all or for their session). */
+export const streamsRefused = Metric.counter("effect_agent_server_sse_streams_refused")
+
+/** Why a stream was refused: the limit it would go over, in all or for its session. */
+export interface Refused {
+  readonly over: "server" | "session"
+  readonly limit: number
+}
+
+/** What a client refused a stream is told (the 429's message). */
+export const refusedMessage = (refused: Refused): string =>
+  refused.over === "server"
+    ? `The server has ${refused.limit} event streams open, its limit: close one, or try again later`
+    : `This session has ${refused.limit} event streams open, the limit for one session: close one (another tab?), or try again later`
+
+/**
+ * The count of the server's open event streams, in all and by session. `open` admits one more while both
+ * are under their limits, and gives what closes it (once, whatever calls it first: the end of the
+ * stream, or the end of its response).
+ */
+export const streamCounter = (limits: StreamLimits) => {
+  let open = 0
+  const bySession = new Map<string, number>()
+  return {
+    open: (sessionId: string): Effect.Effect<Effect.Effect<void>, Refused> =>
+      Effect.suspend(() => {
+        const ofSession = bySession.get(sessionId) ?? 0
+        const refused: Refused | undefined = open >= limits.maxStreams
+          ? { over: "server", limit: limits.maxStreams }
+          : ofSession >= limits.maxStreamsPerSession
+          ? { over: "session", limit: limits.maxStreamsPerSession }
+          : undefined
+        if (refused !== undefined) return Effect.andThen(Metric.update(streamsRefused, 1), Effect.fail(refused))
+        open++
+        bySession.set(sessionId, ofSession + 1)
+        let closed = false
+        const close = Effect.suspend(() => {
+          if (closed) return Effect.void
+          closed = true
+          open--
+          const left = (bySession.get(sessionId) ?? 1) - 1
+          if (left === 0) bySession.delete(sessionId)
+          else bySession.set(sessionId, left)
+          return Metric.update(openStreams, open)
+        })
+        return Effect.as(Metric.update(openStreams, open), close)
+      })
+  }
+}
+
 /**
  * The client's end of a response: the bytes written that its socket has not taken yet, a call when it
- * takes some (`drain`), and a way to drop the client.
+ * takes some (`drain`), a way to drop the client, and a call once the response is closed (sent or cut).
  */
 export interface Socket {
   readonly unsent: () => number
   readonly onDrain: (listener: () => void) => void
   readonly drop: () => void
+  readonly onClose: (listener: () => void) => void
 }
 
 /**
@@ -102,13 +169,14 @@ export const socketOf = (request: HttpServerRequest.HttpServerRequest): Socket =
     response = undefined
   }
   if (response === undefined || typeof response.writableLength !== "number") {
-    return { unsent: () => 0, onDrain: () => {}, drop: () => {} }
+    return { unsent: () => 0, onDrain: () => {}, drop: () => {}, onClose: () => {} }
   }
   const node = response
   return {
     unsent: () => node.writableLength,
     onDrain: (listener) => void node.on("drain", listener),
-    drop: () => node.destroy()
+    drop: () => node.destroy(),
+    onClose: (listener) => void node.on("close", listener)
   }
 }
 
@@ -194,17 +262,25 @@ export const bounded = <E, R>(
     )
   }))
 
-/** A response of Server-Sent Events to `request`: `body`'s frames, handed to the client within `limits`. */
+/**
+ * A response of Server-Sent Events to `request`: `body`'s frames, handed to the client within `limits`.
+ * `close` (what `streamCounter` gave) runs once the body ends or the response is closed, whichever comes
+ * first (a client gone before the body started never runs it).
+ */
 export const sseResponse = (
   request: HttpServerRequest.HttpServerRequest,
   body: Stream.Stream<string>,
   limits: Limits,
-  headers?: Record<string, string>
-): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.stream(bounded(body, limits, socketOf(request)), {
+  headers?: Record<string, string>,
+  close: Effect.Effect<void> = Effect.void
+): HttpServerResponse.HttpServerResponse => {
+  const socket = socketOf(request)
+  socket.onClose(() => Effect.runFork(close))
+  return HttpServerResponse.stream(Stream.ensuring(bounded(body, limits, socket), close), {
     contentType: "text/event-stream",
     headers: { "cache-control": "no-cache", "x-accel-buffering": "no", ...headers }
   })
+}
 
 /** One Server-Sent Event. */
 export const sseEvent = (data: unknown, options?: { readonly id?: number | string | undefined }): string =>
