@@ -109,6 +109,9 @@ const answer = (body: any): Testing.FakeAnswer => {
   }
   if (user === "long answer") return longStream()
   if (user === "use echo") return bash("echo echo: ping")
+  if (user === "list files") return { toolCalls: [{ name: "list_files", input: { path: "sample" } }] }
+  if (user === "fail please") return bash("echo oops >&2; exit 3")
+  if (user === "long output") return bash("seq 1 500")
   // `bash(echo guarded)` asks (the permissions file)
   if (user.startsWith("guard ")) return bash(`echo guarded ran for ${user.slice(6)}`)
   // a slow call: reports a line, then waits until the test writes to its FIFO
@@ -139,6 +142,8 @@ const setup: Effect.Effect<Chat, unknown, Scope.Scope> = Effect.gen(function*() 
   const dir = yield* tempDir("effect-agent-webchat-")
   workspace = NodePath.join(dir, "workspace")
   Fs.mkdirSync(NodePath.join(workspace, "gates"), { recursive: true })
+  Fs.mkdirSync(NodePath.join(workspace, "sample"), { recursive: true })
+  for (const name of ["a.txt", "b.txt", "c.txt"]) Fs.writeFileSync(NodePath.join(workspace, "sample", name), name)
   // every call is allowed (`--yes`) but the guarded echo, which asks
   const permissions = NodePath.join(dir, "permissions.json")
   Fs.writeFileSync(permissions, JSON.stringify({ ask: ["bash(echo guarded)"] }))
@@ -392,6 +397,60 @@ describe("Web chat", () => {
       yield* shot(page, "tool")
       yield* noProblems(page)
     }), 180_000)
+
+  it.live(
+    "a folded tool card says in one line what the call was and what came of it; a failure is red, a long result folded with its size",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        const line = (card: ReturnType<Page["locator"]>) =>
+          step(async () => ({
+            input: await card.locator(".input").innerText(),
+            outcome: await card.locator(".outcome").innerText()
+          }))
+        yield* say(page, "list files")
+        yield* waitText(page, ".msg.assistant .markdown", "Finished:")
+        yield* idle(page)
+        assert.deepStrictEqual(yield* line(page.locator(".tool", { hasText: "list_files" })), {
+          input: "sample",
+          outcome: "3 files"
+        })
+        yield* say(page, "use echo")
+        yield* waitText(page, ".msg.assistant .markdown", "Finished: echo: ping")
+        yield* idle(page)
+        const echo = yield* line(page.locator(".tool", { hasText: "echo echo: ping" }))
+        assert.strictEqual(echo.input, "echo echo: ping")
+        assert.match(echo.outcome, /^exit 0, \d+\.\d s$/)
+        yield* say(page, "fail please")
+        const failed = page.locator(".tool.failed", { hasText: "exit 3" })
+        yield* step(() => failed.waitFor({ timeout: 60_000 }))
+        assert.strictEqual((yield* line(failed)).outcome, "Command exited with code 3")
+        const colors = yield* step(() =>
+          failed.evaluate((card: any) => ({
+            outcome: window.getComputedStyle(card.querySelector(".outcome")).color,
+            border: window.getComputedStyle(card).borderTopColor
+          }))
+        )
+        assert.strictEqual(colors.outcome, colors.border)
+        yield* idle(page)
+        yield* say(page, "long output")
+        const long = page.locator(".tool", { hasText: "seq 1 500" })
+        yield* step(() => long.locator(".result details.long").waitFor({ state: "attached", timeout: 60_000 }))
+        assert.match((yield* line(long)).outcome, /^exit 0, \d+\.\d s · 500 lines, 1\.9 kB$/)
+        yield* step(() => long.locator(":scope > summary").click())
+        assert.strictEqual(
+          yield* step(() => long.locator(".result details.long > summary").innerText()),
+          "result · 500 lines, 1.9 kB"
+        )
+        assert.isFalse(yield* step(() => long.locator(".result details.long .text").isVisible()))
+        yield* idle(page)
+        yield* shot(page, "tool-lines")
+        yield* noProblems(page)
+      }),
+    180_000
+  )
 
   it.live(
     "a call that needs an approval waits: Allow runs it, Deny ends the run on one line",

@@ -13,7 +13,7 @@ import * as ToolCards from "./toolCards.js"
 export const ask = (toolCallId: string, toolName: string, input: unknown): void => {
   const card = ToolCards.cards.get(toolCallId) ?? ToolCards.make(toolCallId, toolName, Conversation.assistantHolder())
   if (card.done || !card.approval.hidden) return
-  if (card.argsText === "") card.args.textContent = ToolCards.pretty(input)
+  if (card.argsText === "") ToolCards.setArgs(card, input)
   ToolCards.setState(card, "waiting")
   card.root.open = true
   const question = Page.el("div", "question", `Allow ${toolName} with these arguments?`)

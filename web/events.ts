@@ -44,6 +44,7 @@ export const apply = (event: ServerEvent): void => {
         if (card !== undefined && !card.done) {
           ToolCards.hideApproval(card)
           ToolCards.setState(card, "running")
+          ToolCards.started(card)
         }
         break
       }

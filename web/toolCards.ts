@@ -1,14 +1,18 @@
 /**
- * A tool call's card: a folded `<details>` with the tool's name and state, its arguments, its progress
- * while it runs, its result, and a place for the approval question. Every text in it is a tool's or
- * the model's, put in as text.
+ * A tool call's card: a folded `<details>` whose line says what the call was and what came of it
+ * (`list_files .` → `12 files`, `bash npm test` → `exit 0, 3.2 s`, a failure's first line, in red), with
+ * its arguments, its progress while it runs, its result (a long one folded with its size), and a place
+ * for the approval question. Every text in it is a tool's or the model's, put in as text.
  */
+import * as ToolSummary from "../src/internal/toolSummary.js"
 import * as Page from "./page.js"
 import * as State from "./state.js"
 
 export interface Card {
   readonly root: HTMLDetailsElement
   readonly state: HTMLSpanElement
+  readonly input: HTMLSpanElement
+  readonly outcome: HTMLSpanElement
   readonly args: HTMLPreElement
   readonly output: HTMLPreElement
   readonly result: HTMLDivElement
@@ -16,7 +20,13 @@ export interface Card {
   readonly name: string
   argsText: string
   done: boolean
+  /** When the call started to run (`performance.now()`), when the page saw it start. */
+  startedAt?: number | undefined
 }
+
+/** A result longer than this many lines or bytes is folded, with its size. */
+const longLines = 20
+const longBytes = 4000
 
 export type CardState = "preparing" | "waiting" | "running" | "done" | "failed" | "stopped"
 
@@ -46,6 +56,10 @@ export const setState = (card: Card, state: CardState): void => {
     ? "waits for your approval"
     : state === "preparing"
     ? "writing the call…"
+    : state === "done"
+    ? "✓"
+    : state === "failed"
+    ? "✗"
     : state
 }
 
@@ -56,6 +70,10 @@ export const make = (id: string, name: string, parent: HTMLElement): Card => {
   root.dataset.callId = id
   const summary = el("summary")
   summary.appendChild(el("span", "name", name))
+  const input = el("span", "input")
+  summary.appendChild(input)
+  const outcome = el("span", "outcome")
+  summary.appendChild(outcome)
   const state = el("span", "state")
   summary.appendChild(state)
   root.appendChild(summary)
@@ -73,7 +91,7 @@ export const make = (id: string, name: string, parent: HTMLElement): Card => {
   approval.hidden = true
   root.appendChild(approval)
   parent.appendChild(root)
-  const card: Card = { root, state, args, output, result, approval, name, argsText: "", done: false }
+  const card: Card = { root, state, input, outcome, args, output, result, approval, name, argsText: "", done: false }
   cards.set(id, card)
   setState(card, "preparing")
   return card
@@ -83,12 +101,29 @@ export const make = (id: string, name: string, parent: HTMLElement): Card => {
 export const setArgs = (card: Card, input: unknown): void => {
   card.argsText = pretty(input)
   card.args.textContent = card.argsText
+  card.input.textContent = ToolSummary.inputLine(input)
 }
 
-/** The call's result: the card is done (or failed). */
+/** The call started to run: how long it takes is measured from now. */
+export const started = (card: Card): void => {
+  card.startedAt ??= performance.now()
+}
+
+/** The call's result: the card is done (or failed); its line says what came of it. */
 export const showResult = (card: Card, text: string, isError: boolean): void => {
   card.done = true
-  card.result.replaceChildren(Page.el("div", "label", isError ? "error" : "result"), Page.el("pre", "text", text))
+  const millis = card.startedAt === undefined ? undefined : performance.now() - card.startedAt
+  const size = ToolSummary.size(text)
+  const long = size.lines > longLines || size.bytes > longBytes
+  const line = ToolSummary.resultLine({ toolName: card.name, text, isError, millis })
+  card.outcome.textContent = long && !isError ? `${line} · ${size.label}` : line
+  const label = isError ? "error" : "result"
+  const pre = Page.el("pre", "text", text)
+  if (long) {
+    const fold = Page.el("details", "long")
+    fold.append(Page.el("summary", "label", `${label} · ${size.label}`), pre)
+    card.result.replaceChildren(fold)
+  } else card.result.replaceChildren(Page.el("div", "label", label), pre)
   card.output.hidden = true
   hideApproval(card)
   setState(card, isError ? "failed" : "done")
