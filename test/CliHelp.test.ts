@@ -68,8 +68,13 @@ describe("the command's help", () => {
         for (const entry of [...options, ...entries(help, "ARGUMENTS")]) {
           assert.isAbove(entry.body.trim().length, 10, `${entry.head} has a description`)
         }
-        // a repeatable option says that it is optional
-        assert.match(options.find((entry) => entry.head.includes("--fallback"))!.body, /optional/)
+        // a repeatable option says so in its head; --help and --version are listed
+        assert.match(options.find((entry) => entry.head.includes("--fallback"))!.head, /\(repeatable\)$/)
+        for (const name of ["-h, --help", "-v, --version"]) {
+          assert.isTrue(options.some((entry) => entry.head === name), `${name} listed`)
+        }
+        // --base-url names every provider's variable
+        assert.match(options.find((entry) => entry.head.includes("--base-url"))!.body, /GEMINI_BASE_URL/)
         // each subcommand's own help
         for (const name of subcommands) {
           const own = yield* Cli.run(main, [name, "--help"])
@@ -92,6 +97,34 @@ describe("the command's help", () => {
           const [fromEntry, fromCommand] = yield* Effect.all([Cli.run(entry, args), Cli.run(main, args)])
           assert.strictEqual(fromEntry.code, 0, fromEntry.stderr)
           assert.strictEqual(fromEntry.stdout, fromCommand.stdout, args.join(" "))
+        }
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "--help fits the terminal's width; effect/cli's options the help does not list are refused",
+    () =>
+      Effect.gen(function*() {
+        const main = yield* bundled
+        for (const args of [["--help"], ["serve", "--help"], ["mcp-server", "--help"]]) {
+          const narrow = yield* Cli.run(main, args, { COLUMNS: "60" })
+          assert.strictEqual(narrow.code, 0, narrow.stderr)
+          // a line is longer than the width only when it is one word (a long URL, say)
+          const long = narrow.stdout.split("\n").filter((line) => line.length > 60 && /\S\s+\S/.test(line.trim()))
+          assert.deepStrictEqual(long, [], args.join(" "))
+        }
+        // the subcommands' descriptions go on under themselves, not under the names
+        const commands = (yield* Cli.run(main, ["--help"], { COLUMNS: "60" })).stdout.split("\nCOMMANDS\n")[1]!
+        assert.match(commands, /\n  - trust +\S.*\n {16}\S/)
+        // wide terminals still get lines of at most 100 characters
+        const wide = yield* Cli.run(main, ["--help"], { COLUMNS: "300" })
+        assert.isAtMost(Math.max(...wide.stdout.split("\n").map((line) => line.length)), 100)
+        // --verbose is the log's level: effect/cli's --log-level (and --wizard, --completions) are not options
+        for (const option of ["--log-level", "--wizard", "--completions"]) {
+          const refused = yield* Cli.run(main, [option, "debug", "--provider", "demo", "hi"])
+          assert.strictEqual(refused.code, 2, `${option}: ${refused.stderr}`)
+          assert.match(refused.stderr, new RegExp(`unknown option ${option}`))
         }
       }),
     { timeout: 60_000 }

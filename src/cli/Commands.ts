@@ -87,7 +87,11 @@ const editDistance = (a: string, b: string): number => {
  * @since 0.1.0
  * @category Combinators
  */
-export const helpText = (what: { readonly subcommand: string | undefined }, color: boolean): string => {
+export const helpText = (
+  what: { readonly subcommand: string | undefined },
+  color: boolean,
+  width?: number
+): string => {
   const sub = configs.find(([command]) => namesOf(command).includes(what.subcommand ?? ""))
   return sub === undefined
     ? Help.render({
@@ -96,7 +100,7 @@ export const helpText = (what: { readonly subcommand: string | undefined }, colo
         "or the chat on a terminal.",
       config: Root.config,
       subcommands
-    }, { color })
+    }, { color, width })
     : Help.render({
       usage: [
         what.subcommand === "export"
@@ -105,5 +109,5 @@ export const helpText = (what: { readonly subcommand: string | undefined }, colo
       ],
       description: sub[0].description,
       config: sub[1]
-    }, { color })
+    }, { color, width })
 }

@@ -105,8 +105,8 @@ export const fallback = Flag.String("fallback").pipe(
   Flag.withMetavar("provider:model"),
   Flag.atLeast(0),
   Flag.withDescription(
-    "optional, repeatable: <provider:model>, a model that answers when the ones before it are down or rate " +
-      "limited (it reads that provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5"
+    "a model that answers when the ones before it are down or rate limited, as provider:model (it reads that " +
+      "provider's environment variables), e.g. --fallback anthropic:claude-sonnet-4-5; give it again for more"
   )
 )
 
@@ -131,7 +131,7 @@ export const model = Flag.String("model").pipe(
 export const baseUrl = Flag.String("base-url").pipe(
   Flag.withMetavar("url"),
   Flag.optional,
-  Flag.withDescription("the provider's base URL (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
+  Flag.withDescription("the provider's base URL (overrides OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GEMINI_BASE_URL)")
 )
 
 /**

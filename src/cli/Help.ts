@@ -47,8 +47,21 @@ export interface Page {
  * @since 0.1.0
  * @category Combinators
  */
-export const render = (page: Page, options: { readonly color: boolean }): string => {
+export const render = (
+  page: Page,
+  options: { readonly color: boolean; readonly width?: number | undefined }
+): string => {
   const bold = (text: string) => options.color ? `\x1b[1m${text}\x1b[0m` : text
+  const width = options.width ?? maxWidth
+  const wrap = (text: string, indent: number) => wrapTo(text, indent, width)
+  const entry = (head: string, description: Option.Option<string>): ReadonlyArray<string> => [
+    head,
+    ...Option.match(Option.filter(description, (text) => !placeholders.includes(text.trim())), {
+      onNone: () => [],
+      onSome: (text) => wrap(text, 2)
+    }),
+    ""
+  ]
   const sections: Array<string> = []
   const section = (title: string, lines: ReadonlyArray<string>) => {
     const body = [...lines]
@@ -67,7 +80,7 @@ export const render = (page: Page, options: { readonly color: boolean }): string
   )
   section(
     "OPTIONS",
-    params.filter(({ single }) => single.kind === Param.flagKind).flatMap(({ single }) => {
+    params.filter(({ single }) => single.kind === Param.flagKind).flatMap(({ single, variadic }) => {
       const names = [
         ...single.aliases.map((alias) => alias.length === 1 ? `-${alias}` : `--${alias}`),
         `--${single.name}`
@@ -75,16 +88,47 @@ export const render = (page: Page, options: { readonly color: boolean }): string
       const value = single.primitiveType._tag === "Boolean"
         ? ""
         : ` <${single.typeName ?? Primitive.getTypeName(single.primitiveType)}>`
-      return entry(`${bold(names.join(", "))}${value}`, single.description)
-    })
+      // every option may be left out; one that may also be given again says so
+      return entry(`${bold(names.join(", "))}${value}${variadic ? " (repeatable)" : ""}`, single.description)
+    }).concat(
+      page.subcommands === undefined ? [] : [
+        ...entry(bold("-h, --help"), Option.some("this help; after a command's name, that command's")),
+        ...entry(bold("-v, --version"), Option.some("the version of effect-agent"))
+      ]
+    )
   )
   const commands = page.subcommands ?? []
-  const width = Math.max(0, ...commands.map((command) => command.name.length))
+  const nameWidth = Math.max(0, ...commands.map((command) => command.name.length))
+  // a description too long for the line goes on under itself, not under the names
+  const hang = 4 + nameWidth + 2
   section(
     "COMMANDS",
-    commands.map((command) => `  - ${bold(command.name.padEnd(width))}  ${command.description ?? ""}`.trimEnd())
+    commands.flatMap((command) => {
+      const [first = "", ...rest] = wrap(command.description ?? "", hang).map((line) => line.slice(hang))
+      return [
+        `  - ${bold(command.name.padEnd(nameWidth))}  ${first}`.trimEnd(),
+        ...rest.map((line) => `${" ".repeat(hang)}${line}`)
+      ]
+    })
   )
   return `${sections.join("\n\n")}\n`
+}
+
+/**
+ * The width the help is wrapped to: the terminal's (or `COLUMNS`'), at least 40 and at most 100
+ * characters (longer lines are harder to read); 100 in a pipe.
+ *
+ * @since 0.2.0
+ * @category Combinators
+ */
+export const widthFor = (
+  stream: { readonly isTTY?: boolean | undefined; readonly columns?: number | undefined },
+  environment: { readonly [name: string]: string | undefined }
+): number => {
+  const columns = stream.isTTY === true && (stream.columns ?? 0) > 0
+    ? stream.columns!
+    : Number.parseInt(environment.COLUMNS ?? "", 10)
+  return Number.isFinite(columns) && columns > 0 ? Math.min(maxWidth, Math.max(minWidth, columns)) : maxWidth
 }
 
 /**
@@ -114,7 +158,8 @@ export const placeholders: ReadonlyArray<string> = [
 // Internals
 // -----------------------------------------------------------------------------
 
-const width = 100
+const maxWidth = 100
+const minWidth = 40
 
 interface Found {
   readonly single: Param.Single<Param.ParamKind, unknown>
@@ -140,17 +185,8 @@ const singlesOf = (
   })
 }
 
-const entry = (head: string, description: Option.Option<string>): ReadonlyArray<string> => [
-  head,
-  ...Option.match(Option.filter(description, (text) => !placeholders.includes(text.trim())), {
-    onNone: () => [],
-    onSome: (text) => wrap(text, 2)
-  }),
-  ""
-]
-
 /** A paragraph in lines of at most `width` characters (a longer word has a line of its own), indented. */
-const wrap = (text: string, indent: number): ReadonlyArray<string> => {
+const wrapTo = (text: string, indent: number, width: number): ReadonlyArray<string> => {
   const lines: Array<string> = []
   let line = ""
   for (const word of text.split(/\s+/).filter((word) => word !== "")) {

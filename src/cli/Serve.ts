@@ -21,13 +21,19 @@ import * as Lazy from "./Lazy.js"
  */
 export const options = {
   host: Flag.String("host").pipe(
+    Flag.withMetavar("address"),
     Flag.withDefault("127.0.0.1"),
     Flag.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
   ),
-  port: Flag.Int("port").pipe(Flag.withDefault(4141), Flag.withDescription("the port (default 4141)")),
+  port: Flag.Int("port").pipe(
+    Flag.withMetavar("port"),
+    Flag.withDefault(4141),
+    Flag.withDescription("the port (default 4141; 0 picks a free one)")
+  ),
   token: Flags.token,
   tokenFile: Flags.tokenFile,
   cors: Flag.String("cors").pipe(
+    Flag.withMetavar("origin"),
     Flag.atLeast(0),
     Flag.withDescription("an origin allowed to call the server from a browser (repeat it; default: none)")
   ),

@@ -11,6 +11,7 @@ import * as Help from "./Help.js"
 process.stdout.write(
   Commands.helpText(
     Help.requested(process.argv.slice(2), Commands.names) ?? { subcommand: undefined },
-    Help.colorFor(process.stdout, process.env)
+    Help.colorFor(process.stdout, process.env),
+    Help.widthFor(process.stdout, process.env)
   )
 )

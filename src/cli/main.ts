@@ -13,8 +13,10 @@
 import "./Warnings.js"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Cause from "effect/Cause"
+import * as CliConfig from "effect/cli/CliConfig"
 import * as CliOutput from "effect/cli/CliOutput"
 import * as Command from "effect/cli/Command"
+import * as GlobalFlag from "effect/cli/GlobalFlag"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -38,7 +40,12 @@ const help = Help.requested(process.argv.slice(2), Commands.names)
 // a mistyped subcommand is not sent to the model as a prompt (a paid request, one that may act)
 const mistyped = help === undefined ? Commands.meant(process.argv[2]) : undefined
 const cli = help !== undefined
-  ? () => Effect.sync(() => process.stdout.write(Commands.helpText(help, Help.colorFor(process.stdout, process.env))))
+  ? () =>
+    Effect.sync(() =>
+      process.stdout.write(
+        Commands.helpText(help, Help.colorFor(process.stdout, process.env), Help.widthFor(process.stdout, process.env))
+      )
+    )
   : mistyped !== undefined
   ? () =>
     new Preflight.UsageError({
@@ -80,6 +87,8 @@ const program = cli(process.argv).pipe(
   Effect.provideService(References.UnhandledLogLevel, undefined),
   Effect.provideService(References.MinimumLogLevel, "Debug"),
   Effect.provideService(CliOutput.Presenter, presenter),
+  // of effect/cli's own options, those the help lists: --help and --version (--verbose is the log's level)
+  Effect.provideService(CliConfig.CliConfig, CliConfig.make({ builtIns: [GlobalFlag.Help, GlobalFlag.Version] })),
   Effect.provide(Logger.layer([stderrLogger])),
   Effect.provide(NodeServices.layer)
 )
