@@ -32,7 +32,8 @@ export default defineConfig({
         extends: true,
         test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...defaultExclude, ...durable, ...slow] }
       },
-      { extends: true, test: { name: "slow", include: slow } },
+      // a machine without what these tests drive (tmux, `script`, chromium) fails here, at the start
+      { extends: true, test: { name: "slow", include: slow, globalSetup: ["test/setup/machine.ts"] } },
       {
         extends: true,
         test: {

@@ -13,6 +13,7 @@ import * as Export from "../src/cli/Export.js"
 import * as Message from "../src/Message.js"
 import * as Session from "../src/services/Session.js"
 import * as Cli from "./utils/cli.js"
+import { chromiumPath } from "./utils/machine.js"
 
 let main: string
 beforeAll(async () => {
@@ -206,4 +207,3 @@ describe("the export page", () => {
 })
 
 /** Debian's chromium binary (the /usr/bin/chromium wrapper script only adds flags). */
-const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/lib/chromium/chromium"
