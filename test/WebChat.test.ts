@@ -96,8 +96,10 @@ const longStream = (): Testing.FakeAnswer => {
 const bash = (command: string) => ({ toolCalls: [{ name: "bash", input: { command, timeout: 900 } }] })
 
 /** The model: what it answers is chosen from the conversation. */
-const answer = (body: any): Testing.FakeAnswer => {
+const answer = (body: any, index: number): Testing.FakeAnswer => {
   const { afterTool, tool, user } = lastOf(body)
+  // a different answer each time (Regenerate)
+  if (user === "roll" && !afterTool) return { text: `Rolled ${index}.` }
   if (afterTool) {
     return user === "hostile" ? { text: `Result: ${hostileArgs}` } : { text: `Finished: ${tool.trim()}` }
   }
@@ -447,6 +449,78 @@ describe("Web chat", () => {
         assert.isFalse(yield* step(() => long.locator(".result details.long .text").isVisible()))
         yield* idle(page)
         yield* shot(page, "tool-lines")
+        yield* noProblems(page)
+      }),
+    180_000
+  )
+
+  it.live(
+    "each answer and code block has Copy (saying Copied); Edit shows on hover or focus; Regenerate forks at the last prompt",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* step(() => page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: chat.url }))
+        yield* newSession(page)
+        yield* say(page, "hello copy")
+        yield* waitText(page, ".msg.assistant .markdown", "Here is code")
+        yield* idle(page)
+        const clipboard = () => step(() => page.evaluate(() => (window as any).navigator.clipboard.readText()))
+        const opacity = (selector: string) =>
+          step(() => page.locator(selector).first().evaluate((node: any) => window.getComputedStyle(node).opacity))
+        // the answer's Copy: its Markdown
+        const answerCopy = page.locator(".msg.assistant .actions button.copy")
+        yield* step(() => answerCopy.click())
+        yield* waitText(page, ".msg.assistant .actions button.copy", "Copied")
+        assert.strictEqual(
+          yield* clipboard(),
+          "Hi! You said *hello copy*.\n\nHere is code:\n\n```ts\nconst answer: number = 42\n```\n"
+        )
+        // back to Copy after a moment
+        yield* step(() =>
+          page.waitForFunction(() =>
+            document.querySelector(".msg.assistant .actions button.copy")?.textContent === "Copy"
+          )
+        )
+        // a code block's Copy: its code
+        yield* step(() => page.locator(".msg.assistant .code-block button.copy-code").click())
+        yield* waitText(page, ".msg.assistant .code-block button.copy-code", "Copied")
+        assert.strictEqual(yield* clipboard(), "const answer: number = 42")
+        // Edit: hidden until the message is hovered or holds the focus
+        yield* step(() => page.mouse.move(1, 1))
+        yield* step(() => page.locator("#input").focus())
+        assert.strictEqual(yield* opacity(".msg.user button.edit"), "0")
+        yield* step(() => page.locator(".msg.user").hover())
+        assert.strictEqual(yield* opacity(".msg.user button.edit"), "1")
+        yield* step(() => page.mouse.move(1, 1))
+        assert.strictEqual(yield* opacity(".msg.user button.edit"), "0")
+        yield* step(() => page.locator(".msg.user button.edit").focus())
+        assert.strictEqual(yield* opacity(".msg.user button.edit"), "1")
+        // Regenerate: on the last answer only; a new branch from the same prompt, answered again
+        yield* step(() => page.locator("#input").focus())
+        yield* say(page, "roll")
+        yield* waitText(page, ".msg.assistant .markdown", "Rolled")
+        yield* idle(page)
+        yield* step(() => page.locator(".msg.assistant.last button.regenerate").waitFor({ timeout: 60_000 }))
+        assert.strictEqual(yield* count(page, "button.regenerate"), 1)
+        const before = (yield* texts(page, ".msg.assistant .markdown")).at(-1)
+        yield* step(() => page.locator("button.regenerate").click())
+        yield* step(() => page.waitForFunction(() => document.querySelectorAll("#tree li").length === 2))
+        yield* step(() =>
+          page.waitForFunction(
+            (before) => {
+              const answers = Array.from(
+                document.querySelectorAll(".msg.assistant .markdown"),
+                (node: any) => node.textContent
+              )
+              return answers.length === 2 && answers[1].startsWith("Rolled") && answers[1] !== before
+            },
+            before
+          )
+        )
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), ["hello copy", "roll"])
+        yield* idle(page)
+        yield* shot(page, "actions")
         yield* noProblems(page)
       }),
     180_000

@@ -3,6 +3,7 @@
  * user's messages (with Edit, which forks the session before them), the answers (thinking folded, text
  * as Markdown, tool calls as cards) and the tools' results on their cards. Each message is shown once.
  */
+import * as Actions from "./actions.js"
 import * as Api from "./api.js"
 import type * as Live from "./live.js"
 import * as Markdown from "./markdown.js"
@@ -89,13 +90,33 @@ export const assistantHolder = (): HTMLDivElement => {
   return div
 }
 
-/** Gives the user's messages of the current branch their Edit (the entries' ids come with the history). */
+/**
+ * Gives the user's messages of the current branch their Edit, and the last answer its Regenerate (the
+ * entries' ids come with the history).
+ */
 export const attachEdits = (entries: ReadonlyArray<Entry>): void => {
+  let lastPrompt: Entry | undefined
   for (const entry of entries) {
     if (entry.message.role !== "user") continue
+    lastPrompt = entry
     const node = userNodes.get(keyOf(entry.message))
     if (node !== undefined) attachEdit(node, entry)
   }
+  for (const node of Page.messages.querySelectorAll(".msg.assistant.last")) node.classList.remove("last")
+  Page.messages.querySelector("button.regenerate")?.remove()
+  const answered = lastPrompt !== undefined && entries[entries.length - 1]?.message.role !== "user"
+  const bar = lastAssistant?.isConnected === true ? lastAssistant.querySelector(":scope > .actions") : null
+  if (lastPrompt === undefined || !answered || bar === null || lastAssistant === undefined) return
+  const prompt = lastPrompt
+  const regenerate = Page.button(
+    "Regenerate",
+    () => void Session.forkAndSend(prompt.parentId, textOf(prompt.message)),
+    "regenerate"
+  )
+  regenerate.setAttribute("aria-label", "Regenerate the answer (forks the session at its prompt)")
+  regenerate.disabled = State.current.running !== undefined
+  bar.appendChild(regenerate)
+  lastAssistant.classList.add("last")
 }
 
 /** A folded thinking block. */
@@ -183,6 +204,12 @@ const renderAssistant = (
   if (message.stopReason === "aborted") div.appendChild(Page.el("div", "stopped", "stopped"))
   else if (message.stopReason === "error" && message.errorMessage !== undefined) {
     div.appendChild(Page.el("p", "error", Api.failureHint(message.errorMessage)))
+  }
+  const text = textOf(message)
+  if (text.trim() !== "") {
+    const bar = Page.el("div", "actions")
+    bar.appendChild(Actions.copyButton(() => text))
+    div.appendChild(bar)
   }
   if (into === undefined) Page.messages.appendChild(div)
   lastAssistant = div

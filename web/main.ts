@@ -6,6 +6,7 @@
  * conversation (conversation.ts, live.ts, toolCards.ts, approvals.ts), the session and its events
  * (session.ts, events.ts), the session list and branches (sessions.ts, tree.ts), and the composer.
  */
+import * as Actions from "./actions.js"
 import * as Api from "./api.js"
 import * as Composer from "./composer.js"
 import * as Page from "./page.js"
@@ -15,6 +16,7 @@ import * as State from "./state.js"
 import * as Status from "./status.js"
 
 Composer.install()
+Actions.install()
 Page.newSession.addEventListener("click", () => void Sessions.create())
 Page.toggleSessions.addEventListener("click", () => {
   const open = Page.sessions.classList.toggle("open")

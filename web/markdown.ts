@@ -75,7 +75,14 @@ export const codeBlock = (text: string, lang: string | undefined, highlight = tr
   }
   if (language !== "") pre.dataset.lang = language
   pre.appendChild(code)
-  return pre
+  // the page wires the button (actions.ts): nothing here has a handler
+  const wrap = el("div", "code-block")
+  const copy = el("button", "copy-code")
+  copy.type = "button"
+  copy.textContent = "Copy"
+  copy.setAttribute("aria-label", language === "" ? "Copy the code" : `Copy the ${language} code`)
+  wrap.append(copy, pre)
+  return wrap
 }
 
 const inline = (tokens: ReadonlyArray<Token> | undefined, parent: HTMLElement): void => {

@@ -26,7 +26,9 @@ export const render = (): void => {
   if (stats.cost !== undefined) item(`$${stats.cost.toFixed(4)}`, "cost")
   const running = current.running !== undefined
   Page.stop.disabled = !running
-  for (const node of Page.messages.querySelectorAll<HTMLButtonElement>("button.edit")) node.disabled = running
+  for (const node of Page.messages.querySelectorAll<HTMLButtonElement>("button.edit, button.regenerate")) {
+    node.disabled = running
+  }
   for (const node of Page.tree.querySelectorAll<HTMLButtonElement>("button")) node.disabled = running
 }
 
