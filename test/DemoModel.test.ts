@@ -1,5 +1,5 @@
 /**
- * The command's offline demo model answers every prompt of every session: `serve --provider demo` and
+ * The command's offline demo model answers every prompt of every session, and says it is a demo: `serve --provider demo` and
  * `mcp-server --provider demo` build it once for all their runs.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -35,6 +35,8 @@ describe("the demo model", () => {
         )
         answers.push(result.output)
       }
-      assert.deepStrictEqual(answers, Array(4).fill("The workspace contains a.txt, b.txt."))
+      assert.deepStrictEqual(answers, Array(4).fill(`The workspace contains a.txt, b.txt.\n\n${Models.demoNote}`))
+      // it says that it is a demo, and how to leave it
+      assert.match(Models.demoNote, /offline demo model[^]*--provider and --model/)
     }))
 })

@@ -26,7 +26,16 @@ export const systemPrompt = "You are a coding agent working in a workspace direc
   "change files and to run commands. Be concise."
 
 /**
- * The offline model: lists the workspace, then answers with what it found. It decides from the request
+ * What every answer of the demo model ends with: that it is a demo, and how to talk to a real model.
+ *
+ * @since 0.2.0
+ * @category Models
+ */
+export const demoNote = "(This is the offline demo model: it lists the workspace, whatever the prompt. " +
+  "Name a real model with --provider and --model; effect-agent --help lists the providers.)"
+
+/**
+ * The offline model: lists the workspace, then answers with what it found, saying that it is a demo. It decides from the request
  * alone (a prompt: list the files; a tool result: answer), so one model answers every prompt of every
  * session (`serve` and `mcp-server` build it once for all their runs).
  */
@@ -41,7 +50,7 @@ const demoModel = Layer.succeed(
         )
       }
       const files = Message.textOf(last).split("\n").filter((l) => l !== "").join(", ")
-      return Effect.succeed(Message.assistant(`The workspace contains ${files}.`))
+      return Effect.succeed(Message.assistant(`The workspace contains ${files}.\n\n${demoNote}`))
     }
   })
 )
