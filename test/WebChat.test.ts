@@ -800,7 +800,7 @@ describe("Web chat", () => {
     }), 180_000)
 
   it.live(
-    "the model's name shows before the first answer, from the server's /info",
+    "the model's name shows before the first answer, from the server's /info (with the workspace, tools and rules)",
     () =>
       Effect.gen(function*() {
         const chat = yield* getChat
@@ -812,7 +812,20 @@ describe("Web chat", () => {
         yield* waitText(page, "#status .model", "model fake-model")
         const headers = { authorization: `Bearer ${token}` }
         const info = yield* step(() => fetch(`${chat.url}/info`, { headers }).then((r) => r.json() as Promise<any>))
-        assert.deepStrictEqual(info, { model: "fake-model" })
+        assert.deepStrictEqual(info, {
+          model: "fake-model",
+          workspace: Fs.realpathSync(workspace),
+          tools: info.tools,
+          rules: { allow: ["list_files, read_file"], ask: ["bash(echo guarded)"], deny: [], otherwise: "allow" }
+        })
+        assert.deepStrictEqual(info.tools.map((tool: { name: string }) => tool.name), [
+          "list_files",
+          "read_file",
+          "write_file",
+          "edit_file",
+          "bash"
+        ])
+        assert.include(info.tools.find((tool: { name: string }) => tool.name === "bash").description, "bash -c")
         assert.strictEqual((yield* step(() => fetch(`${chat.url}/info`))).status, 401)
         const spec = yield* step(() =>
           fetch(`${chat.url}/openapi.json`, { headers }).then((r) => r.json() as Promise<any>)

@@ -22,6 +22,7 @@ import * as NodePath from "node:path"
 import * as Agent from "../../Agent.js"
 import type * as Durable from "../../Durable.js"
 import * as HttpGuard from "../../internal/httpGuard.js"
+import * as ServerInfo from "../../internal/server/info.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Workspace from "../../services/Workspace.js"
 import * as Tools from "../../tools/index.js"
@@ -92,6 +93,9 @@ export const run = (input: Input) =>
       cors: input.cors,
       policy: setup.policy,
       model: setup.modelName,
+      workspace: setup.root,
+      tools: Tools.all.map((tool) => ({ name: tool.name, description: tool.description })),
+      rules: ServerInfo.rulesInfo(setup.rules),
       routes
     }).pipe(Layer.provideMerge(runnerLayer(setup, DurableModule, Models.systemPrompt)))
     const context = yield* Layer.build(server)

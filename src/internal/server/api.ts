@@ -236,10 +236,24 @@ export const asDecision = (decision: typeof Decision.Type): Durable.Decision =>
     ? { _tag: "Allow", ...(decision.always === true ? { always: true } : {}) }
     : { _tag: "Deny", reason: decision.reason ?? "Denied by the user" }
 
-/** What the server runs: its model, for a client to show before the first answer. */
+/**
+ * What the server runs: its model, its workspace, the agent's tools and the permission rules, for a
+ * client to show before the first prompt. Each is absent when the server was not told.
+ */
 export const ServerInfo = Schema.Struct({
-  /** The model's name, as the server was started with it (absent when the server was not told). */
-  model: Schema.optional(Schema.String)
+  /** The model's name, as the server was started with it. */
+  model: Schema.optional(Schema.String),
+  /** The workspace the agent's tools work in (a directory on the server). */
+  workspace: Schema.optional(Schema.String),
+  /** The agent's tools. */
+  tools: Schema.optional(Schema.Array(Schema.Struct({ name: Schema.String, description: Schema.String }))),
+  /** The permission rules, each as a permissions file writes it (`bash(npm test)`). */
+  rules: Schema.optional(Schema.Struct({
+    allow: Schema.Array(Schema.String),
+    ask: Schema.Array(Schema.String),
+    deny: Schema.Array(Schema.String),
+    otherwise: Schema.Literals(["allow", "deny", "ask"])
+  }))
 })
 
 const RunRef = Schema.Struct({ runId: Schema.optional(Schema.String) })
@@ -258,7 +272,7 @@ const sessionErrors = [NotFound, Conflict] as const
 export class Sessions extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.get("info", "/info", { success: ServerInfo, error: sessionErrors })
-      .annotate(OpenApi.Summary, "What the server runs: its model's name")
+      .annotate(OpenApi.Summary, "What the server runs: its model, workspace, tools and permission rules")
   )
   .add(
     HttpApiEndpoint.post("create", "/sessions", {

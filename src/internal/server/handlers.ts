@@ -24,6 +24,7 @@ import * as SessionSql from "../../services/SessionSql.js"
 import { unansweredCalls } from "../durable/approvals.js"
 import * as Api from "./api.js"
 import * as Guard from "./guard.js"
+import type * as Info from "./info.js"
 import * as Protocols from "./protocols.js"
 import * as ServerStream from "./stream.js"
 
@@ -52,6 +53,10 @@ export interface HandlerOptions extends Guard.Options {
   readonly heartbeat?: Duration.Input | undefined
   /** The model's name, which `GET /info` reports (a client shows it before the first answer). */
   readonly model?: string | undefined
+  /** The workspace, the agent's tools and its permission rules, which `GET /info` reports too. */
+  readonly workspace?: string | undefined
+  readonly tools?: ReadonlyArray<Info.ToolInfo> | undefined
+  readonly rules?: Info.RulesInfo | undefined
 }
 
 export const defaultSseBacklog = 256
@@ -434,7 +439,13 @@ export const layerSessions = (options: HandlerOptions) =>
       const inSession = <A, E>(sessionId: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
         run(sessionId, Effect.andThen(requireSession(sessionId), effect))
       return handlers
-        .handle("info", () => Effect.succeed(options.model === undefined ? {} : { model: options.model }))
+        .handle("info", () =>
+          Effect.succeed({
+            ...(options.model === undefined ? {} : { model: options.model }),
+            ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+            ...(options.tools === undefined ? {} : { tools: options.tools }),
+            ...(options.rules === undefined ? {} : { rules: options.rules })
+          }))
         .handle("create", ({ payload }) => {
           const sessionId = payload.sessionId ?? Crypto.randomUUID()
           return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
