@@ -527,6 +527,43 @@ describe("Web chat", () => {
   )
 
   it.live(
+    "the empty page names the model and the workspace, the tools and the rules, and offers example prompts that send on click",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        // no session yet: the page says what the agent can do here
+        yield* waitText(page, ".welcome .where", "fake-model")
+        const welcome = yield* step(() => page.locator(".welcome").innerText())
+        assert.include(welcome, Fs.realpathSync(workspace))
+        for (const tool of ["list_files", "read_file", "write_file", "edit_file", "bash"]) assert.include(welcome, tool)
+        assert.include(welcome, "Run a shell command with bash -c in the workspace root.")
+        assert.include(yield* step(() => page.locator(".welcome .rules .ask").innerText()), "bash(echo guarded)")
+        assert.include(yield* step(() => page.locator(".welcome .rules .allow").innerText()), "list_files, read_file")
+        assert.strictEqual(
+          yield* step(() => page.locator(".welcome .rules .otherwise").innerText()),
+          "Any other call runs without asking."
+        )
+        const examples = yield* texts(page, ".welcome button.example")
+        assert.isAtLeast(examples.length, 2)
+        assert.isAtMost(examples.length, 3)
+        yield* shot(page, "welcome")
+        // a click sends the example, in a new session
+        yield* step(() => page.locator(".welcome button.example").first().click())
+        yield* waitText(page, ".msg.assistant .markdown", `Reply to: ${examples[0]}`)
+        assert.deepStrictEqual(yield* texts(page, ".msg.user .text"), [examples[0]!])
+        assert.isFalse(yield* step(() => page.locator(".welcome").isVisible()))
+        assert.include(page.url(), "session=")
+        yield* idle(page)
+        // a new session is empty again
+        yield* newSession(page)
+        yield* step(() => page.locator(".welcome").waitFor({ state: "visible" }))
+        yield* noProblems(page)
+      }),
+    180_000
+  )
+
+  it.live(
     "a call that needs an approval waits: Allow runs it, Deny ends the run on one line",
     () =>
       Effect.gen(function*() {

@@ -13,6 +13,7 @@ import * as State from "./state.js"
 import * as Status from "./status.js"
 import * as ToolCards from "./toolCards.js"
 import type { AssistantMessage, Entry, Message, ToolResultMessage, UserMessage } from "./types.js"
+import * as Welcome from "./welcome.js"
 
 const shown = new Set<string>()
 const userNodes = new Map<string, HTMLDivElement>()
@@ -35,6 +36,7 @@ export const keyOf = (message: Message): string =>
 /** Forgets the view's messages (another session opens). */
 export const clear = (): void => {
   Page.messages.replaceChildren()
+  Welcome.show()
   shown.clear()
   userNodes.clear()
   ToolCards.cards.clear()

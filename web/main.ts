@@ -4,7 +4,8 @@
  * server — model text, tool arguments and results, file names — is put in the page as text
  * (`textContent`), Markdown included (see markdown.ts). This module wires the views together: the
  * conversation (conversation.ts, live.ts, toolCards.ts, approvals.ts), the session and its events
- * (session.ts, events.ts), the session list and branches (sessions.ts, tree.ts), and the composer.
+ * (session.ts, events.ts), the session list and branches (sessions.ts, tree.ts), the composer, and the
+ * empty conversation's page (welcome.ts).
  */
 import * as Actions from "./actions.js"
 import * as Api from "./api.js"
@@ -14,6 +15,7 @@ import * as Session from "./session.js"
 import * as Sessions from "./sessions.js"
 import * as State from "./state.js"
 import * as Status from "./status.js"
+import * as Welcome from "./welcome.js"
 
 Composer.install()
 Actions.install()
@@ -43,8 +45,10 @@ Object.defineProperty(window, "effectAgentChat", {
 
 Status.render()
 // the model's name, before the first answer names it
-Api.request<{ readonly model?: string }>("GET", "/info").then((info) => {
+Welcome.show()
+Api.request<Welcome.Info>("GET", "/info").then((info) => {
   State.current.serverModel = info.model ?? ""
+  Welcome.setInfo(info)
   Status.render()
 }, (error: unknown) => Page.notice(Api.explain(error)))
 route()
