@@ -131,7 +131,7 @@ interface Chat {
   readonly browser: Browser
   /** A new page on the chat (its own browser context); its console errors and unhandled rejections are kept. */
   readonly page: (
-    options?: { readonly width?: number; readonly hash?: string }
+    options?: { readonly width?: number; readonly hash?: string; readonly locale?: string }
   ) => Effect.Effect<Page, never, Scope.Scope>
 }
 
@@ -179,10 +179,13 @@ const setup: Effect.Effect<Chat, unknown, Scope.Scope> = Effect.gen(function*() 
     Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
     (browser) => Effect.promise(() => browser.close())
   )
-  const page = (options?: { readonly width?: number; readonly hash?: string }) =>
+  const page = (options?: { readonly width?: number; readonly hash?: string; readonly locale?: string }) =>
     Effect.acquireRelease(
       Effect.promise(async () => {
-        const page = await browser.newPage({ viewport: { width: options?.width ?? 1100, height: 900 } })
+        const page = await browser.newPage({
+          viewport: { width: options?.width ?? 1100, height: 900 },
+          ...(options?.locale === undefined ? {} : { locale: options.locale })
+        })
         page.setDefaultTimeout(60_000)
         const found: Array<string> = []
         problems.set(page, found)
@@ -561,6 +564,70 @@ describe("Web chat", () => {
         yield* noProblems(page)
       }),
     180_000
+  )
+
+  it.live(
+    "the theme follows the system, or the switch (kept); dates are short and local; the session list " +
+      "shows a prompt once its run starts; the tokens grow while an answer streams",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page({ locale: "en-GB" })
+        const background = () =>
+          step(() => page.evaluate(() => window.getComputedStyle(document.body).backgroundColor as string))
+        const theme = () => step(() => page.locator("#theme").click())
+        const dark = "rgb(22, 24, 27)"
+        const light = "rgb(251, 251, 250)"
+        yield* step(() => page.emulateMedia({ colorScheme: "dark" }))
+        assert.strictEqual(yield* background(), dark)
+        yield* step(() => page.emulateMedia({ colorScheme: "light" }))
+        assert.strictEqual(yield* background(), light)
+        // the switch: system → dark… here light → dark, kept over a reload, then back to the system's
+        yield* theme()
+        assert.strictEqual(yield* step(() => page.locator("#theme").getAttribute("data-choice")), "light")
+        yield* step(() => page.emulateMedia({ colorScheme: "dark" }))
+        assert.strictEqual(yield* background(), light)
+        yield* theme()
+        assert.strictEqual(yield* background(), dark)
+        yield* step(() => page.emulateMedia({ colorScheme: "light" }))
+        yield* step(() => page.reload())
+        yield* step(() => page.waitForFunction(() => document.querySelector("#status .state") !== null))
+        assert.strictEqual(yield* background(), dark)
+        yield* theme()
+        assert.strictEqual(yield* background(), light)
+        // a new session is listed as new; its prompt shows as soon as its run starts (the run is held)
+        const hash = yield* newSession(page)
+        const sessionId = new URLSearchParams(hash.slice(1)).get("session")!
+        const entry = page.locator(`#session-list button[data-session-id='${sessionId}']`)
+        yield* step(() => entry.locator(".first", { hasText: "New session" }).waitFor())
+        assert.match(yield* step(() => entry.locator(".meta").innerText()), /^today \d{2}:\d{2} · 0 messages$/)
+        yield* say(page, "slow listed")
+        yield* waitAttached(page, ".tool.running .output", "started listed")
+        assert.strictEqual(yield* step(() => entry.locator(".first").innerText()), "slow listed")
+        yield* open("listed")
+        yield* waitText(page, ".msg.assistant .markdown", "slow listed done")
+        yield* idle(page)
+        // the tokens of an answer grow while it streams
+        yield* say(page, "long answer")
+        const tokens = (section: number) =>
+          step(() =>
+            page.waitForFunction(
+              (section) =>
+                Array.from(document.querySelectorAll(".msg.assistant .markdown"), (node: any) => node.textContent)
+                  .join("").includes(`Section ${section}`) &&
+                document.querySelector("#status .tokens").textContent,
+              section
+            ).then((handle) => handle.jsonValue() as Promise<string>)
+          )
+        const early = yield* tokens(5)
+        const late = yield* tokens(80)
+        const number = (text: string) => Number(/[\d,]+/.exec(text)![0].replace(/,/g, ""))
+        assert.match(early, /^≈ [\d,]+ tokens$/)
+        assert.isAbove(number(late), number(early), `${early} then ${late}`)
+        yield* idle(page)
+        yield* noProblems(page)
+      }),
+    240_000
   )
 
   it.live(

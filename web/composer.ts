@@ -5,6 +5,7 @@
 import * as Api from "./api.js"
 import * as Page from "./page.js"
 import * as Session from "./session.js"
+import * as Sessions from "./sessions.js"
 import * as State from "./state.js"
 import * as Status from "./status.js"
 
@@ -34,6 +35,7 @@ export const send = async (text: string): Promise<void> => {
         body
       )
       Status.markRunning(started.runId)
+      Sessions.started(id, text)
     }
   } catch (error) {
     node.remove()

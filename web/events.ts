@@ -9,6 +9,7 @@ import * as Conversation from "./conversation.js"
 import * as Live from "./live.js"
 import * as Page from "./page.js"
 import * as Session from "./session.js"
+import * as Sessions from "./sessions.js"
 import * as State from "./state.js"
 import * as Status from "./status.js"
 import * as ToolCards from "./toolCards.js"
@@ -26,6 +27,9 @@ export const apply = (event: ServerEvent): void => {
           if (message.role === "user") {
             Composer.dequeue(Conversation.textOf(message))
             Status.markRunning("")
+            if (State.current.sessionId !== undefined) {
+              Sessions.started(State.current.sessionId, Conversation.textOf(message))
+            }
           }
           Conversation.render(message)
         }

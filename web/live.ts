@@ -5,6 +5,7 @@
  */
 import * as Conversation from "./conversation.js"
 import * as Page from "./page.js"
+import * as State from "./state.js"
 import * as StreamingMarkdown from "./streamingMarkdown.js"
 import * as ToolCards from "./toolCards.js"
 import type { Delta } from "./types.js"
@@ -23,6 +24,8 @@ export interface Drawn {
 interface LiveResponse {
   readonly root: HTMLDivElement
   readonly blocks: Map<number, Block>
+  /** The characters it streamed (its tokens are estimated from them until it is stored). */
+  chars: number
 }
 
 const live = new Map<number, LiveResponse>()
@@ -40,6 +43,7 @@ export const take = (
   if (response === undefined) return undefined
   live.delete(position)
   scheduled.delete(response)
+  State.stats.streamed = Math.max(0, State.stats.streamed - response.chars)
   const texts: Array<Drawn> = []
   for (const block of response.blocks.values()) {
     if (block.kind !== "text") continue
@@ -55,7 +59,8 @@ export const start = (position: number): void => {
   const root = existing?.root ?? Page.el("div", "msg assistant live")
   root.replaceChildren()
   if (existing === undefined) Page.messages.appendChild(root)
-  live.set(position, { root, blocks: new Map() })
+  State.stats.streamed = Math.max(0, State.stats.streamed - (existing?.chars ?? 0))
+  live.set(position, { root, blocks: new Map(), chars: 0 })
   Conversation.setLastAssistant(root)
 }
 
@@ -64,6 +69,10 @@ export const onDelta = (position: number, delta: Delta): void => {
   if (!live.has(position)) start(position)
   const response = live.get(position)!
   const block = response.blocks.get(delta.index)
+  if ("delta" in delta) {
+    response.chars += delta.delta.length
+    State.stats.streamed += delta.delta.length
+  }
   switch (delta._tag) {
     case "TextDelta":
     case "ThinkingDelta": {
@@ -110,6 +119,7 @@ export const end = (stopped: boolean): void => {
     response.root.classList.remove("live")
     if (stopped) response.root.appendChild(Page.el("div", "stopped", "stopped"))
   }
+  State.stats.streamed = 0
   live.clear()
   scheduled.clear()
 }
@@ -117,6 +127,7 @@ export const end = (stopped: boolean): void => {
 /** Forgets the live responses, and removes what they showed (connected again: they are sent again). */
 export const discard = (): void => {
   for (const response of live.values()) response.root.remove()
+  State.stats.streamed = 0
   live.clear()
   scheduled.clear()
 }

@@ -15,8 +15,10 @@ import * as Session from "./session.js"
 import * as Sessions from "./sessions.js"
 import * as State from "./state.js"
 import * as Status from "./status.js"
+import * as Theme from "./theme.js"
 import * as Welcome from "./welcome.js"
 
+Theme.install()
 Composer.install()
 Actions.install()
 Page.newSession.addEventListener("click", () => void Sessions.create())

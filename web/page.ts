@@ -40,6 +40,7 @@ export const sessionList = byId<HTMLUListElement>("session-list")
 export const sessions = byId<HTMLElement>("sessions")
 export const newSession = byId<HTMLButtonElement>("new-session")
 export const toggleSessions = byId<HTMLButtonElement>("toggle-sessions")
+export const theme = byId<HTMLButtonElement>("theme")
 export const branches = byId<HTMLDetailsElement>("branches")
 export const tree = byId<HTMLDivElement>("tree")
 

@@ -1,8 +1,10 @@
 /**
  * The session list: the server's sessions, newest first, each with its first prompt, date and size;
- * a click opens one (through the address's `#session=…`), and New session makes one.
+ * a click opens one (through the address's `#session=…`), and New session makes one. A session's first
+ * prompt shows as soon as its first run starts.
  */
 import * as Api from "./api.js"
+import * as Dates from "./dates.js"
 import * as Page from "./page.js"
 import * as State from "./state.js"
 import type { SessionSummary } from "./types.js"
@@ -23,15 +25,15 @@ export const load = async (): Promise<void> => {
       })
       open.dataset.sessionId = session.sessionId
       open.setAttribute("aria-current", String(session.sessionId === State.current.sessionId))
-      open.appendChild(Page.el("span", "first", session.firstPrompt ?? "(no prompt yet)"))
-      const date = new Date(session.createdAt)
-      open.appendChild(
-        Page.el(
-          "span",
-          "meta",
-          `${date.toLocaleString()} · ${session.messages ?? 0} message${session.messages === 1 ? "" : "s"}`
-        )
+      const first = session.firstPrompt ?? ""
+      open.appendChild(Page.el("span", first === "" ? "first none" : "first", first === "" ? "New session" : first))
+      const meta = Page.el(
+        "span",
+        "meta",
+        `${Dates.short(session.createdAt)} · ${session.messages ?? 0} message${session.messages === 1 ? "" : "s"}`
       )
+      meta.title = `created ${Dates.long(session.createdAt)}`
+      open.appendChild(meta)
       li.appendChild(open)
       Page.sessionList.appendChild(li)
     }
@@ -48,5 +50,21 @@ export const create = async (): Promise<void> => {
     Page.sessions.classList.remove("open")
   } catch (error) {
     Page.notice(Api.explain(error))
+  }
+}
+
+/** A run of the session `sessionId` started with `text`: the session shows it as its first prompt, if it had none. */
+export const started = (sessionId: string, text: string): void => {
+  const open = Array.from(Page.sessionList.querySelectorAll<HTMLButtonElement>("button")).find((node) =>
+    node.dataset.sessionId === sessionId
+  )
+  const first = open?.querySelector(".first")
+  if (first === undefined || first === null) {
+    void load()
+    return
+  }
+  if (first.classList.contains("none")) {
+    first.textContent = text
+    first.classList.remove("none")
   }
 }

@@ -19,8 +19,11 @@ export const current = {
   serverModel: ""
 }
 
-/** What the answers of the open session used: the status line shows it. */
-export const stats = { model: "", turn: 0, tokens: 0, cost: undefined as number | undefined }
+/**
+ * What the answers of the open session used: the status line shows it. `streamed` counts the characters
+ * of the responses still streaming, whose tokens the provider has not counted yet.
+ */
+export const stats = { model: "", turn: 0, tokens: 0, cost: undefined as number | undefined, streamed: 0 }
 
 /** Forgets the open session's state (not the server's model). */
 export const reset = (): void => {
@@ -35,4 +38,5 @@ export const reset = (): void => {
   stats.turn = 0
   stats.tokens = 0
   stats.cost = undefined
+  stats.streamed = 0
 }

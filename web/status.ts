@@ -22,7 +22,9 @@ export const render = (): void => {
   const model = stats.model === "" ? current.serverModel : stats.model
   if (model !== "") item(`model ${model}`, "model")
   if (stats.turn > 0) item(`turn ${stats.turn}`, "turn")
-  item(`${stats.tokens.toLocaleString("en")} tokens`, "tokens")
+  // while an answer streams, its tokens are estimated (about 4 characters each) until the provider counts them
+  const estimated = Math.ceil(stats.streamed / 4)
+  item(`${estimated > 0 ? "≈ " : ""}${(stats.tokens + estimated).toLocaleString("en")} tokens`, "tokens")
   if (stats.cost !== undefined) item(`$${stats.cost.toFixed(4)}`, "cost")
   const running = current.running !== undefined
   Page.stop.disabled = !running
