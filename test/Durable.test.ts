@@ -270,6 +270,41 @@ for (const [storeName, storeLayer] of stores) {
     )
 
     it.effect(
+      "a response that fails before answering: a stream read after the run has its start before the run's end, last",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          const model = Model.make({
+            respond: () =>
+              Effect.fail(new Errors.ModelAuthenticationFailed({ provider: "test", description: "no key" }))
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("unanswered")
+            const { runId } = yield* client.Prompt({ inputId: "p1", text: "go" })
+            assert.strictEqual((yield* client.Wait({ runId }))._tag, "Failed")
+            const tags = (events: Iterable<Durable.SessionEvent>) => Array.from(events, (event) => event._tag)
+            // nothing was stored of the response: its start comes before the end of its run, not after it
+            assert.deepStrictEqual(tags(yield* client.Events({}).pipe(Stream.runCollect)), [
+              "Message",
+              "ResponseStart",
+              "RunEnd"
+            ])
+            // a client that saw the end gets nothing of that run again
+            assert.deepStrictEqual(tags(yield* client.Events({ after: 1 }).pipe(Stream.runCollect)), [])
+            // the next run's prompt takes the position the failed response had: its events are the next run's
+            const next = yield* client.Prompt({ inputId: "p2", text: "again" })
+            assert.strictEqual((yield* client.Wait({ runId: next.runId }))._tag, "Failed")
+            assert.deepStrictEqual(tags(yield* client.Events({ after: 1 }).pipe(Stream.runCollect)), [
+              "Message",
+              "ResponseStart",
+              "RunEnd"
+            ])
+          }).pipe(Effect.provide(runner(store, model)))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
       "a response that fails after its first delta: the run fails typed, and the delta is stored as a live event",
       () =>
         Effect.gen(function*() {

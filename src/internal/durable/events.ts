@@ -142,6 +142,8 @@ interface Cursor {
   floor: number
   /** The id of the message before `after` (0 when none): the results up to it are not the tail's. */
   startId: number
+  /** The greatest position a run was seen to end at (-1 when none): a response there will not be stored. */
+  endedAt: number
   /** The ends of runs read but not announced yet: they come after messages of a page not read yet. */
   pendingEnds: Array<RunEnd>
   /** The live events handed over by the feed while the tail was catching up. */
@@ -191,6 +193,7 @@ const tail = (
       more: false,
       floor: 0,
       startId: 0,
+      endedAt: -1,
       pendingEnds: [],
       pendingLive: [],
       running: false,
@@ -355,9 +358,16 @@ const messagesWithLive = (
     const pending = [...cursor.pendingEnds, ...ends].sort(inLogOrder)
     cursor.pendingEnds = []
     let ended = 0
-    const endsBefore = (position: number) => {
+    // the ends of runs up to `position`, where the log is stored up to `stored` (excluded): a response its
+    // run ended without storing (it failed, or was stopped) has its live events just before that end
+    const endsBefore = (position: number, stored: number) => {
       while (ended < pending.length && (pending[ended]!.position ?? Infinity) <= position) {
-        out.push(pending[ended++]!.event)
+        const end = pending[ended++]!
+        if (end.position !== null) {
+          take(true, (live) =>
+            live.position !== null && live.position >= Math.max(stored, after) && live.position <= end.position!)
+        }
+        out.push(end.event)
       }
     }
     for (const row of rows) {
@@ -366,24 +376,32 @@ const messagesWithLive = (
       const message = yield* decodeMessage(row.message)
       yield* Metric.update(messagesRead, 1)
       const callId = message.role === "toolResult" ? message.toolCallId : undefined
-      endsBefore(at)
-      // the live events of messages stored before the stream started are not replayed
+      endsBefore(at, at)
+      // the live events of messages stored before the stream started are not replayed (a response's are
+      // an answer's: those of a response its run ended without are not a later prompt's at that position)
       take(
         at >= after && !cursor.catchingUp,
-        (live) => live.position === at || (callId !== undefined && live.callId === callId)
+        (live) =>
+          (live.position === at && message.role === "assistant") || (callId !== undefined && live.callId === callId)
       )
-      if (callId !== undefined) cursor.storedResults.add(callId)
-      if (at >= after) out.push({ _tag: "Message", position: at, message })
+      if (callId !== undefined) {
+        cursor.storedResults.add(callId)
+      }
+      if (at >= after) {
+        out.push({ _tag: "Message", position: at, message })
+      }
     }
     // a page with more after it: the ends and live events after its messages wait for the next
     if (cursor.more) {
       cursor.pendingEnds = pending.slice(ended)
       return out
     }
-    endsBefore(Infinity)
+    endsBefore(Infinity, cursor.position)
+    // the steps going on; not the responses of runs that ended without storing them, whose ends this
+    // stream does not announce (they ended before it started)
     take(true, (live) =>
       live.position !== null
-        ? live.position >= Math.max(cursor.position, after)
+        ? live.position >= Math.max(cursor.position, after) && live.position > cursor.endedAt
         : live.callId !== null && !cursor.storedResults.has(live.callId))
     return out
   })
@@ -409,6 +427,7 @@ const runEnds = (sql: SqlClient.SqlClient, sessionId: string, since: number, cur
       if (run.status === "running") cursor.running = true
       else if (run.outcome !== null && !cursor.endedRuns.has(run.run_id)) {
         const position = run.end_position === null ? null : Number(run.end_position)
+        if (position !== null) cursor.endedAt = Math.max(cursor.endedAt, position)
         if (!cursor.first || (position !== null && position > since)) {
           const event: SessionEvent = { _tag: "RunEnd", runId: run.run_id, outcome: yield* decodeOutcome(run.outcome) }
           if (position !== null) endPositions.set(event, position)
