@@ -346,7 +346,8 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
         maxIdleTime: "30 seconds"
       }
     ),
-    RunWorkflow.toLayer((payload) => Run.runWorkflow(options, payload))
+    RunWorkflow.toLayer((payload) => Run.runWorkflow(options, payload)),
+    Layer.effectDiscard(Effect.forkScoped(Run.sweeper(options.pruneInterval ?? "30 seconds")))
   ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
 
 /**

@@ -2,19 +2,29 @@
  * What the durable store costs as sessions grow. An event stream reads its log from where it starts, a
  * page at a time: a reader that resumes at the end of a long log reads none of its messages (the
  * statements it sends and the messages it decodes are counted, the same for a long log as for a short
- * one), and a reader that starts at the beginning gets what it would get in one read, in order.
+ * one), and a reader that starts at the beginning gets what it would get in one read, in order. A run
+ * records the size of the history it starts from, not the history, and what it kept for its steps is
+ * deleted once it ended: the database after N runs is linear in the text stored (its used pages are
+ * counted), and a database made by an earlier version (`test/fixtures/durable-layout-1.db`: two sessions
+ * whose runs ended, one whose run waits for an approval) keeps every session, and its waiting run goes on.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
-import type * as Durable from "../src/Durable.js"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import { insertLive, liveRow, migrate } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
+import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
+import * as Tool from "../src/Tool.js"
 import { recordStatements, sqlite, tempDir } from "./utils/sqlStores.js"
 
 /** Runs `f` on a migrated SQLite store in a temp dir. */
@@ -143,4 +153,166 @@ describe("Durable store: an event stream reads its log from where it starts", ()
         assert.deepStrictEqual(events, [])
       })
     ))
+})
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input",
+  parameters: Schema.Struct({ text: Schema.String }),
+  execute: ({ text }) => Effect.succeed(`echo: ${text}`),
+  idempotent: true
+})
+
+/** A runner on the SQLite file `filename` with a scripted model, pruning every 100 millis. */
+const runner = (filename: string, script: ReadonlyArray<Model.ScriptStep>) =>
+  Durable.layer({
+    tools: [echo],
+    policy: (call) => call.toolCallId === "c0" ? "Ask" : "Allow",
+    pruneInterval: "100 millis"
+  }).pipe(
+    Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
+    Layer.provide(Layer.succeed(Model.Model, Model.scripted(script))),
+    Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename })))
+  )
+
+/** Waits until every run that ended was pruned (the runner's sweep). */
+const allPruned = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const left = sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM effect_agent_runs
+    WHERE status <> 'running' AND pruned_at IS NULL`
+  yield* Effect.repeat(left, { until: (rows) => Number(rows[0]!.n) === 0, schedule: Schedule.spaced("50 millis") })
+})
+
+/** The bytes of the pages the database uses (its file, less the free pages a later write reuses). */
+const usedBytes = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const pages = yield* sql<{ readonly page_count: number }>`PRAGMA page_count`
+  const free = yield* sql<{ readonly freelist_count: number }>`PRAGMA freelist_count`
+  const size = yield* sql<{ readonly page_size: number }>`PRAGMA page_size`
+  return (Number(pages[0]!.page_count) - Number(free[0]!.freelist_count)) * Number(size[0]!.page_size)
+})
+
+/** The rows the cluster keeps for the workflow of run `runId` of `sessionId`: its requests and their replies. */
+const workflowRows = (sessionId: string, runId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = yield* Durable.RunWorkflow.executionId({ sessionId, runId })
+    const messages = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM cluster_messages
+      WHERE entity_type = 'Workflow/effect-agent/Run' AND entity_id = ${id}`
+    const replies = yield* sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM cluster_replies WHERE request_id IN
+      (SELECT id FROM cluster_messages WHERE entity_type = 'Workflow/effect-agent/Run' AND entity_id = ${id})`
+    return Number(messages[0]!.n) + Number(replies[0]!.n)
+  })
+
+describe("Durable store: what runs keep", () => {
+  it.live(
+    "after N runs with a large prompt each the database is linear in the text stored, and each run's replies are pruned once it ended",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-store-size-")
+        const runs = 16
+        const prompt = (run: number) => `${run} `.padEnd(64 * 1024, "x")
+        const script = [
+          ...Array.from({ length: runs }, (_, run) => Message.assistant(`answer ${run}`)),
+          Message.assistant([Message.toolCall("c0", "echo", { text: "wait" })])
+        ]
+        yield* Effect.gen(function*() {
+          const session = (yield* Durable.client)("long")
+          const sizes: Array<number> = []
+          for (let run = 0; run < runs; run++) {
+            const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: prompt(run) })
+            yield* session.Wait({ runId })
+            if (run === runs / 2 - 1 || run === runs - 1) {
+              yield* allPruned
+              sizes.push(yield* usedBytes)
+            }
+          }
+          // every run's workflow is gone from the cluster's tables, and its input from the inbox
+          for (let run = 0; run < runs; run++) assert.strictEqual(yield* workflowRows("long", `long/p${run}`), 0)
+          const sql = yield* SqlClient.SqlClient
+          const inbox = yield* sql<{ readonly bytes: number | null }>`SELECT SUM(LENGTH(message)) AS bytes
+            FROM effect_agent_inbox`
+          assert.strictEqual(Number(inbox[0]!.bytes ?? 0), 0)
+          // the history is whole
+          const history = yield* session.History()
+          assert.strictEqual(history.length, 2 * runs)
+          assert.strictEqual(Message.textOf(history[2 * runs - 2]!), prompt(runs - 1))
+          // linear: the second half of the runs added what the first did (with the history copied into
+          // each run, it would add three times as much), and the whole is a small multiple of the text
+          // (the log, and the cluster's copy of each prompt as it was sent)
+          const text = runs * 64 * 1024
+          const [half, whole] = sizes as [number, number]
+          assert.isBelow(whole - half, 1.5 * half, `${half} bytes after ${runs / 2} runs, ${whole} after ${runs}`)
+          assert.isBelow(whole, 3 * text + 512 * 1024, `${whole} bytes for ${text} bytes of prompts`)
+          // a run going on (waiting for an approval) has recorded where its history ends, not the history
+          const waiting = yield* session.Prompt({ inputId: "last", text: "one more" })
+          yield* Effect.repeat(session.History(), {
+            until: (messages) => messages.length === 2 * runs + 2,
+            schedule: Schedule.spaced("50 millis")
+          })
+          const id = yield* Durable.RunWorkflow.executionId({ sessionId: "long", runId: waiting.runId })
+          const replies = yield* sql<{ readonly bytes: number | null }>`SELECT SUM(LENGTH(payload)) AS bytes
+            FROM cluster_replies WHERE request_id IN (SELECT id FROM cluster_messages
+              WHERE entity_type = 'Workflow/effect-agent/Run' AND entity_id = ${id})`
+          assert.isAbove(Number(replies[0]!.bytes ?? 0), 0)
+          assert.isBelow(Number(replies[0]!.bytes), 16 * 1024, "the run's replies hold no copy of the history")
+        }).pipe(Effect.provide(runner(NodePath.join(dir, "store.db"), script)))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a database an earlier version made keeps every session: the ended runs are pruned, the waiting one goes on, new runs run",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("effect-agent-store-layout-")
+        const filename = NodePath.join(dir, "store.db")
+        Fs.copyFileSync(NodePath.join(import.meta.dirname, "fixtures", "durable-layout-1.db"), filename)
+        const texts = (history: ReadonlyArray<Message.Message>) =>
+          history.map((message) => `${message.role}: ${Message.textOf(message)}`)
+        const script = [
+          Message.assistant("gamma done"),
+          Message.assistant("alpha three")
+        ]
+        yield* Effect.gen(function*() {
+          const client = yield* Durable.client
+          // the sessions as the earlier version left them
+          assert.deepStrictEqual(texts(yield* client("alpha").History()), [
+            "user: first question",
+            "assistant: alpha one",
+            "user: second question",
+            "assistant: alpha two"
+          ])
+          assert.deepStrictEqual(texts(yield* client("beta").History()), [
+            "user: use the tool",
+            "assistant: ",
+            "toolResult: echo: beta",
+            "assistant: beta done"
+          ])
+          assert.deepStrictEqual(texts(yield* client("gamma").History()), ["user: ask first", "assistant: "])
+          // the runs that ended before are pruned by the first sweeps
+          yield* allPruned
+          for (const [sessionId, runId] of [["alpha", "alpha/a0"], ["alpha", "alpha/a1"], ["beta", "beta/b0"]]) {
+            assert.strictEqual(yield* workflowRows(sessionId!, runId!), 0, runId)
+          }
+          // the run that waited for an approval, started with the history in its first step, goes on
+          yield* client("gamma").Approve({ toolCallId: "c0", decision: { _tag: "Allow" } })
+          assert.deepStrictEqual(yield* client("gamma").Wait({ runId: "gamma/c0" }), { _tag: "Completed", turns: 2 })
+          assert.deepStrictEqual(texts(yield* client("gamma").History()), [
+            "user: ask first",
+            "assistant: ",
+            "toolResult: echo: gamma",
+            "assistant: gamma done"
+          ])
+          // and an old session takes a new run, from its whole history
+          const { runId } = yield* client("alpha").Prompt({ inputId: "a2", text: "third question" })
+          assert.deepStrictEqual(yield* client("alpha").Wait({ runId }), { _tag: "Completed", turns: 1 })
+          assert.deepStrictEqual((yield* client("alpha").History()).length, 6)
+          yield* allPruned
+          assert.strictEqual(yield* workflowRows("alpha", runId), 0)
+          assert.strictEqual(yield* workflowRows("gamma", "gamma/c0"), 0)
+        }).pipe(Effect.provide(runner(filename, script)))
+      }).pipe(Effect.scoped),
+    120_000
+  )
 })

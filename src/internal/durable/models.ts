@@ -83,6 +83,11 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<T
   readonly abortPollInterval?: Duration.Input | undefined
   /** The most bytes (UTF-8) a `Prompt` or `Steer` text may have (default 1 MiB); more fails with `PromptTooLarge`. */
   readonly maxPromptBytes?: number | undefined
+  /**
+   * How often the runner deletes what ended runs kept for their steps (their workflow's replies and
+   * their inputs' copies in the inbox: the log has what they stored), default 30 seconds.
+   */
+  readonly pruneInterval?: Duration.Input | undefined
 }
 
 export const mayRerun = (tool: Tool.Any): boolean => tool.idempotent === true

@@ -27,6 +27,10 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
     run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, outcome TEXT,
     created_at BIGINT NOT NULL, ended_at BIGINT, end_position BIGINT)`
   yield* addColumn(sql, "effect_agent_runs", "end_position", "BIGINT")
+  // `pruned_at`: when what the run kept for its steps was deleted (`pruneRuns`); the runs of an earlier
+  // layout have none, so the first sweep deletes theirs
+  yield* addColumn(sql, "effect_agent_runs", "pruned_at", "BIGINT")
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_runs_unpruned ON effect_agent_runs (pruned_at, status)`
   // the readers of a session's events read its runs going on and those that ended since their last read,
   // and start at a position of its log from the messages' ids alone
   yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_runs_session_status ON effect_agent_runs (session_id, status)`
@@ -59,12 +63,13 @@ export const migrate: Effect.Effect<void, StoreFailed, SqlClient.SqlClient> = Ef
 
 /**
  * Adds a column to a table an earlier version created without it (its rows keep `NULL`): the runs'
- * `end_position` (their position is unknown), the live events' `writer` (read from the store by all).
+ * `end_position` (their position is unknown) and `pruned_at` (not pruned yet), the live events' `writer`
+ * (read from the store by all).
  */
 const addColumn = (
   sql: SqlClient.SqlClient,
   table: "effect_agent_runs" | "effect_agent_live",
-  column: "end_position" | "writer",
+  column: "end_position" | "writer" | "pruned_at",
   type: "BIGINT" | "TEXT"
 ) =>
   sql.onDialectOrElse({
@@ -181,6 +186,60 @@ export const waitForRun = (runId: string) =>
       else woken = yield* Effect.raceFirst(Effect.as(end, true), Effect.as(poll, false))
     }
   }))
+
+/** How a run ended, once it did (its workflow, executed again after that, does nothing). */
+export const endedOutcome = (runId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.flatMap(
+      sql<{ readonly outcome: string | null }>`SELECT outcome FROM effect_agent_runs
+        WHERE run_id = ${runId} AND status <> 'running'`,
+      (rows) =>
+        rows[0]?.outcome === undefined || rows[0].outcome === null
+          ? Effect.succeed(Option.none<Outcome>())
+          : Effect.asSome(Schema.decodeUnknownEffect(Schema.fromJsonString(Outcome))(rows[0].outcome))
+    ))
+
+/**
+ * Deletes what ended runs kept for their steps, up to `limit` runs at a time: their workflow's messages
+ * and replies in the cluster's tables (the results of its steps, which a run that ended never replays)
+ * and the text of their inputs in the inbox (the log has them; the row stays, keyed by the input's id, so
+ * the same input sent again is still taken once). A run whose workflow has not stored its own result
+ * yet is left for a later sweep. The number of runs pruned.
+ *
+ * The cluster's tables are those of `effect/cluster`'s `SqlMessageStorage` without a prefix:
+ * `cluster_messages` (a workflow's requests, addressed to the entity `Workflow/<name>` with its
+ * execution id) and `cluster_replies`.
+ */
+export const pruneRuns = (options: {
+  readonly workflow: string
+  readonly executionId: (run: { readonly sessionId: string; readonly runId: string }) => Effect.Effect<string>
+  readonly limit: number
+}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const runs = yield* sql<{ readonly run_id: string; readonly session_id: string }>`SELECT run_id, session_id
+      FROM effect_agent_runs WHERE pruned_at IS NULL AND status <> 'running' ORDER BY created_at
+      LIMIT ${options.limit}`
+    let pruned = 0
+    for (const run of runs) {
+      const entityType = `Workflow/${options.workflow}`
+      const entityId = yield* options.executionId({ sessionId: run.session_id, runId: run.run_id })
+      const done = yield* sql<{ readonly processed: unknown }>`SELECT processed FROM cluster_messages
+        WHERE entity_type = ${entityType} AND entity_id = ${entityId} AND tag = 'run'`
+      if (done.some((row) => !row.processed || row.processed === "0")) continue
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`DELETE FROM cluster_replies WHERE request_id IN (SELECT id FROM cluster_messages
+          WHERE entity_type = ${entityType} AND entity_id = ${entityId})`
+        yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${entityId}`
+        // the turns of a run claim its inputs as `<run id>#<turn>`
+        yield* sql`UPDATE effect_agent_inbox SET message = '' WHERE session_id = ${run.session_id}
+          AND run_id >= ${`${run.run_id}#`} AND run_id < ${`${run.run_id}$`}`
+        yield* sql`UPDATE effect_agent_runs SET pruned_at = ${Date.now()} WHERE run_id = ${run.run_id}`
+      }))
+      pruned++
+    }
+    return pruned
+  })
 
 // -----------------------------------------------------------------------------
 // Input and control

@@ -64,9 +64,10 @@ export interface Run {
 }
 
 /**
- * Opens a run: its history as it was when the run started and the inputs that started it (`firstInput`,
- * taken from the inbox) are one step, so a resumed run starts from the same ones. (`input` is
- * `undefined` for a run whose step recorded its history alone: its inputs are a step of their own.)
+ * Opens a run: the size of its history when the run started and the inputs that started it (`firstInput`,
+ * taken from the inbox) are one step, so a resumed run starts from the same ones, its history read again
+ * from the log up to that size. (A run an earlier version started recorded the history itself; `input`
+ * is `undefined` for one whose step recorded its history alone: its inputs are a step of their own.)
  */
 export const begin = (
   options: Pick<Options, "abortPollInterval">,
@@ -82,6 +83,9 @@ export const begin = (
       WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine | Sharding.Sharding
     >()
     const store = yield* retryStore(SessionSql.makeSql(sessionId))
+    // the step records the history's size, not the history: a resumed run reads it again from the log
+    // (the run's own messages come after it; no fork moves the session's leaf while a run goes on)
+    let read: ReadonlyArray<Message.Message> | undefined
     const loaded = yield* step(Activity.make({
       name: "load",
       success: Loaded,
@@ -89,9 +93,17 @@ export const begin = (
       execute: Effect.zipWith(
         retryStore(store.messages),
         firstInput({ sessionId, runId, sql }),
-        (history, input) => ({ history, input })
+        (history, input) => {
+          read = history
+          return { size: history.length, input }
+        }
       )
     }))
+    const history = !("size" in loaded)
+      ? "history" in loaded ? loaded.history : loaded
+      : read !== undefined && read.length === loaded.size
+      ? read
+      : (yield* retryStore(store.messages)).slice(0, loaded.size)
     const aborted = isAborted(sql, runId)
     const abortSignal = aborted.pipe(
       Effect.repeat({
@@ -106,7 +118,7 @@ export const begin = (
       sql,
       workflow,
       store,
-      history: ("history" in loaded ? loaded.history : loaded).slice(),
+      history: history.slice(),
       aborted,
       abortSignal,
       pruneLive: pruneLiveEvery(sql, sessionId),
@@ -115,12 +127,17 @@ export const begin = (
       turns: 0,
       folded: undefined
     }
-    return { run, input: "history" in loaded ? loaded.input : undefined }
+    return { run, input: "input" in loaded ? loaded.input : undefined }
   })
 
+/**
+ * What the `load` step records: the history's size and the first inputs; or, in a run an earlier version
+ * started, the history itself with them, or alone.
+ */
 const Loaded = Schema.Union([
-  Schema.Array(Message.Message),
-  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) })
+  Schema.Struct({ size: Schema.Number, input: Schema.Array(Message.UserMessage) }),
+  Schema.Struct({ history: Schema.Array(Message.Message), input: Schema.Array(Message.UserMessage) }),
+  Schema.Array(Message.Message)
 ])
 
 /**

@@ -7,9 +7,11 @@
  * (in the model step of a last turn folded there: its boundary is the last drain).
  */
 import * as Cause from "effect/Cause"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Activity from "effect/workflow/Activity"
@@ -21,8 +23,19 @@ import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
 import { ended } from "./feed.js"
 import { type Options, Outcome } from "./models.js"
+import { RunWorkflow } from "./protocol.js"
 import { step } from "./step.js"
-import { claimInbox, dropAnswers, endRun, markFailed, pruneLive, retryStore, uncancelled } from "./store.js"
+import {
+  claimInbox,
+  dropAnswers,
+  endedOutcome,
+  endRun,
+  markFailed,
+  pruneLive,
+  pruneRuns,
+  retryStore,
+  uncancelled
+} from "./store.js"
 import { begin, makeTurn, type Run } from "./turns.js"
 
 export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
@@ -31,6 +44,11 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
 ) => {
   let turns = 0
   return Effect.gen(function*() {
+    // a run that ended (its last step recorded the end, then the runner stopped before the engine stored
+    // the step's result; or its steps' results were pruned and its prompt came again) is over: what its
+    // steps saved goes
+    const over = yield* retryStore(endedOutcome(payload.runId))
+    if (Option.isSome(over)) return yield* Effect.as(Effect.ignore(retryStore(dropAnswers(payload.runId))), over.value)
     const { input: first, run } = yield* begin(options, payload, (run) => takeInputs(run, 0))
     const turn = makeTurn(run, options, yield* Model.Model)
     const maxTurns = options.maxTurns ?? Loop.defaultMaxTurns
@@ -152,3 +170,20 @@ const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
     Effect.orDie,
     Effect.tap(ended(run.sql, run.runId))
   )
+
+/**
+ * Deletes what ended runs kept for their steps (`pruneRuns`) every `interval`, for as long as the runner
+ * runs (each sweep takes the runs a page at a time; a failed sweep is tried again at the next one). The
+ * first sweep of a runner on a store of an earlier layout takes the runs that ended before it.
+ */
+export const sweeper = (interval: Duration.Input) =>
+  Effect.gen(function*() {
+    const prune = pruneRuns({
+      workflow: RunWorkflow._tag,
+      executionId: (payload) => RunWorkflow.executionId(payload),
+      limit: 100
+    })
+    // a full page: the next one at once
+    const sweep = Effect.repeat(uncancelled(prune), { while: (pruned) => pruned === 100 })
+    yield* Effect.ignore(sweep).pipe(Effect.repeat(Schedule.spaced(interval)))
+  })
