@@ -25,7 +25,7 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
-import { recordStatements, sqlite, tempDir } from "./utils/sqlStores.js"
+import { postgres, recordStatements, sqlite, tempDir } from "./utils/sqlStores.js"
 
 /** Runs `f` on a migrated SQLite store in a temp dir. */
 const withStore = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown, SqlClient.SqlClient>) =>
@@ -163,8 +163,11 @@ const echo = Tool.make({
   idempotent: true
 })
 
-/** A runner on the SQLite file `filename` with a scripted model, pruning every 100 millis. */
-const runner = (filename: string, script: ReadonlyArray<Model.ScriptStep>) =>
+/** A runner on the SQLite file `filename` (or on `store`) with a scripted model, pruning every 100 millis. */
+const runner = (
+  filename: string | Layer.Layer<SqlClient.SqlClient, unknown>,
+  script: ReadonlyArray<Model.ScriptStep>
+) =>
   Durable.layer({
     tools: [echo],
     policy: (call) => call.toolCallId === "c0" ? "Ask" : "Allow",
@@ -172,7 +175,7 @@ const runner = (filename: string, script: ReadonlyArray<Model.ScriptStep>) =>
   }).pipe(
     Layer.provideMerge(Durable.layerSingleRunner({ shardingConfig: { entityTerminationTimeout: "1 second" } })),
     Layer.provide(Layer.succeed(Model.Model, Model.scripted(script))),
-    Layer.provideMerge(Layer.orDie(Durable.layerSqlite({ filename })))
+    Layer.provideMerge(Layer.orDie(typeof filename === "string" ? Durable.layerSqlite({ filename }) : filename))
   )
 
 /** Waits until every run that ended was pruned (the runner's sweep). */
@@ -259,6 +262,31 @@ describe("Durable store: what runs keep", () => {
         }).pipe(Effect.provide(runner(NodePath.join(dir, "store.db"), script)))
       }).pipe(Effect.scoped),
     120_000
+  )
+
+  it.live(
+    "PostgreSQL: the runs that ended are pruned, their inputs' text emptied; the history stays whole",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* postgres
+        const script = [Message.assistant("one"), Message.assistant("two")]
+        yield* Effect.gen(function*() {
+          const session = (yield* Durable.client)("pg")
+          const runIds: Array<string> = []
+          for (const run of [0, 1]) {
+            const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: `prompt ${run}` })
+            yield* session.Wait({ runId })
+            runIds.push(runId)
+          }
+          yield* allPruned
+          for (const runId of runIds) assert.strictEqual(yield* workflowRows("pg", runId), 0)
+          const sql = yield* SqlClient.SqlClient
+          const inbox = yield* sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox`
+          assert.deepStrictEqual(inbox.map((row) => row.message), ["", ""])
+          assert.deepStrictEqual((yield* session.History()).map(Message.textOf), ["prompt 0", "one", "prompt 1", "two"])
+        }).pipe(Effect.provide(runner(store.layer, script)))
+      }).pipe(Effect.scoped),
+    180_000
   )
 
   it.live(
