@@ -11,9 +11,10 @@
  *   time from the process's start until its request arrives (the server then answers, and the command
  *   ends);
  * - `--help` of the unbundled build (`dist/cli/main.js`, what tsc writes), for comparison;
- * - `--help` of a minimal @effect/cli command (three options, `NodeContext`, `NodeRuntime`), bundled here
- *   the way scripts/bundle.mjs bundles ours: what a command built on @effect/cli costs when its help goes
- *   through `Command.run` (ours is rendered from the commands' definitions without it);
+ * - `--help` of a minimal effect/cli command (two options and an argument, `NodeServices`,
+ *   `NodeRuntime`), bundled here the way scripts/bundle.mjs bundles ours: what a command built on
+ *   effect/cli costs when its help goes through `Command.run` (ours is rendered from the commands'
+ *   definitions without it);
  * - with `--all`, also the sources through tsx and the import cost of the command's dependencies.
  *
  * Run `npm run build` first (`npm run bench:startup` does). Sessions go to a temporary data directory.
@@ -104,24 +105,24 @@ const once = (command, args, untilRequest) =>
   })
 const env = { ...process.env, XDG_DATA_HOME: data, OPENAI_API_KEY: "bench", NO_COLOR: "1" }
 
-// the floor: the least command @effect/cli makes, bundled with the same esbuild options as ours
+// the floor: the least command effect/cli makes, bundled with the same esbuild options as ours
 const minimal = path.join(data, "minimal-cli.mjs")
 await esbuild.build({
   stdin: {
     contents: `
-      import * as Args from "@effect/cli/Args"
-      import * as Command from "@effect/cli/Command"
-      import * as Options from "@effect/cli/Options"
-      import * as NodeContext from "@effect/platform-node/NodeContext"
       import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+      import * as NodeServices from "@effect/platform-node/NodeServices"
+      import * as Argument from "effect/cli/Argument"
+      import * as Command from "effect/cli/Command"
+      import * as Flag from "effect/cli/Flag"
       import * as Effect from "effect/Effect"
       const command = Command.make("minimal", {
-        provider: Options.text("provider").pipe(Options.withDefault("openai")),
-        model: Options.text("model").pipe(Options.optional),
-        prompt: Args.text({ name: "prompt" }).pipe(Args.repeated)
+        provider: Flag.String("provider").pipe(Flag.withDefault("openai")),
+        model: Flag.String("model").pipe(Flag.optional),
+        prompt: Argument.String("prompt").pipe(Argument.variadic())
       }, () => Effect.log("hi"))
-      Command.run(command, { name: "minimal", version: "0.0.0" })(process.argv).pipe(
-        Effect.provide(NodeContext.layer),
+      Command.run(command, { version: "0.0.0" }).pipe(
+        Effect.provide(NodeServices.layer),
         NodeRuntime.runMain
       )`,
     resolveDir: repo,
@@ -131,7 +132,7 @@ await esbuild.build({
   bundle: true,
   format: "esm",
   platform: "node",
-  target: "node20",
+  target: "node22",
   minifyWhitespace: true,
   minifySyntax: true,
   banner: {
@@ -156,26 +157,26 @@ const cases = [
     "hi"
   ], true],
   ["node dist/cli/main.js --help (unbundled)", node, ["dist/cli/main.js", "--help"]],
-  ["a minimal @effect/cli command --help (bundled the same way)", node, [minimal, "--help"]],
+  ["a minimal effect/cli command --help (bundled the same way)", node, [minimal, "--help"]],
   ...(all
     ? [
       ["npm run agent -- --help (tsx)", npm, ["run", "--silent", "agent", "--", "--help"]],
       ["tsx src/cli/main.ts --help", tsx, ["src/cli/main.ts", "--help"]],
       ["node: import effect-agent (dist/index.js)", node, importing(["./dist/index.js"])],
       [
-        "node: import @effect/cli (Args, Command, Options)",
+        "node: import effect/cli (Argument, Command, Flag)",
         node,
         importing([
-          "@effect/cli/Args",
-          "@effect/cli/Command",
-          "@effect/cli/Options"
+          "effect/cli/Argument",
+          "effect/cli/Command",
+          "effect/cli/Flag"
         ])
       ],
       [
-        "node: import @effect/platform-node (NodeContext, NodeHttpClient, NodeRuntime)",
+        "node: import @effect/platform-node (NodeServices, NodeHttpClient, NodeRuntime)",
         node,
         importing([
-          "@effect/platform-node/NodeContext",
+          "@effect/platform-node/NodeServices",
           "@effect/platform-node/NodeHttpClient",
           "@effect/platform-node/NodeRuntime"
         ])
