@@ -625,6 +625,14 @@ describe("Web chat", () => {
         assert.match(early, /^≈ [\d,]+ tokens$/)
         assert.isAbove(number(late), number(early), `${early} then ${late}`)
         yield* idle(page)
+        // a session never prompted leaves the list when another opens
+        const empty = new URLSearchParams((yield* newSession(page)).slice(1)).get("session")!
+        yield* step(() => page.locator(`#session-list button[data-session-id='${empty}']`).waitFor())
+        yield* newSession(page)
+        yield* step(() =>
+          page.locator(`#session-list button[data-session-id='${empty}']`).waitFor({ state: "detached" })
+        )
+        yield* step(() => entry.waitFor())
         yield* noProblems(page)
       }),
     240_000
@@ -1046,6 +1054,56 @@ describe("Web chat", () => {
         yield* noProblems(page)
       }),
     240_000
+  )
+
+  it.live(
+    "the pictures of the guide: a conversation and the empty page at 1100 and 400 px, light and dark",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page({ locale: "en-GB" })
+        // the guide's pictures: UPDATE_SCREENSHOTS=1 writes them to docs/ (always to test/artifacts/)
+        const picture = (name: string) =>
+          step(async () => {
+            for (
+              const dir of process.env.UPDATE_SCREENSHOTS === "1"
+                ? [artifacts, NodePath.join(root, "docs")]
+                : [artifacts]
+            ) {
+              Fs.mkdirSync(dir, { recursive: true })
+              await page.screenshot({ path: NodePath.join(dir, `web-chat-${name}.png`) })
+            }
+          })
+        const sizes = [[1100, 860], [400, 860]] as const
+        const each = (name: string) =>
+          Effect.forEach(sizes, ([width, height]) =>
+            Effect.forEach(["light", "dark"] as const, (scheme) =>
+              step(async () => {
+                await page.setViewportSize({ width, height })
+                await page.emulateMedia({ colorScheme: scheme })
+                await page.mouse.move(0, 0)
+              }).pipe(Effect.andThen(picture(`${name}-${width}-${scheme}`)))), { discard: true })
+        yield* step(() =>
+          page.locator(".welcome .tools").waitFor()
+        )
+        yield* each("welcome")
+        yield* step(() =>
+          page.setViewportSize({ width: 1100, height: 860 })
+        )
+        yield* newSession(page)
+        yield* say(page, "list files")
+        yield* waitText(page, ".msg.assistant .markdown", "Finished:")
+        yield* idle(page)
+        yield* say(page, "hello there")
+        yield* waitText(page, ".msg.assistant .markdown", "Here is code")
+        yield* idle(page)
+        yield* step(() => page.locator("#input").fill("Now run the tests"))
+        yield* each("conversation")
+        const shown = yield* step(() => page.evaluate(() => document.documentElement.scrollWidth as number))
+        assert.isAtMost(shown, 400)
+        yield* noProblems(page)
+      }),
+    180_000
   )
 
   it.live("readable at 400 px: nothing wider than the window", () =>

@@ -1,7 +1,7 @@
 /**
  * The session list: the server's sessions, newest first, each with its first prompt, date and size;
  * a click opens one (through the address's `#session=…`), and New session makes one. A session's first
- * prompt shows as soon as its first run starts.
+ * prompt shows as soon as its first run starts; one never prompted is listed only while it is open.
  */
 import * as Api from "./api.js"
 import * as Dates from "./dates.js"
@@ -17,7 +17,12 @@ export const load = async (): Promise<void> => {
       "/sessions?order=newest&limit=100"
     )
     Page.sessionList.replaceChildren()
-    for (const session of page.sessions) {
+    // a session never prompted is listed only while it is open (New session makes one each time)
+    const shown = page.sessions.filter((session) =>
+      (session.messages ?? 0) > 0 || (session.firstPrompt ?? "") !== "" ||
+      session.sessionId === State.current.sessionId
+    )
+    for (const session of shown) {
       const li = Page.el("li")
       const open = Page.button("", () => {
         window.location.hash = `session=${encodeURIComponent(session.sessionId)}`
