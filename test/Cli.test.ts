@@ -222,6 +222,24 @@ describe.concurrent("the command's errors", { timeout: 120_000 }, () => {
       ])
     }))
 
+  it.live("a port that is not one (serve --port, mcp-server --http): named with its value, exit 2", () =>
+    Effect.gen(function*() {
+      for (
+        const [args, option, value] of [
+          [["serve", "--port", "abc"], "port", "abc"],
+          [["serve", "--port", "99999"], "port", "99999"],
+          [["mcp-server", "--http", "70000"], "http", "70000"]
+        ] as const
+      ) {
+        const outcome = yield* Cli.run(main, [...args, "--provider", "demo"])
+        assertFailure(outcome, 2, [
+          new RegExp(
+            `^effect-agent: --${option} "${value}" is not a port number \\(0 to 65535; 0 picks a free one\\)$`
+          )
+        ])
+      }
+    }))
+
   it.live("--fallback with the demo provider: rejected like any other wrong --fallback, exit 2", () =>
     Effect.gen(function*() {
       const outcome = yield* Cli.run(main, ["--provider", "demo", "--fallback", "openai:gpt-4o", "hi"])

@@ -68,6 +68,22 @@ export const positive = (name: string, unit: string) => (text: string) =>
     )
 
 /**
+ * Parses the value of `--<name>` as a TCP port (0 to 65535; 0 lets the system pick a free one): anything
+ * else is a usage error naming the option and the value.
+ *
+ * @since 0.2.0
+ * @category Parsers
+ */
+export const port = (name: string) => (text: string) =>
+  /^\d+$/.test(text) && Number(text) < 65536
+    ? Effect.succeed(Number(text))
+    : Effect.fail(
+      new CliError.ValidationError({
+        message: `effect-agent: --${name} ${JSON.stringify(text)} is not a port number (0 to 65535; 0 picks a free one)`
+      })
+    )
+
+/**
  * `--provider`.
  *
  * @since 0.1.0

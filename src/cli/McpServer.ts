@@ -7,24 +7,14 @@
  *
  * @since 0.1.0
  */
-import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
-import * as Effect from "effect/Effect"
 import * as Flags from "./Flags.js"
 import * as Lazy from "./Lazy.js"
 
 const http = Flag.String("http").pipe(
   Flag.withMetavar("port"),
-  Flag.mapEffect((text) =>
-    /^\d+$/.test(text) && Number(text) < 65536
-      ? Effect.succeed(Number(text))
-      : Effect.fail(
-        new CliError.ValidationError({
-          message: `effect-agent: --http ${JSON.stringify(text)} is not a port number (0 to 65535; 0 picks a free one)`
-        })
-      )
-  ),
+  Flag.mapEffect(Flags.port("http")),
   Flag.optional,
   Flag.withDescription(
     "serve over Streamable HTTP on <host>:<port>/mcp instead of stdio, behind a bearer token; its URL, and " +

@@ -25,8 +25,9 @@ export const options = {
     Flag.withDefault("127.0.0.1"),
     Flag.withDescription("the address to listen on (any other than loopback needs a token: one is made)")
   ),
-  port: Flag.Int("port").pipe(
+  port: Flag.String("port").pipe(
     Flag.withMetavar("port"),
+    Flag.mapEffect(Flags.port("port")),
     Flag.withDefault(4141),
     Flag.withDescription("the port (default 4141; 0 picks a free one)")
   ),
