@@ -55,6 +55,8 @@ export const take = (
 
 /** A response starts at `position` (again, when it was started before: what it showed goes). */
 export const start = (position: number): void => {
+  // the draws of the earlier responses are not kept (the page may stay open for days)
+  if (live.size === 0) performance.clearMeasures("effect-agent:draw")
   const existing = live.get(position)
   const root = existing?.root ?? Page.el("div", "msg assistant live")
   root.replaceChildren()
