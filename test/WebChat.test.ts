@@ -8,6 +8,7 @@
  * rejection, and saves a screenshot in test/artifacts/ (the first one also docs/web-chat.png).
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -93,6 +94,31 @@ const longStream = (): Testing.FakeAnswer => {
   return { _tag: "Sse", frames, delayMillis: 2 }
 }
 
+/** Held after a closed code block until the test opens it (`code gate`). */
+const codeGate = Effect.runSync(Deferred.make<void>())
+
+/** An answer whose stream is held right after a closed code block, before the text that follows it. */
+const gatedCode = (): Testing.FakeAnswer => {
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    `data: ${
+      JSON.stringify({
+        id: "gated",
+        object: "chat.completion.chunk",
+        model: "fake-model",
+        choices: [{ index: 0, delta, finish_reason: finish }]
+      })
+    }\n\n`
+  const frames = [
+    chunk({ role: "assistant", content: "" }),
+    chunk({ content: "Look:\n\n```ts\nconst held: number = 1\n" }),
+    chunk({ content: "```\n" }),
+    chunk({ content: "\nAfter the code." }),
+    chunk({}, "stop"),
+    "data: [DONE]\n\n"
+  ]
+  return { _tag: "Sse", frames, gates: [{ at: 3, open: Deferred.await(codeGate) }] }
+}
+
 const bash = (command: string) => ({ toolCalls: [{ name: "bash", input: { command, timeout: 900 } }] })
 
 /** The model: what it answers is chosen from the conversation. */
@@ -110,6 +136,7 @@ const answer = (body: any, index: number): Testing.FakeAnswer => {
     }
   }
   if (user === "long answer") return longStream()
+  if (user === "code gate") return gatedCode()
   if (user === "use echo") return bash("echo echo: ping")
   if (user === "list files") return { toolCalls: [{ name: "list_files", input: { path: "sample" } }] }
   if (user === "fail please") return bash("echo oops >&2; exit 3")
@@ -385,6 +412,27 @@ describe("Web chat", () => {
         yield* noProblems(page)
       }),
     180_000
+  )
+
+  it.live(
+    "a code block is highlighted as soon as its closing fence streams, before the answer goes on",
+    () =>
+      Effect.gen(function*() {
+        const chat = yield* getChat
+        const page = yield* chat.page()
+        yield* newSession(page)
+        yield* say(page, "code gate")
+        // the stream is held after the closing fence: the block is highlighted while the answer is open
+        yield* step(() => page.locator(".msg.assistant.live pre.code .hljs-keyword").waitFor({ timeout: 60_000 }))
+        assert.strictEqual(yield* step(() => page.locator("#status .state").innerText()), "running")
+        assert.strictEqual(yield* count(page, ".msg.assistant"), 1)
+        yield* Deferred.succeed(codeGate, undefined)
+        yield* waitText(page, ".msg.assistant .markdown", "After the code.")
+        yield* idle(page)
+        assert.strictEqual(yield* count(page, ".msg.assistant pre.code .hljs-keyword"), 1)
+        yield* noProblems(page)
+      }),
+    90_000
   )
 
   it.live("a tool call's card shows its arguments, runs and completes", () =>

@@ -1,7 +1,8 @@
 /**
  * Markdown that grows as an answer streams, drawn incrementally: the blocks that are finished (a later
- * block has begun) are rendered once, code highlighted, and kept; only the open last block is drawn
- * again, plain, when text arrives. A draw costs what the open block costs, not what the answer does.
+ * block has begun, or a code block's closing fence came) are rendered once, code highlighted, and kept;
+ * only the open last block is drawn again, plain, when text arrives. A draw costs what the open block
+ * costs, not what the answer does.
  */
 import type { Token } from "marked"
 import * as Markdown from "./markdown.js"
@@ -50,6 +51,8 @@ export const make = (node: HTMLElement): StreamingMarkdown => {
     if (!final) {
       while (open > 0 && tokens[open - 1]!.type === "space") open--
       open = Math.max(0, open - 1)
+      // a fenced code block is finished once its closing fence came: it is highlighted then
+      if (tokens[open] !== undefined && closedFence(tokens[open]!)) open += 1
     }
     const finished = tokens.slice(0, open)
     const finishedText = raw(finished)
@@ -77,3 +80,13 @@ export const make = (node: HTMLElement): StreamingMarkdown => {
 }
 
 const raw = (tokens: ReadonlyArray<Token>): string => tokens.map((token) => token.raw).join("")
+
+/** Whether the token is a fenced code block whose closing fence has come (nothing more can join it). */
+const closedFence = (token: Token): boolean => {
+  if (token.type !== "code") return false
+  const opening = /^ {0,3}(`{3,}|~{3,})/.exec(token.raw)
+  if (opening === null) return false
+  const lines = token.raw.replace(/\n$/, "").split("\n")
+  const last = lines[lines.length - 1]!.trim()
+  return lines.length > 1 && last.startsWith(opening[1]!) && /^(`+|~+)$/.test(last)
+}
