@@ -1,7 +1,8 @@
 /**
  * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
  * process (workload e in one child process per runtime), prints one JSON line per workload and writes
- * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (and then does not rewrite
+ * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (a to m; m is a whole run of one
+ * turn) (and then does not rewrite
  * `BENCHMARKS.md`); `--runtimes a,b` times only the named runtimes; `--serve-sessions 50,200` sets the sizes of workload k; `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
  * rebuilds `BENCHMARKS.md` from saved JSON lines.
  *
@@ -27,7 +28,7 @@ import * as Serve from "./workloads/Serve.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
-const selected = args.filter((a) => /^[a-l]$/.test(a))
+const selected = args.filter((a) => /^[a-m]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
 // `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
@@ -95,6 +96,13 @@ const main = async (): Promise<void> => {
       deltas: 5,
       // a sample is one run of 50 turns (a millisecond or two): more of them, after a longer warm-up
       ...(quick ? timing : { warmup: 10, repeat: 3 * Harness.repeat })
+    }))
+  await step("m", () =>
+    History.wholeRun(runtimes, {
+      length: 10,
+      runs: quick ? 10 : 200,
+      deltas: 5,
+      ...timing
     }))
   await step(
     "e",

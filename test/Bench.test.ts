@@ -8,6 +8,7 @@ import * as OursAiSdk from "../bench/runtimes/OursAiSdk.js"
 import * as Pi from "../bench/runtimes/Pi.js"
 import * as Abort from "../bench/workloads/Abort.js"
 import * as Adapter from "../bench/workloads/Adapter.js"
+import * as History from "../bench/workloads/History.js"
 import * as IdleFloor from "../bench/workloads/IdleFloor.js"
 import * as Overhead from "../bench/workloads/Overhead.js"
 import * as Serve from "../bench/workloads/Serve.js"
@@ -86,6 +87,17 @@ describe("bench harness", () => {
       )
       assert.deepStrictEqual(Object.keys(result.runtimes), ["floor (ms per run)", "ours.run", "pi.runAgentLoop"])
       assert.deepStrictEqual(Object.keys(result.ratios), ["ours.run / pi.runAgentLoop"])
+    }))
+
+  it.live("the whole-run workload times runs of one turn, setup included, against each peer", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() =>
+        History.wholeRun([Ours.stream(), Pi.loop], { length: 10, runs: 3, deltas: 2, warmup: 0, repeat: 1 })
+      )
+      assert.strictEqual(result.workload, "m")
+      assert.deepStrictEqual(Object.keys(result.runtimes), ["ours.stream", "pi.agentLoop"])
+      assert.deepStrictEqual(Object.keys(result.ratios), ["ours.stream / pi.agentLoop"])
+      assert.isBoolean(result.met)
     }))
 
   it.live("the adapter workload sets the AI SDK adapter against the native path at each run length", () =>

@@ -89,6 +89,72 @@ export const turnCost = async (
 }
 
 /**
+ * Workload m): a whole run of one turn (a prompt, one answer, no tool call) on a history of `length`
+ * messages: what a server that starts many short runs pays for each, setup included. A sample is `runs`
+ * runs one after the other (one run is too short to time alone); the figure is µs a run, the floor's
+ * subtracted.
+ *
+ * @since 0.2.0
+ * @category Workloads
+ */
+export const wholeRun = async (
+  runtimes: ReadonlyArray<Harness.Runtime>,
+  size: {
+    readonly length: number
+    readonly runs: number
+    readonly deltas: number
+    readonly warmup: number
+    readonly repeat: number
+  }
+): Promise<Result> => {
+  const spec: Harness.Spec = { turns: 0, calls: 1, deltas: size.deltas, tool: "echo", history: size.length }
+  const batch = (run: () => Promise<unknown>) => async () => {
+    for (let i = 0; i < size.runs; i++) await run()
+  }
+  const samples = await Harness.timeEach([
+    { name: "floor", run: batch(() => floor.run(spec)) },
+    ...runtimes.map((runtime) => {
+      const timed = Harness.timed(runtime, spec)
+      const prepare = timed.prepare
+      return {
+        ...timed,
+        run: batch(timed.run),
+        // each run of the batch prepared (untimed) before the batch is timed
+        prepare: prepare === undefined ? undefined : () => {
+          const prepared = Array.from({ length: size.runs }, () => prepare())
+          return async () => {
+            for (const run of prepared) await run()
+          }
+        }
+      }
+    })
+  ], size)
+  const floorMedian = Harness.stats(samples["floor"]!).median
+  const figures = Object.fromEntries(runtimes.map((runtime) => [
+    runtime.name,
+    Harness.mapStats(Harness.stats(samples[runtime.name]!), (ms) => ((ms - floorMedian) * 1000) / size.runs)
+  ]))
+  const ratios: Record<string, number> = {}
+  for (const ours of runtimes.filter((runtime) => runtime.name.startsWith("ours."))) {
+    for (const peer of runtimes.filter((runtime) => !runtime.name.startsWith("ours."))) {
+      ratios[`${ours.name} / ${peer.name}`] = Harness.round(figures[ours.name]!.median / figures[peer.name]!.median, 3)
+    }
+  }
+  const streamRatio = ratios["ours.stream / pi.agentLoop"]
+  return {
+    workload: "m",
+    title: `a whole run of one turn at history length ${size.length}`,
+    unit: "µs/run (floor subtracted)",
+    runtimes: Object.fromEntries(
+      runtimes.map((runtime) => [runtime.name, Harness.roundStats(figures[runtime.name]!, 3)])
+    ),
+    ratios,
+    target: "ours.stream / pi.agentLoop ≤ 1.0",
+    met: streamRatio === undefined ? null : streamRatio <= 1
+  }
+}
+
+/**
  * Resuming a session of 4,000 and 20,000 messages: the CPU time of opening its JSON Lines file
  * (`Session.openJsonl`: read, check, repair), and the heap an in-memory session of those messages
  * keeps beyond a plain array of them (bytes per message).
