@@ -426,6 +426,15 @@ describe("Web chat", () => {
         yield* step(() => page.locator(".msg.assistant.live pre.code .hljs-keyword").waitFor({ timeout: 60_000 }))
         assert.strictEqual(yield* step(() => page.locator("#status .state").innerText()), "running")
         assert.strictEqual(yield* count(page, ".msg.assistant"), 1)
+        // the code block says its language
+        assert.strictEqual(
+          yield* step(() =>
+            page.locator(".msg.assistant pre.code").evaluate((pre: any) =>
+              window.getComputedStyle(pre, "::before").content
+            )
+          ),
+          "\"ts\""
+        )
         yield* Deferred.succeed(codeGate, undefined)
         yield* waitText(page, ".msg.assistant .markdown", "After the code.")
         yield* idle(page)
@@ -1154,6 +1163,30 @@ describe("Web chat", () => {
       }),
     180_000
   )
+
+  it.live("the input grows with its text and shrinks when it is sent", () =>
+    Effect.gen(function*() {
+      const chat = yield* getChat
+      const page = yield* chat.page()
+      yield* newSession(page)
+      const height = () =>
+        step(() => page.locator("#input").evaluate((node: any) => node.getBoundingClientRect().height))
+      const empty = yield* height()
+      yield* step(async () => {
+        await page.locator("#input").click()
+        for (let line = 1; line <= 6; line++) {
+          await page.keyboard.type(`line ${line}`)
+          if (line < 6) await page.keyboard.press("Shift+Enter")
+        }
+      })
+      const grown = yield* height()
+      assert.isAbove(grown, empty + 40, `${empty} px, then ${grown} px`)
+      yield* step(() => page.keyboard.press("Enter"))
+      yield* waitText(page, ".msg.assistant .markdown", "Reply to: line 1")
+      assert.strictEqual(yield* height(), empty)
+      yield* idle(page)
+      yield* noProblems(page)
+    }), 90_000)
 
   it.live("readable at 400 px: nothing wider than the window", () =>
     Effect.gen(function*() {

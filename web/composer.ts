@@ -1,6 +1,7 @@
 /**
- * The composer: Enter sends (Shift+Enter is a new line), a message sent while a run goes on steers it
- * and waits in the queue until a turn takes it, and Stop (or Esc) aborts the run.
+ * The composer: Enter sends (Shift+Enter is a new line), the input grows with its text, a message sent
+ * while a run goes on steers it and waits in the queue until a turn takes it, and Stop (or Esc) aborts
+ * the run.
  */
 import * as Api from "./api.js"
 import * as Page from "./page.js"
@@ -41,6 +42,7 @@ export const send = async (text: string): Promise<void> => {
     node.remove()
     queue = queue.filter((each) => each !== item)
     Page.input.value = Page.input.value === "" ? text : Page.input.value
+    fit()
     Page.notice(Api.explain(error))
   }
 }
@@ -74,13 +76,21 @@ export const submit = async (text: string): Promise<void> => {
   await send(text)
 }
 
+/** The input grows with its text (up to 40% of the window, then it scrolls), as it shrinks when sent. */
+const fit = (): void => {
+  Page.input.style.height = "auto"
+  Page.input.style.height = `${Page.input.scrollHeight + 2}px`
+}
+
 /** Wires the composer's form, keys and buttons. */
 export const install = (): void => {
+  Page.input.addEventListener("input", fit)
   Page.composer.addEventListener("submit", (event) => {
     event.preventDefault()
     const text = Page.input.value.trim()
     if (text === "") return
     Page.input.value = ""
+    fit()
     void submit(text)
   })
   Page.input.addEventListener("keydown", (event) => {
