@@ -28,7 +28,7 @@ export const apply = (event: ServerEvent): void => {
             Composer.dequeue(Conversation.textOf(message))
             Status.markRunning("")
             if (State.current.sessionId !== undefined) {
-              Sessions.started(State.current.sessionId, Conversation.textOf(message))
+              Sessions.started(State.current.sessionId, Conversation.textOf(message), true)
             }
           }
           Conversation.render(message)

@@ -39,6 +39,11 @@ const route = (): void => {
 }
 
 window.addEventListener("hashchange", route)
+Page.messages.addEventListener("scroll", Page.showToBottom, { passive: true })
+Page.toBottom.addEventListener("click", () => {
+  Page.messages.scrollTo({ top: Page.messages.scrollHeight })
+  Page.toBottom.hidden = true
+})
 
 /** For tests and for the curious: drops the event stream as a lost connection would. */
 Object.defineProperty(window, "effectAgentChat", {

@@ -44,11 +44,19 @@ export const theme = byId<HTMLButtonElement>("theme")
 export const branches = byId<HTMLDetailsElement>("branches")
 export const tree = byId<HTMLDivElement>("tree")
 
+export const toBottom = byId<HTMLButtonElement>("to-bottom")
+
 /** Keeps the view at the bottom when it was there. */
 export const stickToBottom = (change: () => void): void => {
   const atBottom = messages.scrollHeight - messages.scrollTop - messages.clientHeight < 40
   change()
   if (atBottom) messages.scrollTop = messages.scrollHeight
+  else showToBottom()
+}
+
+/** The ↓ button shows while the end of the conversation is out of sight. */
+export const showToBottom = (): void => {
+  toBottom.hidden = messages.scrollHeight - messages.scrollTop - messages.clientHeight < 120
 }
 
 /** A one-line notice (an error, by default) at the end of the conversation. */

@@ -58,8 +58,11 @@ export const create = async (): Promise<void> => {
   }
 }
 
-/** A run of the session `sessionId` started with `text`: the session shows it as its first prompt, if it had none. */
-export const started = (sessionId: string, text: string): void => {
+/**
+ * A run of the session `sessionId` started with `text`: the session shows it as its first prompt, if
+ * it had none; `stored` (the prompt is in the server's store) reads the list again for its counts.
+ */
+export const started = (sessionId: string, text: string, stored = false): void => {
   const open = Array.from(Page.sessionList.querySelectorAll<HTMLButtonElement>("button")).find((node) =>
     node.dataset.sessionId === sessionId
   )
@@ -72,4 +75,5 @@ export const started = (sessionId: string, text: string): void => {
     first.textContent = text
     first.classList.remove("none")
   }
+  if (stored) void load()
 }
