@@ -96,7 +96,7 @@ export const assistantHolder = (): HTMLDivElement => {
  * Gives the user's messages of the current branch their Edit, and the last answer its Regenerate (the
  * entries' ids come with the history).
  */
-export const attachEdits = (entries: ReadonlyArray<Entry>): void => {
+export const attachActions = (entries: ReadonlyArray<Entry>): void => {
   let lastPrompt: Entry | undefined
   for (const entry of entries) {
     if (entry.message.role !== "user") continue

@@ -105,7 +105,7 @@ export const forkAndSend = async (entryId: string | null, text: string): Promise
 const applyEntries = (history: History): void => {
   State.current.entries = history.entries
   State.current.branches = history.branches
-  Conversation.attachEdits(history.entries)
+  Conversation.attachActions(history.entries)
   Tree.render()
 }
 
