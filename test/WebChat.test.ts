@@ -391,13 +391,14 @@ describe("Web chat", () => {
         assert.strictEqual(seen.highlighted, 110)
         assert.isAbove(seen.nodes, 1_500)
         // many draws, each replacing the open block's nodes only: the nodes a draw removes are the open
-        // block's (a section's largest block is a few dozen nodes), never the answer's; what it adds is
-        // bounded by the text of one frame's deltas (a slow frame on a busy machine draws many)
+        // block's (a section's largest block is a few dozen nodes), never the answer's. What a draw adds
+        // is not bounded here: it is the text of the deltas of one frame, and a slow frame on a busy
+        // machine draws many (the finished blocks among them are added once and never removed)
         const removed = Math.max(...seen.batches.map((batch) => batch.removed))
         const added = Math.max(...seen.batches.map((batch) => batch.added))
         assert.isBelow(removed, 60, `a draw removed ${removed} nodes of ${seen.nodes}`)
-        assert.isBelow(added, seen.nodes / 5, `a draw added ${added} nodes of ${seen.nodes}`)
-        assert.isAtLeast(seen.draws.length, 40, JSON.stringify(seen.draws.length))
+        // (a 57,000-character answer streamed in about 3 s: even a busy machine draws it many times)
+        assert.isAtLeast(seen.draws.length, 30, JSON.stringify(seen.draws.length))
         // the last draws cost what the first did, within noise: a generous ratio, and a floor of a frame's
         // budget (16 ms) for a busy machine
         const median = (values: ReadonlyArray<number>) =>
