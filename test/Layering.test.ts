@@ -37,7 +37,8 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/limits",
       "internal/pairing",
       "internal/httpGuard",
-      "internal/outgoing"
+      "internal/outgoing",
+      "internal/toolSummary"
     ]
   },
   {

@@ -418,16 +418,28 @@ export const abortRuns = (options: {
 // Handlers
 // -----------------------------------------------------------------------------
 
+/** What `GET /info` says of the agent: what the options give of its model, workspace, tools and rules. */
+const infoOf = (options: HandlerOptions) => ({
+  ...(options.model === undefined ? {} : { model: options.model }),
+  ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+  ...(options.tools === undefined ? {} : { tools: options.tools }),
+  ...(options.rules === undefined ? {} : { rules: options.rules })
+})
+
+/** The count of open event streams, with the options' limits (or the defaults). */
+const streamCounterOf = (options: HandlerOptions) =>
+  ServerStream.streamCounter({
+    maxStreams: options.maxStreams ?? ServerStream.defaultStreamLimits.maxStreams,
+    maxStreamsPerSession: options.maxStreamsPerSession ?? ServerStream.defaultStreamLimits.maxStreamsPerSession
+  })
+
 export const layerSessions = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api.Api, "sessions", (handlers) =>
     Effect.gen(function*() {
       const makeClient = yield* Durable.client
       const context = yield* Effect.context<SqlClient.SqlClient>()
       const limits = sseLimits(options)
-      const streams = ServerStream.streamCounter({
-        maxStreams: options.maxStreams ?? ServerStream.defaultStreamLimits.maxStreams,
-        maxStreamsPerSession: options.maxStreamsPerSession ?? ServerStream.defaultStreamLimits.maxStreamsPerSession
-      })
+      const streams = streamCounterOf(options)
       const heartbeat = options.heartbeat ?? defaultHeartbeat
       const asksApproval = asks(options.policy)
       // the server stops: the event streams end (an open one would keep the server from closing)
@@ -439,13 +451,7 @@ export const layerSessions = (options: HandlerOptions) =>
       const inSession = <A, E>(sessionId: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
         run(sessionId, Effect.andThen(requireSession(sessionId), effect))
       return handlers
-        .handle("info", () =>
-          Effect.succeed({
-            ...(options.model === undefined ? {} : { model: options.model }),
-            ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
-            ...(options.tools === undefined ? {} : { tools: options.tools }),
-            ...(options.rules === undefined ? {} : { rules: options.rules })
-          }))
+        .handle("info", () => Effect.succeed(infoOf(options)))
         .handle("create", ({ payload }) => {
           const sessionId = payload.sessionId ?? Crypto.randomUUID()
           return run(sessionId, Effect.as(SessionSql.makeSql(sessionId), { sessionId }))
