@@ -302,31 +302,33 @@ export const stream: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
 ): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Stream.unwrap(Effect.gen(function*() {
-    const queue = yield* Queue.make<
-      Event.AgentEvent<any>,
-      RunError<Tools> | Errors.OutputInvalid | Cause.Done
-    >({ capacity: options.eventBuffer ?? defaultEventBuffer, strategy: "suspend" })
-    const sink = EventSink.queue(queue)
-    const onEvent = options.onEvent
-    yield* Run.spanned(
-      loop(
-        options,
-        toolsOf(options.tools),
-        onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
-        options.signal
-      ),
-      "Loop.stream"
-    ).pipe(
-      Effect.onExit((exit) =>
-        Exit.isSuccess(exit) || Exit.hasInterrupts(exit) ? Queue.end(queue) : Queue.failCause(queue, exit.cause)
-      ),
-      Effect.forkScoped
-    )
-    // added after the fiber, so it runs first: a run finalizing after the consumer left never waits on the queue
-    yield* Effect.addFinalizer(() => Queue.shutdown(queue))
-    return Stream.fromQueue(queue)
-  }))
+  // the run is the stream's producer: it runs in the stream's scope, its events go through a queue that
+  // slows it down when the consumer is slower, and leaving the stream interrupts it
+  Stream.callback<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>(
+    (queue) => {
+      const onEvent = options.onEvent
+      const sink = EventSink.queue(queue)
+      return Effect.andThen(
+        // added after the producer's fiber, so it runs first: a run finalizing after the consumer left
+        // never waits on the queue
+        Effect.addFinalizer(() => Queue.shutdown(queue)),
+        Run.spanned(
+          loop(
+            options,
+            toolsOf(options.tools),
+            onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
+            options.signal
+          ),
+          "Loop.stream"
+        ).pipe(
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) || Exit.hasInterrupts(exit) ? Queue.end(queue) : Queue.failCause(queue, exit.cause)
+          )
+        )
+      )
+    },
+    { bufferSize: options.eventBuffer ?? defaultEventBuffer, strategy: "suspend" }
+  )
 
 /**
  * The options of `runAgent`.
