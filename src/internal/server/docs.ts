@@ -113,7 +113,7 @@ const script = `(function () {
 /**
  * Scalar's bundle, the one `effect/http-api/HttpApiScalar` inlines in its own page (which this page
  * replaces: that one runs inline scripts and cannot take the token), read from the installed `effect`
- * (a required peer) when the server starts. The command's bundle holds no copy of it: 3.4 MB the
+ * (a required peer) when the server starts. The command's bundle holds no copy of it: about 5 MB the
  * package does not ship twice. `HttpApiScalar` loads it from the module beside it; so does this.
  */
 const scalarSource: Effect.Effect<string> = Effect.promise(async () => {
