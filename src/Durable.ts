@@ -378,11 +378,8 @@ export const layerSingleRunner = (options?: {
  * processes on one machine share): `Sharding` and the workflow engine, with the runners registered and
  * the shards locked in the database. The other runners reach this one at `address` (it listens there,
  * or at `listen`), and each session runs on the runner that holds its shard; when a runner dies, the
- * others take its sessions over within about 5 seconds: a runner refreshes its shard locks every second
- * and they expire 3 seconds after the last refresh, and runners check each other's health every second
- * and look at their assignments every half second (`shardingConfig` overrides each; a runner that cannot
- * refresh its locks for 3 seconds, its database or its event loop stalled, loses its shards to the
- * others, and gets them back as the shards are balanced again). The runners' port listens on the host of `listen` only, and takes
+ * others take its sessions over once its shard locks expire (`shardLockExpiration`, 35 seconds unless
+ * `shardingConfig` says otherwise). The runners' port listens on the host of `listen` only, and takes
  * the cluster's messages without authentication or encryption (a prompt sent there runs): only the
  * cluster's machines may reach it (loopback, a private network, or a WireGuard or TLS tunnel).
  *
@@ -417,7 +414,9 @@ export const layerCluster = (options: {
     Layer.provideMerge(NodeClusterSocket.layer({
       storage: "sql",
       shardingConfig: {
-        ...takeover,
+        entityMessagePollInterval: "500 millis",
+        // a runner that died is noticed within seconds; its shards move once their locks expire
+        runnerHealthCheckInterval: "5 seconds",
         ...options.shardingConfig,
         runnerAddress: Option.some(RunnerAddress.make(options.address.host, options.address.port)),
         runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
@@ -430,24 +429,6 @@ export const layerCluster = (options: {
     )
   )
 }
-
-/**
- * The cluster's settings for a takeover in seconds (the cluster's defaults take 35 seconds or more). A
- * dead runner's sessions move once the others see it dead (a health check every second, whose ping
- * `effect/cluster` tries 5 times half a second apart; or its heartbeat, written with its locks, is older
- * than their expiration) and its shard locks are free: on PostgreSQL at once (they are the session's
- * advisory locks, gone with its connection), on SQLite once they expire (3 seconds after their last
- * refresh, counted in whole seconds). Measured with `test/DurableCluster.test.ts`: 3.5 to 4.3 seconds
- * on PostgreSQL, 3.8 to 4.4 on SQLite (7.4 once); 4.5 and 5.3 with a 4-second expiration. The cost: each
- * runner writes its locks every second, and a runner stalled for 3 seconds loses its shards.
- */
-const takeover = {
-  entityMessagePollInterval: "500 millis",
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "3 seconds",
-  refreshAssignmentsInterval: "500 millis",
-  runnerHealthCheckInterval: "1 second"
-} as const
 
 /** A layer that fails (or dies) as `effect` does, in place of one that provides `ROut`. */
 const failedLayer = <ROut, E>(effect: Effect.Effect<never, E>): Layer.Layer<ROut, E> =>

@@ -306,7 +306,7 @@ describe("Durable runs on several runner processes, with random SIGKILLs", () =>
 
 describe("Durable runs on several runner processes, one SIGKILLed and not started again", () => {
   const once = { kills: 1, restart: false, approvals: false }
-  // the two others take its sessions over once they see it gone (its shard locks expire after 3 s: `Durable.layerCluster`)
+  // the two others take its sessions over once its shard locks expire (`shardLockExpiration`, 4 s)
   it.live("PostgreSQL", () => killTest(postgres, once), { timeout: 240_000, retry })
   it.live("SQLite", () => killTest(sqliteStore, once), { timeout: 240_000, retry })
 })
