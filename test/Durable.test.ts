@@ -21,15 +21,10 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as Tool from "../src/Tool.js"
+import { idempotentEcho } from "./utils/layers.js"
 import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(text),
-  idempotent: true
-})
+const echo = idempotentEcho()
 
 /** A runner of one process on `store`, with `model` and `options`. */
 const runner = (store: Store, model: Model.Service, options: Durable.Options = {}) =>

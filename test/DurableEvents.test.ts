@@ -24,7 +24,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import * as Durable from "../src/Durable.js"
@@ -35,9 +34,9 @@ import { insertLive, type LiveRow, liveRow, migrate, withLive } from "../src/int
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
-import * as Tool from "../src/Tool.js"
 import { type FakeProvider, fakeProvider, prepareRunner, startRunner, type Step } from "./utils/durableHarness.js"
 import { fastFailover } from "./utils/failover.js"
+import { idempotentEcho } from "./utils/layers.js"
 import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 const answer = Array.from({ length: 24 }, (_, index) => `word${index}`).join(" ")
@@ -263,13 +262,7 @@ describe("Durable Events: live events from another process", () => {
   )
 })
 
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(text),
-  idempotent: true
-})
+const echo = idempotentEcho()
 
 /** This process as a runner of the cluster (the same sharding as the runner processes). */
 const ownRunner = (store: Store, baseUrl: string, port: number) =>

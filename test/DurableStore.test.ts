@@ -13,7 +13,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
@@ -24,7 +23,7 @@ import { insertLive, liveRow, migrate } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
-import * as Tool from "../src/Tool.js"
+import { idempotentEcho } from "./utils/layers.js"
 import { postgres, recordStatements, sqlite, tempDir } from "./utils/sqlStores.js"
 
 /** Runs `f` on a migrated SQLite store in a temp dir. */
@@ -155,13 +154,7 @@ describe("Durable store: an event stream reads its log from where it starts", ()
     ))
 })
 
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(`echo: ${text}`),
-  idempotent: true
-})
+const echo = idempotentEcho("echo: ")
 
 /** A runner on the SQLite file `filename` (or on `store`) with a scripted model, pruning every 100 millis. */
 const runner = (

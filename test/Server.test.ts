@@ -11,7 +11,6 @@ import * as Metric from "effect/Metric"
 import type * as NetAddress from "effect/net/NetAddress"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { EventSource } from "eventsource"
 import * as ChildProcess from "node:child_process"
@@ -26,18 +25,12 @@ import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
 import * as SessionSql from "../src/services/SessionSql.js"
-import * as Tool from "../src/Tool.js"
+import { idempotentEcho } from "./utils/layers.js"
 import * as Raw from "./utils/rawHttp.js"
 import * as Reaper from "./utils/reaper.js"
 import { tempDir } from "./utils/sqlStores.js"
 
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its input",
-  parameters: Schema.Struct({ text: Schema.String }),
-  execute: ({ text }) => Effect.succeed(`echo: ${text}`),
-  idempotent: true
-})
+const echo = idempotentEcho("echo: ")
 
 const token = "test-token-0123456789"
 const auth = { authorization: `Bearer ${token}` }

@@ -35,6 +35,19 @@ export const echo = Tool.make({
   execute: ({ text }) => Effect.succeed(text)
 })
 
+/**
+ * The `echo` of the durable and serving tests: it may run again after a crash (`idempotent`), and its
+ * result is its input after `prefix`.
+ */
+export const idempotentEcho = (prefix = "") =>
+  Tool.make({
+    name: "echo",
+    description: "Returns its input",
+    parameters: Schema.Struct({ text: Schema.String }),
+    execute: ({ text }) => Effect.succeed(`${prefix}${text}`),
+    idempotent: true
+  })
+
 /** The checkpoint script: one list_files call, then the answer. */
 export const checkpointScript = [
   Message.assistant([Message.toolCall("call_1", "list_files", {})]),
