@@ -6,9 +6,9 @@
  * a test process that is killed.
  */
 import * as Effect from "effect/Effect"
-import * as esbuild from "esbuild"
 import * as Fs from "node:fs/promises"
 import * as NodePath from "node:path"
+import { bundleEntry } from "./fixtureBundle.js"
 import * as Reaper from "./reaper.js"
 
 /** The repository root. */
@@ -23,15 +23,7 @@ export const bundleOf = async (entry: string): Promise<string> => {
   await Fs.mkdir(cache, { recursive: true })
   const dir = Reaper.watchDir(await Fs.mkdtemp(NodePath.join(cache, "effect-agent-cli-")))
   const outfile = NodePath.join(dir, "main.mjs")
-  await esbuild.build({
-    entryPoints: [NodePath.join(root, entry)],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile,
-    logLevel: "warning"
-  })
+  await bundleEntry(NodePath.join(root, entry), outfile)
   return outfile
 }
 

@@ -19,8 +19,14 @@ export const bundleFixture = async (fixture: string, cache: string): Promise<str
   const checkout = Crypto.createHash("sha256").update(repoRoot).digest("hex").slice(0, 12)
   const outfile = NodePath.join(repoRoot, "node_modules", ".cache", cache, `${fixture}-${checkout}.mjs`)
   Fs.mkdirSync(NodePath.dirname(outfile), { recursive: true })
+  await bundleEntry(NodePath.join(repoRoot, "test", "fixtures", `${fixture}.ts`), outfile)
+  return outfile
+}
+
+/** Bundles `entry` into the ES module `outfile`, its packages left to resolve from `node_modules`. */
+export const bundleEntry = async (entry: string, outfile: string): Promise<void> => {
   await Esbuild.build({
-    entryPoints: [NodePath.join(repoRoot, "test", "fixtures", `${fixture}.ts`)],
+    entryPoints: [entry],
     bundle: true,
     platform: "node",
     format: "esm",
@@ -28,5 +34,4 @@ export const bundleFixture = async (fixture: string, cache: string): Promise<str
     outfile,
     logLevel: "warning"
   })
-  return outfile
 }
