@@ -1,10 +1,14 @@
 import { HttpAgent } from "@ag-ui/client"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { assert, describe, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as HttpServer from "effect/http/HttpServer"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -16,6 +20,7 @@ import { EventSource } from "eventsource"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import type * as Http from "node:http"
+import * as NodeHttp from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Durable from "../src/Durable.js"
@@ -367,6 +372,49 @@ describe("Server", () => {
         a.close()
         yield* waitUntil(Effect.map(open("s1"), (stream) => stream.status === 200).pipe(Effect.scoped))
       }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "an event stream whose client left before its response was made gives its place back",
+    () =>
+      Effect.gen(function*() {
+        const arrived = yield* Deferred.make<void>()
+        const released = yield* Deferred.make<void>()
+        // the handler makes the response only once its client has gone, as a slow handler would
+        const app = Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const response = NodeHttpServerRequest.toServerResponse(request)
+          yield* Deferred.succeed(arrived, undefined)
+          yield* Effect.callback<void>((resume) => {
+            if (response.closed) resume(Effect.void)
+            else response.once("close", () => resume(Effect.void))
+          })
+          return ServerStream.sseResponse(
+            request,
+            Stream.never,
+            { maxBytes: 1024 * 1024, maxEvents: 100, stall: "10 seconds" },
+            undefined,
+            Deferred.succeed(released, undefined)
+          )
+        })
+        yield* HttpServer.serveEffect(app)
+        const { port } = (yield* HttpServer.HttpServer).address as NetAddress.TcpAddress
+        const controller = new AbortController()
+        const fetching = fetch(`http://127.0.0.1:${port}/`, { signal: controller.signal }).catch(() => undefined)
+        yield* Deferred.await(arrived)
+        controller.abort()
+        yield* Effect.promise(() => fetching)
+        yield* Deferred.await(released).pipe(
+          Effect.timeoutOrElse({
+            duration: "20 seconds",
+            orElse: () => Effect.die(new Error("the stream of a client that left kept its place"))
+          })
+        )
+      }).pipe(
+        Effect.provide(NodeHttpServer.layer(() => NodeHttp.createServer(), { port: 0, host: "127.0.0.1" })),
+        Effect.scoped
+      ),
     60_000
   )
 

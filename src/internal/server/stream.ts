@@ -176,7 +176,8 @@ export const socketOf = (request: HttpServerRequest.HttpServerRequest): Socket =
     unsent: () => node.writableLength,
     onDrain: (listener) => void node.on("drain", listener),
     drop: () => node.destroy(),
-    onClose: (listener) => void node.on("close", listener)
+    // a client may have gone before the response was made: its close has been and will not come again
+    onClose: (listener) => node.closed ? listener() : void node.on("close", listener)
   }
 }
 
