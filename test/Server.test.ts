@@ -399,7 +399,7 @@ describe("Server", () => {
           )
         })
         yield* HttpServer.serveEffect(app)
-        const { port } = (yield* HttpServer.HttpServer).address as NetAddress.TcpAddress
+        const { port } = (yield* HttpServer.HttpServer).address as NetAddress.InetAddress
         const controller = new AbortController()
         const fetching = fetch(`http://127.0.0.1:${port}/`, { signal: controller.signal }).catch(() => undefined)
         yield* Deferred.await(arrived)
