@@ -179,6 +179,16 @@ const allPruned = Effect.gen(function*() {
   yield* Effect.repeat(left, { until: (rows) => Number(rows[0]!.n) === 0, schedule: Schedule.spaced("50 millis") })
 })
 
+/** The `Prompt` requests of sessions that the cluster's tables hold, with their replies. */
+const promptRows = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly n: number }>`SELECT
+    (SELECT COUNT(*) FROM cluster_messages WHERE entity_type = 'effect-agent/Session' AND tag = 'Prompt') +
+    (SELECT COUNT(*) FROM cluster_replies WHERE request_id IN (SELECT id FROM cluster_messages
+      WHERE entity_type = 'effect-agent/Session' AND tag = 'Prompt')) AS n`
+  return Number(rows[0]!.n)
+})
+
 /** The bytes of the pages the database uses (its file, less the free pages a later write reuses). */
 const usedBytes = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -208,6 +218,8 @@ describe("Durable store: what runs keep", () => {
         const dir = yield* tempDir("effect-agent-store-size-")
         const runs = 16
         const prompt = (run: number) => `${run} `.padEnd(64 * 1024, "x")
+        // the first input's id is long: the cluster keys its request by a digest of it
+        const inputId = (run: number) => run === 0 ? "p0-".padEnd(240, "k") : `p${run}`
         const script = [
           ...Array.from({ length: runs }, (_, run) => Message.assistant(`answer ${run}`)),
           Message.assistant([Message.toolCall("c0", "echo", { text: "wait" })])
@@ -216,30 +228,39 @@ describe("Durable store: what runs keep", () => {
           const session = (yield* Durable.client)("long")
           const sizes: Array<number> = []
           for (let run = 0; run < runs; run++) {
-            const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: prompt(run) })
+            const { runId } = yield* session.Prompt({ inputId: inputId(run), text: prompt(run) })
             yield* session.Wait({ runId })
             if (run === runs / 2 - 1 || run === runs - 1) {
               yield* allPruned
               sizes.push(yield* usedBytes)
             }
           }
-          // every run's workflow is gone from the cluster's tables, and its input from the inbox
-          for (let run = 0; run < runs; run++) assert.strictEqual(yield* workflowRows("long", `long/p${run}`), 0)
+          // every run's workflow is gone from the cluster's tables, and its input from the inbox and from
+          // the cluster's copy of the session's requests
+          for (let run = 0; run < runs; run++) {
+            assert.strictEqual(yield* workflowRows("long", `long/${inputId(run)}`), 0)
+          }
           const sql = yield* SqlClient.SqlClient
           const inbox = yield* sql<{ readonly bytes: number | null }>`SELECT SUM(LENGTH(message)) AS bytes
             FROM effect_agent_inbox`
           assert.strictEqual(Number(inbox[0]!.bytes ?? 0), 0)
+          assert.strictEqual(yield* promptRows, 0)
           // the history is whole
           const history = yield* session.History()
           assert.strictEqual(history.length, 2 * runs)
           assert.strictEqual(Message.textOf(history[2 * runs - 2]!), prompt(runs - 1))
+          // a prompt sent again once its run was pruned starts no run: the same run, and the history as it was
+          const again = yield* session.Prompt({ inputId: inputId(0), text: prompt(0) })
+          assert.deepStrictEqual(again, { runId: `long/${inputId(0)}`, queued: false })
+          yield* session.Wait({ runId: again.runId })
+          assert.strictEqual((yield* session.History()).length, 2 * runs)
           // linear: the second half of the runs added what the first did (with the history copied into
-          // each run, it would add three times as much), and the whole is a small multiple of the text
-          // (the log, and the cluster's copy of each prompt as it was sent)
+          // each run, it would add three times as much), and the whole is the text once and a little (the
+          // log; no copy of a prompt is left in the inbox or the cluster's tables)
           const text = runs * 64 * 1024
           const [half, whole] = sizes as [number, number]
           assert.isBelow(whole - half, 1.5 * half, `${half} bytes after ${runs / 2} runs, ${whole} after ${runs}`)
-          assert.isBelow(whole, 3 * text + 512 * 1024, `${whole} bytes for ${text} bytes of prompts`)
+          assert.isBelow(whole, 1.5 * text, `${whole} bytes for ${text} bytes of prompts`)
           // a run going on (waiting for an approval) has recorded where its history ends, not the history
           const waiting = yield* session.Prompt({ inputId: "last", text: "one more" })
           yield* Effect.repeat(session.History(), {
@@ -258,7 +279,7 @@ describe("Durable store: what runs keep", () => {
   )
 
   it.live(
-    "PostgreSQL: the runs that ended are pruned, their inputs' text emptied; the history stays whole",
+    "PostgreSQL: the runs that ended are pruned, their inputs' text emptied and their prompts' requests deleted; the history stays whole",
     () =>
       Effect.gen(function*() {
         const store = yield* postgres
@@ -267,12 +288,15 @@ describe("Durable store: what runs keep", () => {
           const session = (yield* Durable.client)("pg")
           const runIds: Array<string> = []
           for (const run of [0, 1]) {
-            const { runId } = yield* session.Prompt({ inputId: `p${run}`, text: `prompt ${run}` })
+            // the second input's id is long: the cluster keys its request by a digest of it
+            const inputId = run === 0 ? "p0" : "p1-".padEnd(240, "k")
+            const { runId } = yield* session.Prompt({ inputId, text: `prompt ${run}` })
             yield* session.Wait({ runId })
             runIds.push(runId)
           }
           yield* allPruned
           for (const runId of runIds) assert.strictEqual(yield* workflowRows("pg", runId), 0)
+          assert.strictEqual(yield* promptRows, 0)
           const sql = yield* SqlClient.SqlClient
           const inbox = yield* sql<{ readonly message: string }>`SELECT message FROM effect_agent_inbox`
           assert.deepStrictEqual(inbox.map((row) => row.message), ["", ""])

@@ -84,8 +84,9 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<T
   /** The most bytes (UTF-8) a `Prompt` or `Steer` text may have (default 1 MiB); more fails with `PromptTooLarge`. */
   readonly maxPromptBytes?: number | undefined
   /**
-   * How often the runner deletes what ended runs kept for their steps (their workflow's replies and
-   * their inputs' copies in the inbox: the log has what they stored), default 30 seconds.
+   * How often the runner deletes what ended runs kept for their steps (their workflow's replies, and
+   * their inputs' copies in the inbox and in the cluster's stored `Prompt`s and `Steer`s: the log has
+   * what they stored), default 30 seconds; a run is pruned once it has been over for that long.
    */
   readonly pruneInterval?: Duration.Input | undefined
 }

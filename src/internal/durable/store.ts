@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type * as Statement from "effect/sql/Statement"
+import * as Crypto from "node:crypto"
 import * as Message from "../../Message.js"
 import * as SessionSql from "../../services/SessionSql.js"
 import { StoreFailed, storeFailed } from "./errors.js"
@@ -200,46 +201,82 @@ export const endedOutcome = (runId: string) =>
     ))
 
 /**
- * Deletes what ended runs kept for their steps, up to `limit` runs at a time: their workflow's messages
- * and replies in the cluster's tables (the results of its steps, which a run that ended never replays)
- * and the text of their inputs in the inbox (the log has them; the row stays, keyed by the input's id, so
- * the same input sent again is still taken once). A run whose workflow has not stored its own result
- * yet is left for a later sweep. The number of runs pruned.
+ * Deletes what ended runs kept for their steps, up to `limit` runs at a time, once they have been over
+ * for `after` millis: their workflow's messages and replies in the cluster's tables (the results of its
+ * steps, which a run that ended never replays), the text of their inputs in the inbox (the log has
+ * them; the row stays, keyed by the input's id, so the same input sent again is still taken once), and
+ * the cluster's copies of the `Prompt`s and `Steer`s that brought those inputs (the session entity's
+ * requests, kept to answer the same request sent again: one sent again now is answered by the entity,
+ * which takes the input once by its key and starts no second run). A run whose workflow has not stored
+ * its own result yet is left for a later sweep. The number of runs pruned.
  *
  * The cluster's tables are those of `effect/cluster`'s `SqlMessageStorage` without a prefix:
  * `cluster_messages` (a workflow's requests, addressed to the entity `Workflow/<name>` with its
- * execution id) and `cluster_replies`.
+ * execution id; the session entity's, keyed by `message_id`) and `cluster_replies`.
  */
 export const pruneRuns = (options: {
   readonly workflow: string
   readonly executionId: (run: { readonly sessionId: string; readonly runId: string }) => Effect.Effect<string>
+  /** The entity type of the session entity, whose `Prompt` and `Steer` requests the cluster stores. */
+  readonly sessionEntity: string
   readonly limit: number
+  readonly after: number
 }) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const runs = yield* sql<{ readonly run_id: string; readonly session_id: string }>`SELECT run_id, session_id
-      FROM effect_agent_runs WHERE pruned_at IS NULL AND status <> 'running' ORDER BY created_at
-      LIMIT ${options.limit}`
+      FROM effect_agent_runs WHERE pruned_at IS NULL AND status <> 'running' AND ended_at <= ${
+      Date.now() - options.after
+    } ORDER BY created_at LIMIT ${options.limit}`
     let pruned = 0
     for (const run of runs) {
       const entityType = `Workflow/${options.workflow}`
       const entityId = yield* options.executionId({ sessionId: run.session_id, runId: run.run_id })
       const done = yield* sql<{ readonly processed: unknown }>`SELECT processed FROM cluster_messages
         WHERE entity_type = ${entityType} AND entity_id = ${entityId} AND tag = 'run'`
-      if (done.some((row) => !row.processed || row.processed === "0")) continue
+      if (done.some((row) => !isProcessed(row.processed))) continue
+      // the turns of a run claim its inputs as `<run id>#<turn>`
+      const claimed = sql`session_id = ${run.session_id} AND run_id >= ${`${run.run_id}#`}
+        AND run_id < ${`${run.run_id}$`}`
+      const inputs = yield* sql<{ readonly input_id: string }>`SELECT input_id FROM effect_agent_inbox
+        WHERE ${claimed}`
+      // (the ids are 64-bit snowflakes: read as text, which JavaScript numbers cannot hold)
+      const requests = inputs.length === 0 ? [] : yield* sql<{ readonly id: string; readonly processed: unknown }>`
+        SELECT CAST(id AS TEXT) AS id, processed FROM cluster_messages WHERE ${
+        sql.in(
+          "message_id",
+          inputs.flatMap(({ input_id }) =>
+            ["Prompt", "Steer"].map((tag) => messageId(`${options.sessionEntity}/${run.session_id}/${tag}/${input_id}`))
+          )
+        )
+      }`
+      const answered = requests.filter((request) => isProcessed(request.processed)).map((request) => request.id)
       yield* sql.withTransaction(Effect.gen(function*() {
         yield* sql`DELETE FROM cluster_replies WHERE request_id IN (SELECT id FROM cluster_messages
           WHERE entity_type = ${entityType} AND entity_id = ${entityId})`
         yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${entityId}`
-        // the turns of a run claim its inputs as `<run id>#<turn>`
-        yield* sql`UPDATE effect_agent_inbox SET message = '' WHERE session_id = ${run.session_id}
-          AND run_id >= ${`${run.run_id}#`} AND run_id < ${`${run.run_id}$`}`
+        if (answered.length > 0) {
+          yield* sql`DELETE FROM cluster_replies WHERE ${sql.in("request_id", answered)}`
+          yield* sql`DELETE FROM cluster_messages WHERE ${sql.in("id", answered)}`
+        }
+        yield* sql`UPDATE effect_agent_inbox SET message = '' WHERE ${claimed}`
         yield* sql`UPDATE effect_agent_runs SET pruned_at = ${Date.now()} WHERE run_id = ${run.run_id}`
       }))
       pruned++
     }
     return pruned
   })
+
+/** `processed` of a row of `cluster_messages`: a boolean on PostgreSQL, 0 or 1 on SQLite. */
+const isProcessed = (processed: unknown): boolean => Boolean(processed) && processed !== "0"
+
+/**
+ * The `message_id` the cluster's storage gives a request with this key (entity type, entity id, tag and
+ * the payload's primary key): the key itself, or its SHA-256 in hex when it is longer than the column's
+ * 255 characters.
+ */
+const messageId = (key: string): string =>
+  key.length <= 255 ? key : Crypto.createHash("sha256").update(key, "utf8").digest("hex")
 
 // -----------------------------------------------------------------------------
 // Input and control

@@ -7,7 +7,7 @@
  * (in the model step of a last turn folded there: its boundary is the last drain).
  */
 import * as Cause from "effect/Cause"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -23,7 +23,7 @@ import { Boundary, Inputs } from "./boundary.js"
 import { describe } from "./errors.js"
 import { ended } from "./feed.js"
 import { type Options, Outcome } from "./models.js"
-import { RunWorkflow } from "./protocol.js"
+import { RunWorkflow, SessionEntity } from "./protocol.js"
 import { step } from "./step.js"
 import {
   claimInbox,
@@ -178,10 +178,14 @@ const end = (run: Run, outcome: Outcome): Effect.Effect<void> =>
  */
 export const sweeper = (interval: Duration.Input) =>
   Effect.gen(function*() {
+    // a run is pruned once it has been over for an interval: a client that sent its `Prompt` has had
+    // that long to read the cluster's reply before it goes
     const prune = pruneRuns({
       workflow: RunWorkflow._tag,
       executionId: (payload) => RunWorkflow.executionId(payload),
-      limit: 100
+      sessionEntity: SessionEntity.type,
+      limit: 100,
+      after: Duration.toMillis(Duration.fromInputUnsafe(interval))
     })
     // a full page: the next one at once
     const sweep = Effect.repeat(uncancelled(prune), { while: (pruned) => pruned === 100 })
