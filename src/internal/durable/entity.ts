@@ -47,10 +47,15 @@ export const handlers = (options: Pick<Options, "policy"> & { readonly maxPrompt
         Effect.andThen(
           store(payload.inputId, payload.text),
           withStore(Effect.gen(function*() {
-            const running = yield* runningRun(sessionId)
-            if (Option.isSome(running)) return { runId: running.value.run_id, queued: true }
             const runId = `${sessionId}/${payload.inputId}`
-            yield* insertRun(sessionId, runId)
+            const running = yield* runningRun(sessionId)
+            // the running run is this prompt's own when an earlier handling of this request stored it and
+            // stopped (its runner lost the shard, or died) before the workflow was started: the request is
+            // handled again from the start, so the workflow is started here (once: it is keyed by the run id)
+            if (Option.isSome(running) && running.value.run_id !== runId) {
+              return { runId: running.value.run_id, queued: true }
+            }
+            if (Option.isNone(running)) yield* insertRun(sessionId, runId)
             yield* RunWorkflow.execute({ sessionId, runId }, { discard: true })
             return { runId, queued: false }
           }))
