@@ -287,7 +287,8 @@ const soak = (main: string, kind: string) =>
     let requests = 0
     const takeovers: Array<number> = []
     for (const account of accounts) {
-      for (let run = 0; run < runs; run++) {
+      // the runs that ended (a client stops at a run that does not: reported above)
+      for (let run = 0; run < account.ends.length; run++) {
         for (const turn of [0, 1]) {
           const times = model.requests.get(`${account.id}#${run}#${turn}`) ?? []
           if (times.length === 0) problems.push(`${account.id}: run ${run} turn ${turn} never asked the model`)
@@ -427,6 +428,13 @@ const main = Effect.gen(function*() {
   }
 }).pipe(Effect.scoped)
 
-const gitHead = () => ChildProcess.execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim()
+/** The commit, and the files of `src` changed since (the command is bundled from the tree as it is). */
+const gitHead = () => {
+  const git = (...args: Array<string>) => ChildProcess.execFileSync("git", args, { encoding: "utf8" }).trim()
+  const changed = git("status", "--short", "--", "src").split("\n").filter((line) => line !== "")
+  return `${git("rev-parse", "--short", "HEAD")}${
+    changed.length === 0 ? "" : ` with uncommitted changes to ${changed.map((line) => line.slice(3)).join(", ")}`
+  }`
+}
 
 NodeRuntime.runMain(main)
