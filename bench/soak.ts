@@ -430,9 +430,10 @@ const main = Effect.gen(function*() {
 
 /** The commit, and the files of `src` changed since (the command is bundled from the tree as it is). */
 const gitHead = () => {
-  const git = (...args: Array<string>) => ChildProcess.execFileSync("git", args, { encoding: "utf8" }).trim()
+  const git = (...args: Array<string>) => ChildProcess.execFileSync("git", args, { encoding: "utf8" })
+  // each line `XY path`
   const changed = git("status", "--short", "--", "src").split("\n").filter((line) => line !== "")
-  return `${git("rev-parse", "--short", "HEAD")}${
+  return `${git("rev-parse", "--short", "HEAD").trim()}${
     changed.length === 0 ? "" : ` with uncommitted changes to ${changed.map((line) => line.slice(3)).join(", ")}`
   }`
 }
