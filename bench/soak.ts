@@ -12,9 +12,10 @@
  * a stream that resumes at the end of each (the last message's id as `Last-Event-ID`: the time and bytes
  * until the end of its run arrives, 20 tries each). It prints, in Markdown: the database size against the
  * text stored, the servers' RSS over time, the resume costs, the takeover times (a turn asked for before a
- * kill and again after it: from the kill to the request again) and the model requests repeated; and checks that
- * nothing was lost or repeated (each session's log is exactly its runs' prompt, call, result and answer,
- * each once, and its stream delivered each message and end once, in order). It exits 1 if not.
+ * kill and again after it: from the kill to the request again) and the model requests repeated, after a
+ * kill or with none between; and checks that nothing was lost and no message repeated (each session's log
+ * is exactly its runs' prompt, call, result and answer, each once, and its stream delivered each message
+ * and end once, in order). It exits 1 if not.
  *
  * `npm run bench:soak`, with SOAK_SESSIONS, SOAK_RUNS, SOAK_KILL_EVERY (seconds) and SOAK_STORES
  * (`sqlite,pg`). The command is bundled from `src/` first (`test/utils/cli.ts`); the temp directories
@@ -286,6 +287,7 @@ const soak = (main: string, kind: string) =>
     // each turn asked for once, or again after a kill: from the kill to the request again is a takeover
     let requests = 0
     const takeovers: Array<number> = []
+    let againWithoutKill = 0
     for (const account of accounts) {
       // the runs that ended (a client stops at a run that does not: reported above)
       for (let run = 0; run < account.ends.length; run++) {
@@ -295,7 +297,7 @@ const soak = (main: string, kind: string) =>
           requests += times.length
           for (let again = 1; again < times.length; again++) {
             const kill = kills.filter((kill) => kill.at > times[again - 1]! && kill.at < times[again]!).pop()
-            if (kill === undefined) problems.push(`${account.id}: run ${run} turn ${turn} asked again with no kill`)
+            if (kill === undefined) againWithoutKill++
             else takeovers.push(times[again]! - kill.at)
           }
         }
@@ -400,9 +402,9 @@ const soak = (main: string, kind: string) =>
       "",
       `Model requests: ${requests} for ${
         accounts.length * runs * 2
-      } turns, ${takeovers.length} asked again after a kill. ` +
+      } turns, ${takeovers.length} asked again after a kill, ${againWithoutKill} asked again with no kill between. ` +
       (problems.length === 0
-        ? "Nothing lost or repeated: every log is exactly its runs' prompt, call, result and answer; every stream " +
+        ? "Nothing lost, no message repeated: every log is exactly its runs' prompt, call, result and answer; every stream " +
           "delivered each message and each run's end once, in order."
         : `${problems.length} problems.`)
     ].join("\n")
@@ -423,7 +425,7 @@ const main = Effect.gen(function*() {
     problems.push(...result.problems.map((problem) => `${kind}: ${problem}`))
   }
   if (problems.length > 0) {
-    console.error(`\nLOST OR REPEATED (${problems.length}):\n${problems.slice(0, 50).join("\n")}`)
+    console.error(`\nLOST OR REPEATED MESSAGES (${problems.length}):\n${problems.slice(0, 50).join("\n")}`)
     return yield* Effect.die(new Error("the soak found lost or repeated messages"))
   }
 }).pipe(Effect.scoped)
