@@ -377,11 +377,16 @@ export const layerSingleRunner = (options?: {
  * A runner of a cluster of several processes on the store's database (PostgreSQL, or one SQLite file that
  * processes on one machine share): `Sharding` and the workflow engine, with the runners registered and
  * the shards locked in the database. The other runners reach this one at `address` (it listens there,
- * or at `listen`), and each session runs on the runner that holds its shard; when a runner dies, the
- * others take its sessions over once its shard locks expire (`shardLockExpiration`, 35 seconds unless
- * `shardingConfig` says otherwise). The runners' port listens on the host of `listen` only, and takes
- * the cluster's messages without authentication or encryption (a prompt sent there runs): only the
- * cluster's machines may reach it (loopback, a private network, or a WireGuard or TLS tunnel).
+ * or at `listen`), and each session runs on the runner that holds its shard. When a runner dies, the
+ * others take its sessions over within seconds, with the settings of `takeover` (each of which
+ * `shardingConfig` overrides): a runner refreshes its shard locks every second and they expire 4 seconds
+ * after the last refresh, runners check each other's health every second and read their assignments
+ * every half second. The cost: each runner writes its locks once a second, and a runner that cannot
+ * refresh them for 4 seconds (its database or its event loop stalled) loses its shards to the others,
+ * whose replays of its runs then redo the steps it had not recorded. The runners' port listens on the
+ * host of `listen` only, and takes the cluster's messages without authentication or encryption (a prompt
+ * sent there runs): only the cluster's machines may reach it (loopback, a private network, or a WireGuard
+ * or TLS tunnel).
  *
  * @example
  * import * as Durable from "effect-agent/Durable"
@@ -414,9 +419,7 @@ export const layerCluster = (options: {
     Layer.provideMerge(NodeClusterSocket.layer({
       storage: "sql",
       shardingConfig: {
-        entityMessagePollInterval: "500 millis",
-        // a runner that died is noticed within seconds; its shards move once their locks expire
-        runnerHealthCheckInterval: "5 seconds",
+        ...takeover,
         ...options.shardingConfig,
         runnerAddress: Option.some(RunnerAddress.make(options.address.host, options.address.port)),
         runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
@@ -429,6 +432,35 @@ export const layerCluster = (options: {
     )
   )
 }
+
+/**
+ * The cluster's settings that `layerCluster` starts from, for a dead runner's sessions to move within
+ * seconds (`effect/cluster`'s own defaults, locks refreshed every 10 seconds and expiring after 35, take
+ * 35 seconds or more). A dead runner's sessions move once its shard locks are free and the others no
+ * longer count it: on PostgreSQL its locks are also its connection's advisory locks, free as soon as the
+ * connection closes; on SQLite they are rows that expire 4 seconds after their last refresh (counted in
+ * whole seconds); a runner's heartbeat is written with its locks, and a runner whose heartbeat is that old
+ * is no longer counted, nor one that does not answer its health check (a ping every second, tried 5
+ * times half a second apart). Runners read their assignments, and look for messages to deliver, every
+ * half second. The cost: each runner writes its locks once a second, and a runner that cannot refresh
+ * them for 4 seconds (its database or its event loop stalled) loses its shards while it is alive. Measured
+ * with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see the durable guide): the
+ * sessions of a SIGKILLed runner took their next step elsewhere a median 3.3–4.6 seconds after the kill
+ * on PostgreSQL and 4.7–5.4 on SQLite (p90 up to 4.6 and 5.4), on 2 cores at load average 3 to 9; longer
+ * on a machine more loaded than that. A 3-second expiration was tried: about a second sooner when idle,
+ * but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their shards while alive,
+ * sessions moved back and forth and a turn's model call was made 4 times.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const takeover = {
+  shardLockRefreshInterval: "1 second",
+  shardLockExpiration: "4 seconds",
+  runnerHealthCheckInterval: "1 second",
+  refreshAssignmentsInterval: "500 millis",
+  entityMessagePollInterval: "500 millis"
+} as const satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
 /** A layer that fails (or dies) as `effect` does, in place of one that provides `ROut`. */
 const failedLayer = <ROut, E>(effect: Effect.Effect<never, E>): Layer.Layer<ROut, E> =>

@@ -60,9 +60,19 @@ const clusterState = (store: Store) =>
     const sql = yield* SqlClient.SqlClient
     const messages = yield* sql`SELECT id, shard_id, entity_type, entity_id, kind, tag, request_id, last_read,
       deliver_at FROM cluster_messages WHERE processed = ${store.kind === "sqlite" ? 0 : false}`
+    // the prompts of the sessions that have no run, and what the cluster replied to them
+    const prompts = yield* sql`SELECT m.id, m.shard_id, m.entity_id, m.processed, m.last_read,
+      (SELECT MAX(r.payload) FROM cluster_replies r WHERE r.request_id = m.id) AS reply
+      FROM cluster_messages m WHERE m.tag = 'Prompt' AND NOT EXISTS
+        (SELECT 1 FROM effect_agent_runs WHERE effect_agent_runs.session_id = m.entity_id)`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
     const locks = yield* sql`SELECT * FROM cluster_locks`.pipe(Effect.orElseSucceed(() => []))
     const runners = yield* sql`SELECT * FROM cluster_runners`.pipe(Effect.orElseSucceed(() => []))
-    return JSON.stringify({ messages, locks, runners }, (_, value) => typeof value === "bigint" ? String(value) : value)
+    return JSON.stringify(
+      { messages, prompts, locks, runners },
+      (_, value) => typeof value === "bigint" ? String(value) : value
+    )
   }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orElseSucceed(() => "(cluster state unreadable)"))
 
 /** A moment a session made progress (a model request or a tool start), and the process it ran on. */
@@ -213,10 +223,13 @@ const killTest = (
     const deadline = Date.now() + Number(process.env.DURABLE_WAIT ?? 120_000)
     while (!(yield* runsEnded)) {
       if (Date.now() > deadline) {
-        const stuck = (yield* runStatuses(store)).filter((run) => run.status === "running")
-        const stuckSessions = new Set(stuck.map((run) => run.run_id.split("/")[0]))
+        const runs = yield* runStatuses(store)
+        const stuck = runs.filter((run) => run.status === "running")
+        // a session with no run: its prompt was never handled to the end
+        const runless = sessions.filter((id) => !runs.some((run) => run.run_id.startsWith(`${id}/`)))
+        const stuckSessions = new Set([...stuck.map((run) => run.run_id.split("/")[0]), ...runless])
         return assert.fail(
-          `runs did not end: ${JSON.stringify(stuck)}\nprogress: ${
+          `runs did not end: ${JSON.stringify(stuck)}\nsessions with no run: ${JSON.stringify(runless)}\nprogress: ${
             JSON.stringify(progress(provider, work).filter((event) => stuckSessions.has(event.sessionId)))
           }\nkills: ${JSON.stringify(kills)}\ncluster: ${yield* clusterState(store)}\n${
             runners.map(({ runner }) => runner.output()).join("\n---\n")
@@ -306,7 +319,8 @@ describe("Durable runs on several runner processes, with random SIGKILLs", () =>
 
 describe("Durable runs on several runner processes, one SIGKILLed and not started again", () => {
   const once = { kills: 1, restart: false, approvals: false }
-  // the two others take its sessions over once its shard locks expire (`shardLockExpiration`, 4 s)
+  // the two others take its sessions over once they see it gone (`Durable.takeover`: its shard locks
+  // expire 4 s after their last refresh)
   it.live("PostgreSQL", () => killTest(postgres, once), { timeout: 240_000, retry })
   it.live("SQLite", () => killTest(sqliteStore, once), { timeout: 240_000, retry })
 })

@@ -1,15 +1,19 @@
 /**
- * The cluster's settings for the durable tests' runners: a dead runner's shard locks expire after 4
- * seconds (refreshed every second) and runners look at their assignments every half second, so a test
- * sees a failover in seconds (the default lock expiration is 35 seconds). The runner processes
- * (`test/fixtures/durable-runner.ts`) and the tests that are runners themselves use the same ones.
+ * The cluster's settings for the durable tests' runners: `Durable.layerCluster`'s own (`Durable.takeover`:
+ * shard locks refreshed every second and expiring after 4 seconds, health checks every second,
+ * assignments read every half second), so the tests see the takeover a deployment gets, and two that
+ * only make the tests quicker: an entity whose shard moves is given 2 seconds to stop (15 by default),
+ * and a send to a runner that is not there yet is tried again after 0.1 second. The runner processes
+ * (`test/fixtures/durable-runner.ts`, through `Durable.layerCluster`) and the tests that are runners
+ * themselves use the same ones.
  */
-export const fastFailover = {
-  entityMessagePollInterval: "300 millis",
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "4 seconds",
-  refreshAssignmentsInterval: "500 millis",
-  runnerHealthCheckInterval: "1 second",
+import * as Durable from "../../src/Durable.js"
+
+/** What the tests' runners add to `Durable.layerCluster`'s settings. */
+export const quickTests = {
   entityTerminationTimeout: "2 seconds",
   sendRetryInterval: "100 millis"
 } as const
+
+/** The whole settings of a test runner that builds its cluster layer itself. */
+export const fastFailover = { ...Durable.takeover, ...quickTests } as const
