@@ -67,10 +67,15 @@ const clusterState = (store: Store) =>
         (SELECT 1 FROM effect_agent_runs WHERE effect_agent_runs.session_id = m.entity_id)`.pipe(
       Effect.orElseSucceed(() => [])
     )
+    // and their inputs (stored by a Prompt's handling before it inserts the run)
+    const inputs = yield* sql`SELECT session_id, input_id, run_id FROM effect_agent_inbox WHERE NOT EXISTS
+        (SELECT 1 FROM effect_agent_runs WHERE effect_agent_runs.session_id = effect_agent_inbox.session_id)`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
     const locks = yield* sql`SELECT * FROM cluster_locks`.pipe(Effect.orElseSucceed(() => []))
     const runners = yield* sql`SELECT * FROM cluster_runners`.pipe(Effect.orElseSucceed(() => []))
     return JSON.stringify(
-      { messages, prompts, locks, runners },
+      { messages, prompts, inputs, locks, runners },
       (_, value) => typeof value === "bigint" ? String(value) : value
     )
   }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orElseSucceed(() => "(cluster state unreadable)"))
