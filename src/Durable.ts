@@ -447,11 +447,23 @@ export const layerCluster = (options: {
  * with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see the durable guide): the
  * sessions of a SIGKILLed runner took their next step elsewhere a median 3.3–4.6 seconds after the kill
  * on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and
- * 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was tried: about a second sooner when idle,
- * but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their shards while alive,
+ * 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was tried: about a second
+ * sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their shards while alive,
  * sessions moved back and forth and a turn's model call was made 4 times.
  *
- * @since 0.1.0
+ * @example
+ * import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+ * import * as RunnerAddress from "effect/cluster/RunnerAddress"
+ * import * as Option from "effect/Option"
+ * import * as Durable from "effect-agent/Durable"
+ *
+ * // a cluster built by hand takes a dead runner's sessions over as quickly as `layerCluster`'s
+ * export const cluster = NodeClusterSocket.layer({
+ *   storage: "sql",
+ *   shardingConfig: { ...Durable.takeover, runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", 4242)) }
+ * })
+ *
+ * @since 0.2.0
  * @category Layers
  */
 export const takeover = {
