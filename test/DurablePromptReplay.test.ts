@@ -11,6 +11,7 @@ import { enqueue, insertRun } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
+import { migrated } from "./utils/durableHarness.js"
 import { sqlite, tempDir } from "./utils/sqlStores.js"
 
 describe("Durable: a Prompt handled again", () => {
@@ -20,7 +21,7 @@ describe("Durable: a Prompt handled again", () => {
     () =>
       Effect.gen(function*() {
         const store = sqlite(yield* tempDir("effect-agent-replay-"))
-        yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+        yield* migrated(store)
         // what the first handling of `Prompt({ inputId: "p1" })` stored before it was interrupted
         yield* Effect.gen(function*() {
           yield* SessionSql.makeSql("s1")
