@@ -11,9 +11,10 @@
  * Then one session of about 20 MB (22 runs of a 900 KB prompt) and one of about 20 KB, and the cost of
  * a stream that resumes at the end of each (the last message's id as `Last-Event-ID`: the time and bytes
  * until the end of its run arrives, 20 tries each). It prints, in Markdown: the database size against the
- * text stored, the servers' RSS over time, the resume costs, the takeover times (a turn asked for before a
- * kill and again after it: from the kill to the request again) and the model requests repeated, after a
- * kill or with none between; and checks that nothing was lost and no message repeated (each session's log
+ * text stored, the servers' RSS over time, the resume costs, the takeover times (a turn whose request was
+ * cut off by a kill, asked again: from the kill to the request again), the times of sessions moved
+ * between live runners (a request cut off with no kill: from the cut to the request again) and the model
+ * requests repeated; and checks that nothing was lost and no message repeated (each session's log
  * is exactly its runs' prompt, call, result and answer, each once, and its stream delivered each message
  * and end once, in order). It exits 1 if not.
  *
@@ -58,6 +59,13 @@ const percentile = (values: ReadonlyArray<number>, p: number) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!
 }
+/** `p50 …, p90 …, max …` of durations in ms, in seconds (or `none`). */
+const seconds = (values: ReadonlyArray<number>) =>
+  values.length === 0 ?
+    "none" :
+    `p50 ${(median(values) / 1000).toFixed(1)} s, p90 ${(percentile(values, 0.9) / 1000).toFixed(1)} s, max ${
+      (Math.max(...values) / 1000).toFixed(1)
+    } s`
 const mib = (bytes: number) =>
   bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 const load = () => Os.loadavg().map((value) => value.toFixed(2)).join(", ")
@@ -284,21 +292,34 @@ const soak = (main: string, kind: string) =>
       problems.push(...checkLog(account.id, history.entries, runs))
       soakText += history.entries.reduce((sum: number, entry: any) => sum + textBytes(entry.message), 0)
     }
-    // each turn asked for once, or again after a kill: from the kill to the request again is a takeover
+    // each turn asked for once, or again. Asked again after its request was cut off by a kill (the killed
+    // runner's connection closes at once: the cut within `killCut` of it), the time from the kill to the
+    // request again is a takeover. Asked again after its request was cut off with no kill then, its session
+    // moved between live runners (the shards rebalance when a restarted runner joins, or a runner missed
+    // its lock refresh): from the cut to the request again. Asked again after a complete answer, the
+    // answer was not stored before its runner was killed (a kill between: from the kill) or lost the session
     let requests = 0
     const takeovers: Array<number> = []
+    const moves: Array<number> = []
     let againWithoutKill = 0
+    const killCut = 500
     for (const account of accounts) {
       // the runs that ended (a client stops at a run that does not: reported above)
       for (let run = 0; run < account.ends.length; run++) {
         for (const turn of [0, 1]) {
-          const times = model.requests.get(`${account.id}#${run}#${turn}`) ?? []
-          if (times.length === 0) problems.push(`${account.id}: run ${run} turn ${turn} never asked the model`)
-          requests += times.length
-          for (let again = 1; again < times.length; again++) {
-            const kill = kills.filter((kill) => kill.at > times[again - 1]! && kill.at < times[again]!).pop()
-            if (kill === undefined) againWithoutKill++
-            else takeovers.push(times[again]! - kill.at)
+          const asks = model.requests.get(`${account.id}#${run}#${turn}`) ?? []
+          if (asks.length === 0) problems.push(`${account.id}: run ${run} turn ${turn} never asked the model`)
+          requests += asks.length
+          for (let again = 1; again < asks.length; again++) {
+            const before = asks[again - 1]!
+            const at = asks[again]!.at
+            const kill = kills.filter((kill) => kill.at > before.at && kill.at < at).pop()
+            if (before.cutAt !== undefined) {
+              const cutBy = kills.find((kill) => before.cutAt! >= kill.at && before.cutAt! - kill.at <= killCut)
+              if (cutBy !== undefined) takeovers.push(at - cutBy.at)
+              else moves.push(at - before.cutAt)
+            } else if (kill !== undefined) takeovers.push(at - kill.at)
+            else againWithoutKill++
           }
         }
       }
@@ -394,15 +415,14 @@ const soak = (main: string, kind: string) =>
       costRow("20 MB", bigText, costs.big),
       costRow("20 KB", smallText, costs.small),
       "",
-      `Takeover (a turn whose model request was made before a kill and asked again after it: from the kill to ` +
-      `the request again): ${takeovers.length} turns, ` +
-      `p50 ${(median(takeovers) / 1000).toFixed(1)} s, p90 ${(percentile(takeovers, 0.9) / 1000).toFixed(1)} s, max ${
-        (Math.max(...takeovers) / 1000).toFixed(1)
-      } s (target p90 ≤ 5 s).`,
+      `Takeover (a turn whose model request was cut off by a kill, or answered before it and not stored: from ` +
+      `the kill to the request again): ${takeovers.length} turns, ${seconds(takeovers)} (target p90 ≤ 5 s).`,
       "",
-      `Model requests: ${requests} for ${
-        accounts.length * runs * 2
-      } turns, ${takeovers.length} asked again after a kill, ${againWithoutKill} asked again with no kill between. ` +
+      `Sessions moved between live runners (a turn's request cut off with no kill then, by a runner that ` +
+      `lost the session: from the cut to the request again): ${moves.length} turns, ${seconds(moves)}.`,
+      "",
+      `Model requests: ${requests} for ${accounts.length * runs * 2} turns: ${takeovers.length} asked again ` +
+      `after a kill, ${moves.length} after a move, ${againWithoutKill} after a complete answer with no kill between. ` +
       (problems.length === 0
         ? "Nothing lost, no message repeated: every log is exactly its runs' prompt, call, result and answer; every stream " +
           "delivered each message and each run's end once, in order."

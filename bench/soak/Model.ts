@@ -5,19 +5,27 @@
  * session whose id starts with `big` answers at once). Each reply streams over about `streamMs`.
  *
  * It keeps times, not bodies (a soak sends gigabytes of history): when each `session#run#turn` was
- * asked for, once or more (again after a kill cut its runner off before the answer was stored).
+ * asked for, once or more (again after a kill cut its runner off before the answer was stored, or after
+ * its session moved to another runner), and when a request was cut off before its reply ended (a
+ * SIGKILLed runner's connections close at once; a runner that loses a session interrupts its request).
  */
 import * as Effect from "effect/Effect"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as Wire from "../../src/internal/testing/wire.js"
 
+/** A request of a turn: when it came, and when it was cut off before its reply ended (if it was). */
+export interface Ask {
+  readonly at: number
+  cutAt: number | undefined
+}
+
 /** What the model saw. */
 export interface Model {
   /** `http://127.0.0.1:<port>` (the command's `--base-url` is this plus `/v1`). */
   readonly url: string
-  /** The times (ms since the epoch) of the requests of each `session#run#turn`, in order. */
-  readonly requests: Map<string, Array<number>>
+  /** The requests of each `session#run#turn`, in order (times in ms since the epoch). */
+  readonly requests: Map<string, Array<Ask>>
   /** Requests whose last user message named no session. */
   readonly unknown: () => number
 }
@@ -52,7 +60,11 @@ export const make = (options: { readonly streamMs: number }) =>
           const [, session = "", run = ""] = named
           const turn = messages.slice(lastUser + 1).filter((message) => message.role === "assistant").length
           const key = `${session}#${run}#${turn}`
-          model.requests.set(key, [...(model.requests.get(key) ?? []), Date.now()])
+          const ask: Ask = { at: Date.now(), cutAt: undefined }
+          model.requests.set(key, [...(model.requests.get(key) ?? []), ask])
+          res.on("close", () => {
+            if (!res.writableFinished) ask.cutAt = Date.now()
+          })
           const reply = turn === 0 && !session.startsWith("big")
             ? { toolCalls: [{ id: `call_${session}_${run}`, name: "read_file", input: { path: "soak.txt" } }] }
             : { text: `done ${session} ${run}` }
