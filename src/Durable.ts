@@ -554,6 +554,11 @@ export const redactUrl = (url: string): string => {
 /**
  * A client of the session entities, from any process of the cluster.
  *
+ * `Prompt`, `Steer`, `Abort` and `Approve` are stored by the cluster and carried out once sent, even
+ * when the caller goes away before the answer (an HTTP client that hangs up, an interrupted fiber):
+ * the caller is interrupted, not the session's handling of the request. `Prompt`, `Steer` and `Abort`
+ * sent again with the same id get the answer of the first.
+ *
  * @since 0.1.0
  * @category Clients
  */

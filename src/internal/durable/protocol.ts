@@ -38,31 +38,41 @@ export class ApprovalTimeout extends Schema.Class<ApprovalTimeout>("effect-agent
   }
 }
 
+/**
+ * A request that changes the session: persisted, and carried out once sent even when its caller goes
+ * away (an HTTP client that closes its connection, an interrupted fiber). An interrupt sent on to the
+ * entity would have stopped its handling part-way and stored the interruption as the request's reply,
+ * which the same request sent again (deduplicated by its key) would then get, and never run.
+ */
+const sent = <Tag extends string, Payload extends Schema.Top, Success extends Schema.Top, Error extends Schema.Top>(
+  rpc: Rpc.Rpc<Tag, Payload, Success, Error>
+) => rpc.annotate(ClusterSchema.Persisted, true).annotate(ClusterSchema.Uninterruptible, "client")
+
 export const SessionEntity = Entity.make("effect-agent/Session", [
-  Rpc.make("Prompt", {
+  sent(Rpc.make("Prompt", {
     payload: { inputId: Schema.String, text: Schema.String },
     success: Schema.Struct({ runId: Schema.String, queued: Schema.Boolean }),
     error: Schema.Union([StoreFailed, PromptTooLarge]),
     primaryKey: ({ inputId }) => inputId
-  }).annotate(ClusterSchema.Persisted, true),
-  Rpc.make("Steer", {
+  })),
+  sent(Rpc.make("Steer", {
     payload: { inputId: Schema.String, text: Schema.String },
     error: Schema.Union([StoreFailed, PromptTooLarge, NoRunGoingOn]),
     primaryKey: ({ inputId }) => inputId
-  }).annotate(ClusterSchema.Persisted, true),
-  Rpc.make("Abort", {
+  })),
+  sent(Rpc.make("Abort", {
     payload: { requestId: Schema.String },
     success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
     error: StoreFailed,
     primaryKey: ({ requestId }) => requestId
-  }).annotate(ClusterSchema.Persisted, true),
+  })),
   // not deduplicated by the call's id: a decision refused before the call waited must not answer for the
   // decision that comes once it does (the entity tells a decision repeated from another one)
-  Rpc.make("Approve", {
+  sent(Rpc.make("Approve", {
     payload: { toolCallId: Schema.String, decision: Decision },
     success: Schema.Struct({ runId: Schema.optional(Schema.String) }),
     error: Schema.Union([StoreFailed, SessionNotFound, NoRunGoingOn, CallNotWaiting])
-  }).annotate(ClusterSchema.Persisted, true),
+  })),
   Rpc.make("ApprovalTimeout", { payload: ApprovalTimeout, error: StoreFailed }).annotate(ClusterSchema.Persisted, true),
   Rpc.make("History", {
     success: Schema.Array(Message.Message),
