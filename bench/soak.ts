@@ -180,6 +180,39 @@ const databaseSize = (store: Store) =>
     }
   }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
 
+/**
+ * The bytes the database's live rows take: SQLite's pages less its free list; PostgreSQL's database
+ * after a `VACUUM FULL` (which rewrites its tables without their dead rows). A file does not shrink when
+ * rows are deleted; their space is reused by the rows written after them.
+ */
+const inUse = (store: Store) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    if (store.kind === "pg") {
+      yield* sql`VACUUM FULL`
+      const [total] = yield* sql<{ readonly size: string }>`SELECT pg_database_size(current_database()) AS size`
+      return Number(total!.size)
+    }
+    const [pages] = yield* sql<{ readonly page_count: number }>`PRAGMA page_count`
+    const [free] = yield* sql<{ readonly freelist_count: number }>`PRAGMA freelist_count`
+    const [size] = yield* sql<{ readonly page_size: number }>`PRAGMA page_size`
+    return (Number(pages!.page_count) - Number(free!.freelist_count)) * Number(size!.page_size)
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
+/** Waits (up to 3 minutes) until the servers' sweep pruned every run that ended: whether it did. */
+const swept = (store: Store) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const deadline = Date.now() + 180_000
+    while (Date.now() < deadline) {
+      const [left] = yield* sql<{ readonly runs: number | string }>`SELECT COUNT(*) AS runs FROM effect_agent_runs
+        WHERE pruned_at IS NULL AND status <> 'running'`
+      if (Number(left!.runs) === 0) return true
+      yield* Effect.sleep("2 seconds")
+    }
+    return false
+  }).pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+
 /** The soak on one store; its report (Markdown) and its problems. */
 const soak = (main: string, kind: string) =>
   Effect.gen(function*() {
@@ -220,6 +253,7 @@ const soak = (main: string, kind: string) =>
     }
     const servers = slots.map((slot) => `http://127.0.0.1:${slot.port}`)
     const empty = yield* databaseSize(store)
+    const emptyInUse = yield* inUse(store)
 
     const started = Date.now()
     const rss: Array<{ readonly at: number; readonly kb: number }> = []
@@ -355,6 +389,10 @@ const soak = (main: string, kind: string) =>
       costs.small.push(yield* resumeCost(`${servers[0]}/sessions/small/events`, String(smallLog.last)))
     }
     const totalSize = yield* databaseSize(store)
+    const prunedAll = yield* swept(store)
+    if (!prunedAll) problems.push("the sweep did not prune every ended run within 3 minutes")
+    const sweptSize = yield* databaseSize(store)
+    const sweptInUse = yield* inUse(store)
     const totalText = soakText + bigText + smallText
 
     const decile = (from: number, to: number) =>
@@ -396,6 +434,13 @@ const soak = (main: string, kind: string) =>
       "|---|---|---|---|---|---|",
       sizeRow("after the soak", soakText, soakSize.bytes),
       sizeRow("with the 20 MB session", totalText, totalSize.bytes),
+      sizeRow("the same, once the sweep pruned every run", totalText, sweptSize.bytes),
+      "",
+      `What the live rows take once the sweep pruned every run (${
+        store.kind === "pg" ? "the database after `VACUUM FULL`" : "the pages not on SQLite's free list"
+      }; ${mib(emptyInUse)} with no session): ${mib(sweptInUse)} for ${mib(totalText)} of text, ${
+        (sweptInUse / totalText).toFixed(2)
+      }× (target ≤ 2×). The files keep their size after a sweep: the rows written after it reuse the space.`,
       "",
       `Largest tables at the end: ${tableRows(totalSize) || "(not available)"}.`,
       "",
