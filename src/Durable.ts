@@ -27,6 +27,7 @@ import type * as SocketServer from "effect/socket/SocketServer"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Stream from "effect/Stream"
 import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
+import * as Client from "./internal/durable/client.js"
 import * as Entity from "./internal/durable/entity.js"
 import * as DurableErrors from "./internal/durable/errors.js"
 import * as Events from "./internal/durable/events.js"
@@ -557,12 +558,14 @@ export const redactUrl = (url: string): string => {
  * `Prompt`, `Steer`, `Abort` and `Approve` are stored by the cluster and carried out once sent, even
  * when the caller goes away before the answer (an HTTP client that hangs up, an interrupted fiber):
  * the caller is interrupted, not the session's handling of the request. `Prompt`, `Steer` and `Abort`
- * sent again with the same id get the answer of the first.
+ * sent again with the same id get the answer of the first. A call of these four that the cluster cuts
+ * off while its request goes on (the connection to the runner that holds the session dropped while
+ * shards moved) is sent again, every 200 millis for up to 30 seconds, until its answer comes.
  *
  * @since 0.1.0
  * @category Clients
  */
-export const client: typeof Protocol.SessionEntity.client = Protocol.SessionEntity.client
+export const client: typeof Protocol.SessionEntity.client = Client.client
 
 /**
  * The events of a session, read from the store (what the `Events` RPC streams; any process that reaches
