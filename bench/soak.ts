@@ -265,15 +265,18 @@ const soak = (main: string, kind: string) =>
         }
       }).pipe(Effect.andThen(Effect.sleep("10 seconds")))
     ))
-    const kills: Array<{ readonly at: number; readonly slot: number }> = []
+    /** Each kill: when, which server, and how long after it that server served again. */
+    const kills: Array<{ readonly at: number; readonly slot: number; servingAfter: number }> = []
     const restart = (index: number) =>
       Effect.gen(function*() {
         const slot = slots[index]!
-        kills.push({ at: Date.now(), slot: index })
+        const kill = { at: Date.now(), slot: index, servingAfter: NaN }
+        kills.push(kill)
         yield* slot.serve.kill("SIGKILL")
         yield* Scope.close(slot.scope, Exit.void)
         yield* Effect.sleep("1 second")
         Object.assign(slot, yield* launch(slot))
+        kill.servingAfter = Date.now() - kill.at
       }).pipe(Effect.uninterruptible)
     const killer = yield* Effect.forkScoped(Effect.gen(function*() {
       for (let kill = 0;; kill++) {
@@ -334,6 +337,8 @@ const soak = (main: string, kind: string) =>
     // answer was not stored before its runner was killed (a kill between: from the kill) or lost the session
     let requests = 0
     const takeovers: Array<number> = []
+    // the takeovers over 10 s, each with its kill, for the report
+    const slow: Array<{ readonly ms: number; readonly kill: (typeof kills)[number]; readonly turn: string }> = []
     const moves: Array<number> = []
     let againWithoutKill = 0
     const killCut = 500
@@ -350,10 +355,18 @@ const soak = (main: string, kind: string) =>
             const kill = kills.filter((kill) => kill.at > before.at && kill.at < at).pop()
             if (before.cutAt !== undefined) {
               const cutBy = kills.find((kill) => before.cutAt! >= kill.at && before.cutAt! - kill.at <= killCut)
-              if (cutBy !== undefined) takeovers.push(at - cutBy.at)
-              else moves.push(at - before.cutAt)
-            } else if (kill !== undefined) takeovers.push(at - kill.at)
-            else againWithoutKill++
+              if (cutBy !== undefined) {
+                takeovers.push(at - cutBy.at)
+                if (at - cutBy.at > 10_000) {
+                  slow.push({ ms: at - cutBy.at, kill: cutBy, turn: `${account.id} run ${run} turn ${turn}` })
+                }
+              } else moves.push(at - before.cutAt)
+            } else if (kill !== undefined) {
+              takeovers.push(at - kill.at)
+              if (at - kill.at > 10_000) {
+                slow.push({ ms: at - kill.at, kill, turn: `${account.id} run ${run} turn ${turn}` })
+              }
+            } else againWithoutKill++
           }
         }
       }
@@ -462,6 +475,19 @@ const soak = (main: string, kind: string) =>
       "",
       `Takeover (a turn whose model request was cut off by a kill, or answered before it and not stored: from ` +
       `the kill to the request again): ${takeovers.length} turns, ${seconds(takeovers)} (target p90 ≤ 5 s).`,
+      "",
+      `The killed server served again (restarted a second after its kill) ${
+        seconds(kills.map((kill) => kill.servingAfter).filter((ms) => !Number.isNaN(ms)))
+      } after its kill. Takeovers over 10 s: ${
+        slow.length === 0 ?
+          "none" :
+          slow.map(({ kill, ms, turn }) =>
+            `${turn}, ${(ms / 1000).toFixed(1)} s after kill ${kills.indexOf(kill) + 1} (server ${kill.slot + 1}, ` +
+            `at ${((kill.at - started) / 1000).toFixed(0)} s; serving again after ${
+              (kill.servingAfter / 1000).toFixed(1)
+            } s)`
+          ).join("; ")
+      }.`,
       "",
       `Sessions moved between live runners (a turn's request cut off with no kill then, by a runner that ` +
       `lost the session: from the cut to the request again): ${moves.length} turns, ${seconds(moves)}.`,
