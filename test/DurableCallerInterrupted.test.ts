@@ -16,7 +16,7 @@ import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
-import { migrated } from "./utils/durableHarness.js"
+import { migrated, ranOnce, singleRunner } from "./utils/durableHarness.js"
 import { postgres } from "./utils/sqlStores.js"
 
 /** Waits, polling the store, until `check` holds. */
@@ -78,22 +78,8 @@ describe("Durable: a Prompt whose caller is interrupted while the session handle
           )
           const again = yield* Effect.exit(prompt)
           assert.deepStrictEqual(again, Exit.succeed({ runId: "s1/p1", queued: false }))
-          const outcome = yield* client.Wait({ runId: "s1/p1" })
-          assert.deepStrictEqual(outcome, { _tag: "Completed", turns: 1 })
-          assert.deepStrictEqual(
-            (yield* client.History()).map((message) => Message.textOf(message)),
-            ["say done", "done"]
-          )
-          assert.strictEqual(model.requests.length, 1)
-        }).pipe(
-          Effect.provide(
-            Durable.layer().pipe(
-              Layer.provideMerge(Durable.layerSingleRunner()),
-              Layer.provide(Layer.succeed(Model.Model, model)),
-              Layer.provideMerge(Layer.orDie(store.layer))
-            )
-          )
-        )
+          yield* ranOnce(client, model, "s1/p1", "say done", "done")
+        }).pipe(Effect.provide(singleRunner(store, model)))
       }).pipe(Effect.scoped),
     120_000
   )

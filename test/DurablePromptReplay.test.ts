@@ -11,7 +11,7 @@ import { enqueue, insertRun } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
-import { migrated } from "./utils/durableHarness.js"
+import { migrated, ranOnce, singleRunner } from "./utils/durableHarness.js"
 import { sqlite, tempDir } from "./utils/sqlStores.js"
 
 describe("Durable: a Prompt handled again", () => {
@@ -34,27 +34,8 @@ describe("Durable: a Prompt handled again", () => {
           const client = (yield* Durable.client)("s1")
           const reply = yield* client.Prompt({ inputId: "p1", text: "say done" })
           assert.deepStrictEqual(reply, { runId: "s1/p1", queued: false })
-          const outcome = yield* client.Wait({ runId: "s1/p1" }).pipe(
-            Effect.timeoutOrElse({
-              duration: "20 seconds",
-              orElse: () => Effect.die(new Error("the prompt's run did not run"))
-            })
-          )
-          assert.deepStrictEqual(outcome, { _tag: "Completed", turns: 1 })
-          assert.deepStrictEqual(
-            (yield* client.History()).map((message) => Message.textOf(message)),
-            ["say done", "done"]
-          )
-          assert.strictEqual(model.requests.length, 1)
-        }).pipe(
-          Effect.provide(
-            Durable.layer().pipe(
-              Layer.provideMerge(Durable.layerSingleRunner()),
-              Layer.provide(Layer.succeed(Model.Model, model)),
-              Layer.provideMerge(Layer.orDie(store.layer))
-            )
-          )
-        )
+          yield* ranOnce(client, model, "s1/p1", "say done", "done")
+        }).pipe(Effect.provide(singleRunner(store, model)))
       }).pipe(Effect.scoped),
     60_000
   )

@@ -5,6 +5,7 @@
  * started, SIGKILLed and started again.
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import { assert } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -17,6 +18,8 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as NodePath from "node:path"
 import * as Durable from "../../src/Durable.js"
+import * as Message from "../../src/Message.js"
+import * as Model from "../../src/Model.js"
 import * as SessionSql from "../../src/services/SessionSql.js"
 import { bundleFixture } from "./fixtureBundle.js"
 import * as Reaper from "./reaper.js"
@@ -316,4 +319,35 @@ export const waitFor = (check: () => boolean, what: string, timeoutMs = 30_000) 
       if (Date.now() > deadline) return yield* Effect.fail(`timed out waiting for ${what}`)
       yield* Effect.sleep("20 millis")
     }
+  })
+
+/** A single runner of durable runs on `store`, answering with `model`; the store's `SqlClient` too. */
+export const singleRunner = (store: Store, model: Model.Service) =>
+  Durable.layer().pipe(
+    Layer.provideMerge(Durable.layerSingleRunner()),
+    Layer.provide(Layer.succeed(Model.Model, model)),
+    Layer.provideMerge(Layer.orDie(store.layer))
+  )
+
+/**
+ * Checks that the session's run `runId` completed in one turn, with one model request: its history is
+ * the prompt `text` and the answer `answer`.
+ */
+export const ranOnce = (
+  session: ReturnType<Effect.Success<typeof Durable.client>>,
+  model: { readonly requests: ReadonlyArray<Model.Request> },
+  runId: string,
+  text: string,
+  answer: string
+) =>
+  Effect.gen(function*() {
+    const outcome = yield* session.Wait({ runId }).pipe(
+      Effect.timeoutOrElse({
+        duration: "20 seconds",
+        orElse: () => Effect.die(new Error(`the run ${runId} did not end within 20 seconds`))
+      })
+    )
+    assert.deepStrictEqual(outcome, { _tag: "Completed", turns: 1 })
+    assert.deepStrictEqual((yield* session.History()).map((message) => Message.textOf(message)), [text, answer])
+    assert.strictEqual(model.requests.length, 1)
   })
