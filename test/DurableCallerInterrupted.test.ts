@@ -10,22 +10,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Durable from "../src/Durable.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionSql from "../src/services/SessionSql.js"
 import { migrated, ranOnce, singleRunner } from "./utils/durableHarness.js"
+import { until } from "./utils/serve.js"
 import { postgres } from "./utils/sqlStores.js"
-
-/** Waits, polling the store, until `check` holds. */
-const until = <R>(check: Effect.Effect<boolean, unknown, R>, what: string) =>
-  check.pipe(
-    Effect.orDie,
-    Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: (done) => done }),
-    Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.die(new Error(`timed out: ${what}`)) })
-  )
 
 describe("Durable: a Prompt whose caller is interrupted while the session handles it", () => {
   it.live(
@@ -61,8 +53,9 @@ describe("Durable: a Prompt whose caller is interrupted while the session handle
               sql<{ readonly waiting: number }>`SELECT count(*)::int AS waiting FROM pg_stat_activity
                 WHERE wait_event_type = 'Lock' AND query LIKE '%effect_agent_inbox%'`,
               (rows) => rows[0]!.waiting > 0
-            ),
-            "the entity's handler waits for the inbox"
+            ).pipe(Effect.orDie),
+            "the entity's handler waits for the inbox",
+            "30 seconds"
           )
           const interrupted = yield* Fiber.interrupt(caller).pipe(Effect.andThen(Fiber.await(caller)))
           assert.isTrue(Exit.hasInterrupts(interrupted))
@@ -73,8 +66,9 @@ describe("Durable: a Prompt whose caller is interrupted while the session handle
               sql<{ readonly processed: boolean }>`SELECT processed FROM cluster_messages
                 WHERE message_id = 'effect-agent/Session/s1/Prompt/p1'`,
               (rows) => rows.length === 1 && rows[0]!.processed
-            ),
-            "the prompt's request is processed"
+            ).pipe(Effect.orDie),
+            "the prompt's request is processed",
+            "30 seconds"
           )
           const again = yield* Effect.exit(prompt)
           assert.deepStrictEqual(again, Exit.succeed({ runId: "s1/p1", queued: false }))

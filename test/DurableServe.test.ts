@@ -11,7 +11,6 @@ import { Role, TaskState } from "@a2a-js/sdk"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import * as A2a from "../src/A2a.js"
@@ -39,13 +38,6 @@ const args = (options: {
   readonly yes?: boolean
   readonly extra?: ReadonlyArray<string>
 }) => Serve.args({ ...options, token, database: NodePath.join(options.dir, "serve.db") })
-
-/** Polls `check` every 50 millis until it holds (for a state the server announces no event of). */
-const until = <E, R>(check: Effect.Effect<boolean, E, R>, what: string) =>
-  check.pipe(
-    Effect.repeat({ until: (done) => done, schedule: Schedule.spaced("50 millis") }),
-    Serve.within("60 seconds", () => `timed out waiting for ${what}`)
-  )
 
 describe("effect-agent serve as a process", () => {
   it.live(
@@ -111,7 +103,7 @@ describe("effect-agent serve as a process", () => {
         assert.deepStrictEqual(requests.filter((turn) => turn !== 2), [0, 1, 3, 4])
         assert.strictEqual(requests.filter((turn) => turn === 2).length, 2)
         // and the run ends as completed
-        yield* until(
+        yield* Serve.until(
           Effect.map(getJson(`${url}/sessions/k1`), (history) => history.running === undefined),
           "the run to end"
         )
@@ -274,7 +266,7 @@ describe("effect-agent serve as a process", () => {
         assert.strictEqual(messages[1].stopReason, "aborted")
         assert.deepStrictEqual(messages[1].content, [{ type: "text", text: "Hello, wor" }])
         assert.strictEqual((yield* post(`${url}/sessions/t1/prompt`, { clientId: "p2", text: "go on" })).status, 200)
-        yield* until(
+        yield* Serve.until(
           Effect.map(getJson(`${url}/sessions/t1`), (history) => history.entries.length === 4),
           "the second answer"
         )

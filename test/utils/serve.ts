@@ -8,6 +8,7 @@
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { EventSource } from "eventsource"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -18,6 +19,20 @@ import * as Reaper from "./reaper.js"
 export const within =
   (duration: Duration.Input, what: () => string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     effect.pipe(Effect.timeoutOrElse({ duration, orElse: () => Effect.die(new Error(what())) }))
+
+/**
+ * Polls `check` every 50 millis until it holds (for a state nothing announces an event of), or dies
+ * with `timed out waiting for <what>` after `duration`.
+ */
+export const until = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  what: string,
+  duration: Duration.Input = "60 seconds"
+) =>
+  check.pipe(
+    Effect.repeat({ until: (done) => done, schedule: Schedule.spaced("50 millis") }),
+    within(duration, () => `timed out waiting for ${what}`)
+  )
 
 /** A `serve` process. */
 export interface Serve {
