@@ -352,21 +352,19 @@ const soak = (main: string, kind: string) =>
           for (let again = 1; again < asks.length; again++) {
             const before = asks[again - 1]!
             const at = asks[again]!.at
-            const kill = kills.filter((kill) => kill.at > before.at && kill.at < at).pop()
-            if (before.cutAt !== undefined) {
-              const cutBy = kills.find((kill) => before.cutAt! >= kill.at && before.cutAt! - kill.at <= killCut)
-              if (cutBy !== undefined) {
-                takeovers.push(at - cutBy.at)
-                if (at - cutBy.at > 10_000) {
-                  slow.push({ ms: at - cutBy.at, kill: cutBy, turn: `${account.id} run ${run} turn ${turn}` })
-                }
-              } else moves.push(at - before.cutAt)
-            } else if (kill !== undefined) {
-              takeovers.push(at - kill.at)
-              if (at - kill.at > 10_000) {
-                slow.push({ ms: at - kill.at, kill, turn: `${account.id} run ${run} turn ${turn}` })
+            const cutAt = before.cutAt
+            // the kill it was taken over from: the one that cut its request off or, after a complete answer,
+            // the last one before it was asked again
+            const from = cutAt !== undefined
+              ? kills.find((kill) => cutAt >= kill.at && cutAt - kill.at <= killCut)
+              : kills.filter((kill) => kill.at > before.at && kill.at < at).pop()
+            if (from !== undefined) {
+              takeovers.push(at - from.at)
+              if (at - from.at > 10_000) {
+                slow.push({ ms: at - from.at, kill: from, turn: `${account.id} run ${run} turn ${turn}` })
               }
-            } else againWithoutKill++
+            } else if (cutAt !== undefined) moves.push(at - cutAt)
+            else againWithoutKill++
           }
         }
       }
