@@ -28,6 +28,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as Stream from "effect/Stream"
 import type * as WorkflowEngine from "effect/workflow/WorkflowEngine"
 import * as Client from "./internal/durable/client.js"
+import * as DeadRunners from "./internal/durable/deadRunners.js"
 import * as Entity from "./internal/durable/entity.js"
 import * as DurableErrors from "./internal/durable/errors.js"
 import * as Events from "./internal/durable/events.js"
@@ -416,16 +417,20 @@ export const layerCluster = (options: {
   SqlClient.SqlClient
 > => {
   const listen = options.listen ?? options.address
+  const self = RunnerAddress.make(options.address.host, options.address.port)
+  const shardingConfig = { ...takeover, ...options.shardingConfig }
   return ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(NodeClusterSocket.layer({
       storage: "sql",
       shardingConfig: {
-        ...takeover,
-        ...options.shardingConfig,
-        runnerAddress: Option.some(RunnerAddress.make(options.address.host, options.address.port)),
+        ...shardingConfig,
+        runnerAddress: Option.some(self),
         runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
       }
     })),
+    Layer.merge(Layer.effectDiscard(Effect.forkScoped(
+      DeadRunners.watch({ self, interval: shardingConfig.refreshAssignmentsInterval })
+    ))),
     Layer.catch((error) =>
       failedLayer<Sharding.Sharding | WorkflowEngine.WorkflowEngine, SocketServer.SocketServerError>(
         error._tag === "SocketServerError" ? Effect.fail(error) : Effect.die(error)

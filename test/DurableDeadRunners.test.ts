@@ -1,0 +1,163 @@
+/**
+ * A runner whose address refuses connections is found dead at once (`Durable.layerCluster` checks the
+ * others every half second): it is marked unhealthy in the cluster's storage, so the others take its
+ * shards, and on SQLite its lock rows from more than a second before the refusal are deleted, so they
+ * need not expire first. A runner that listens keeps its health and its rows, whatever their age; rows
+ * or a heartbeat from the second before the refusal are kept (a runner started again at that address
+ * since may have written them) and go at a later check. The runners here are rows written through the
+ * cluster's own `RunnerStorage`, with their times moved back where a test needs old ones; "listening" is
+ * a real TCP server on 127.0.0.1, "refusing" a port nothing listens on.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Runner from "effect/cluster/Runner"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as RunnerStorage from "effect/cluster/RunnerStorage"
+import * as ShardId from "effect/cluster/ShardId"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Net from "node:net"
+import * as DeadRunners from "../src/internal/durable/deadRunners.js"
+import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
+
+/** A TCP server on 127.0.0.1 for the scope: an address that accepts connections. */
+const listening = Effect.acquireRelease(
+  Effect.callback<Net.Server>((resume) => {
+    const server = Net.createServer((socket) => socket.destroy())
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+  }),
+  (server) =>
+    Effect.callback<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
+).pipe(Effect.map((server) => RunnerAddress.make("127.0.0.1", (server.address() as Net.AddressInfo).port)))
+
+/** An address nothing listens at. */
+const refusing = Effect.map(Effect.promise(freePort), (port) => RunnerAddress.make("127.0.0.1", port))
+
+const key = (address: RunnerAddress.RunnerAddress) => `${address.host}:${address.port}`
+
+/** Registers a runner at `address`, healthy, and locks `shards` for it. */
+const register = (address: RunnerAddress.RunnerAddress, shards: ReadonlyArray<number>) =>
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage.RunnerStorage
+    yield* storage.register(Runner.make({ address, groups: ["default"], weight: 1 }), true)
+    const acquired = yield* storage.acquire(address, shards.map((shard) => ShardId.make("default", shard)))
+    return acquired.length
+  })
+
+/** Moves a SQLite runner's heartbeat and lock rows `seconds` back. */
+const age = (address: RunnerAddress.RunnerAddress, seconds: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const before = `-${seconds} seconds`
+    yield* sql`UPDATE cluster_runners SET last_heartbeat = datetime('now', ${before}) WHERE address = ${key(address)}`
+    yield* sql`UPDATE cluster_locks SET acquired_at = datetime('now', ${before}) WHERE address = ${key(address)}`
+  })
+
+/** Whether each runner is marked healthy, by address. */
+const health = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly address: string; readonly healthy: unknown }>`
+    SELECT address, healthy FROM cluster_runners`
+  return new Map(rows.map((row) => [row.address, row.healthy === true || row.healthy === 1]))
+})
+
+/** The shards of the lock rows each runner has, by address. */
+const locks = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly address: string; readonly shard_id: string }>`
+    SELECT address, shard_id FROM cluster_locks ORDER BY shard_id`
+  const byAddress = new Map<string, Array<string>>()
+  for (const row of rows) byAddress.set(row.address, [...(byAddress.get(row.address) ?? []), row.shard_id])
+  return byAddress
+})
+
+/** The cluster's runner storage (its tables created by its own migrations) on `store`. */
+const storage = (store: Store) =>
+  SqlRunnerStorage.layer.pipe(
+    Layer.provideMerge(store.layer),
+    Layer.provide(ShardingConfig.layer({ shardLockExpiration: "4 seconds", shardsPerGroup: 10 })),
+    Layer.orDie
+  )
+
+const timeout = Duration.seconds(2)
+
+describe("Durable: a runner whose address refuses connections is found dead at once", () => {
+  it.live("refuses: a connection refused is a refusal; one accepted is not", () =>
+    Effect.gen(function*() {
+      assert.isTrue(yield* DeadRunners.refuses(yield* refusing, timeout))
+      assert.isFalse(yield* DeadRunners.refuses(yield* listening, timeout))
+    }).pipe(Effect.scoped))
+
+  it.live(
+    "SQLite: marked unhealthy, its old lock rows deleted; a listening runner's kept, recent rows kept",
+    () =>
+      Effect.gen(function*() {
+        const store = sqlite(yield* tempDir("effect-agent-dead-"))
+        const self = yield* listening
+        const alive = yield* listening
+        const dead = yield* refusing
+        const recent = yield* refusing
+        yield* Effect.gen(function*() {
+          assert.strictEqual(yield* register(self, [1]), 1)
+          assert.strictEqual(yield* register(alive, [2, 3]), 2)
+          assert.strictEqual(yield* register(dead, [4, 5]), 2)
+          assert.strictEqual(yield* register(recent, [6]), 1)
+          // the dead one's last refresh 3 s ago; the listening one's as old, which does not matter
+          yield* age(dead, 3)
+          yield* age(alive, 3)
+
+          yield* DeadRunners.checkOnce({ self, timeout })
+          assert.deepStrictEqual(
+            Object.fromEntries(yield* health),
+            { [key(self)]: true, [key(alive)]: true, [key(dead)]: false, [key(recent)]: false }
+          )
+          assert.deepStrictEqual(Object.fromEntries(yield* locks), {
+            [key(self)]: ["default:1"],
+            [key(alive)]: ["default:2", "default:3"],
+            [key(recent)]: ["default:6"]
+          })
+
+          // once its rows are older, a later check deletes them, though it is no longer marked healthy
+          yield* age(recent, 3)
+          yield* DeadRunners.checkOnce({ self, timeout })
+          assert.deepStrictEqual(Object.fromEntries(yield* locks), {
+            [key(self)]: ["default:1"],
+            [key(alive)]: ["default:2", "default:3"]
+          })
+          // the others take the dead runners' shards
+          const taken = yield* Effect.flatMap(
+            RunnerStorage.RunnerStorage,
+            (runners) => runners.acquire(alive, [4, 5, 6].map((shard) => ShardId.make("default", shard)))
+          )
+          assert.deepStrictEqual(taken.map(String).sort(), ["default:4", "default:5", "default:6"])
+        }).pipe(Effect.provide(storage(store)))
+      }).pipe(Effect.scoped),
+    { timeout: 30_000 }
+  )
+
+  it.live("PostgreSQL: marked unhealthy; a listening runner stays healthy", () =>
+    Effect.gen(function*() {
+      const store = yield* postgres
+      const self = yield* listening
+      const alive = yield* listening
+      const dead = yield* refusing
+      yield* Effect.gen(function*() {
+        yield* register(self, [1])
+        yield* register(alive, [2])
+        yield* register(dead, [3])
+        yield* DeadRunners.checkOnce({ self, timeout })
+        assert.deepStrictEqual(
+          Object.fromEntries(yield* health),
+          { [key(self)]: true, [key(alive)]: true, [key(dead)]: false }
+        )
+        // marked once: a later check leaves the row as it is
+        yield* DeadRunners.checkOnce({ self, timeout })
+        assert.isFalse((yield* health).get(key(dead)))
+      }).pipe(Effect.provide(storage(store)))
+    }).pipe(Effect.scoped), { timeout: 120_000 })
+})
