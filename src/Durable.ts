@@ -380,15 +380,20 @@ export const layerSingleRunner = (options?: {
  * processes on one machine share): `Sharding` and the workflow engine, with the runners registered and
  * the shards locked in the database. The other runners reach this one at `address` (it listens there,
  * or at `listen`), and each session runs on the runner that holds its shard. When a runner dies, the
- * others take its sessions over within seconds, with the settings of `takeover` (each of which
- * `shardingConfig` overrides): a runner refreshes its shard locks every second and they expire 4 seconds
- * after the last refresh, runners check each other's health every second and read their assignments
- * every half second. The cost: each runner writes its locks once a second, and a runner that cannot
- * refresh them for 4 seconds (its database or its event loop stalled) loses its shards to the others,
- * whose replays of its runs then redo the steps it had not recorded. The runners' port listens on the
- * host of `listen` only, and takes the cluster's messages without authentication or encryption (a prompt
- * sent there runs): only the cluster's machines may reach it (loopback, a private network, or a WireGuard
- * or TLS tunnel).
+ * others take its sessions over within seconds: every runner checks the others' addresses every half
+ * second, and a runner whose address refuses connections (its process is gone: a runner listens from
+ * before it registers until it exits) is marked unhealthy at once, so the others move its shards; on
+ * SQLite its lock rows from more than a second before the refusal are deleted too, rather than left to
+ * expire. A runner that cannot be reached otherwise (its machine down, the network cut) is found with
+ * the settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 4
+ * seconds after its last refresh, and a health check pings it every second. The cost: each runner writes
+ * its locks once a second, and a runner that cannot refresh them for 4 seconds (its database or its event
+ * loop stalled) loses its shards to the others, whose replays of its runs then redo the steps it had not
+ * recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
+ * need: an address that refuses them while this runner lives has it taken for dead. The runners' port
+ * listens on the host of `listen` only, and takes the cluster's messages without authentication or
+ * encryption (a prompt sent there runs): only the cluster's machines may reach it (loopback, a private
+ * network, or a WireGuard or TLS tunnel).
  *
  * @example
  * import * as Durable from "effect-agent/Durable"
@@ -441,21 +446,25 @@ export const layerCluster = (options: {
 
 /**
  * The cluster's settings that `layerCluster` starts from, for a dead runner's sessions to move within
- * seconds (`effect/cluster`'s own defaults, locks refreshed every 10 seconds and expiring after 35, take
- * 35 seconds or more). A dead runner's sessions move once its shard locks are free and the others no
- * longer count it: on PostgreSQL its locks are also its connection's advisory locks, free as soon as the
- * connection closes; on SQLite they are rows that expire 4 seconds after their last refresh (counted in
- * whole seconds); a runner's heartbeat is written with its locks, and a runner whose heartbeat is that old
- * is no longer counted, nor one that does not answer its health check (a ping every second, tried 5
- * times half a second apart). Runners read their assignments, and look for messages to deliver, every
- * half second. The cost: each runner writes its locks once a second, and a runner that cannot refresh
- * them for 4 seconds (its database or its event loop stalled) loses its shards while it is alive. Measured
- * with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see the durable guide): the
- * sessions of a SIGKILLed runner took their next step elsewhere a median 3.3–4.6 seconds after the kill
- * on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and
- * 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was tried: about a second
- * sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their shards while alive,
- * sessions moved back and forth and a turn's model call was made 4 times.
+ * seconds when the cluster has to find it by itself (`effect/cluster`'s own defaults, locks refreshed
+ * every 10 seconds and expiring after 35, take 35 seconds or more). `layerCluster` also finds a runner
+ * whose process is gone at once, by its address refusing connections; with these settings alone (a
+ * cluster built by hand, or a runner whose machine went down) a dead runner's sessions move once its
+ * shard locks are free and the others no longer count it: on PostgreSQL its locks are also its
+ * connection's advisory locks, free as soon as the connection closes; on SQLite they are rows that expire
+ * 4 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
+ * locks, and a runner whose heartbeat is that old is no longer counted, nor one that does not answer its
+ * health check (a ping every second, tried 5 times half a second apart). Runners read their assignments,
+ * and look for messages to deliver, every half second. The cost: each runner writes its locks once a
+ * second, and a runner that cannot refresh them for 4 seconds (its database or its event loop stalled)
+ * loses its shards while it is alive. Measured with these settings alone, before `layerCluster`'s
+ * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
+ * the durable guide): the sessions of a SIGKILLed runner took their next step elsewhere a median 3.3–4.6
+ * seconds after the kill on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below
+ * 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was
+ * tried: about a second sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs)
+ * runners lost their shards while alive, sessions moved back and forth and a turn's model call was made 4
+ * times.
  *
  * @example
  * import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
@@ -463,7 +472,7 @@ export const layerCluster = (options: {
  * import * as Option from "effect/Option"
  * import * as Durable from "effect-agent/Durable"
  *
- * // a cluster built by hand takes a dead runner's sessions over as quickly as `layerCluster`'s
+ * // a cluster built by hand with `layerCluster`'s settings (without its refused-address check)
  * export const cluster = NodeClusterSocket.layer({
  *   storage: "sql",
  *   shardingConfig: { ...Durable.takeover, runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", 4242)) }

@@ -6,7 +6,9 @@
  * or a heartbeat from the second before the refusal are kept (a runner started again at that address
  * since may have written them) and go at a later check. The runners here are rows written through the
  * cluster's own `RunnerStorage`, with their times moved back where a test needs old ones; "listening" is
- * a real TCP server on 127.0.0.1, "refusing" a port nothing listens on.
+ * a real TCP server on 127.0.0.1, "refusing" a port nothing listens on. And in a cluster of two runner
+ * processes on SQLite whose shard locks would expire only after 10 minutes, the sessions of a SIGKILLed
+ * runner complete on the other within the test's limit: they could not without the check.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Runner from "effect/cluster/Runner"
@@ -21,6 +23,16 @@ import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Net from "node:net"
 import * as DeadRunners from "../src/internal/durable/deadRunners.js"
+import {
+  awaitRunsEnded,
+  fakeProvider,
+  goPrompts,
+  type RunnerConfig,
+  spawn,
+  sqliteStore,
+  type Step,
+  waitFor
+} from "./utils/durableHarness.js"
 import { freePort, postgres, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
 
 /** A TCP server on 127.0.0.1 for the scope: an address that accepts connections. */
@@ -160,4 +172,56 @@ describe("Durable: a runner whose address refuses connections is found dead at o
         assert.isFalse((yield* health).get(key(dead)))
       }).pipe(Effect.provide(storage(store)))
     }).pipe(Effect.scoped), { timeout: 120_000 })
+
+  it.live(
+    "SQLite, two runner processes: a SIGKILLed runner's sessions complete on the other before its locks expire",
+    () =>
+      Effect.gen(function*() {
+        const { dir, store } = yield* sqliteStore("effect-agent-dead-cluster-")
+        // twelve sessions (on both runners but once in 2,048 shard layouts), each three turns of a slow call
+        const sessions = Array.from({ length: 12 }, (_, index) => `d${index}`)
+        const script: ReadonlyArray<Step> = [
+          { _tag: "Call", name: "slow", input: { ms: 700 } },
+          { _tag: "Call", name: "slow", input: { ms: 700 } },
+          { _tag: "Answer", text: "done" }
+        ]
+        const provider = yield* fakeProvider({ script: (_, turn) => script[Math.min(turn, 2)]!, streamMs: 200 })
+        const ports = yield* Effect.forEach([0, 1], () => Effect.promise(freePort))
+        const config = (index: number): RunnerConfig => ({
+          store: "sqlite",
+          target: store.target,
+          baseUrl: provider.url,
+          work: dir,
+          // the second runner sends the prompts, so the sessions start once both are up
+          prompts: index === 1 ? goPrompts(sessions) : [],
+          cluster: { mode: "socket", port: ports[index]!, shardLockExpiration: "10 minutes" }
+        })
+        const first = yield* spawn(config(0))
+        const second = yield* spawn(config(1))
+        const pids = [first.runner.child.pid!, second.runner.child.pid!]
+        // both runners hold sessions once each has asked the model
+        yield* waitFor(() => pids.every((pid) => provider.log.some((request) => request.pid === pid)), "both runners")
+        // the runner of the latest request dies with its sessions' turns under way
+        const victim = provider.log[provider.log.length - 1]!.pid
+        const [dead, survivor] = victim === pids[0] ? [first, second] : [second, first]
+        const killedAt = Date.now()
+        yield* dead.runner.kill("SIGKILL")
+        yield* dead.close
+
+        const runs = yield* awaitRunsEnded(store, sessions.length, 60_000)
+        assert.deepStrictEqual(runs.map((run) => run.status), sessions.map(() => "completed"))
+        // the dead runner's sessions went on on the other one
+        const moved = new Set(
+          provider.log.filter((request) => request.pid === survivor.runner.child.pid && request.at > killedAt)
+            .map((request) => request.sessionId)
+        )
+        const ofDead = new Set(
+          provider.log.filter((request) => request.pid === victim).map((request) => request.sessionId)
+        )
+        assert.isAbove(ofDead.size, 0)
+        for (const sessionId of ofDead) assert.isTrue(moved.has(sessionId), `${sessionId} went on after the kill`)
+        yield* survivor.close
+      }).pipe(Effect.scoped),
+    { timeout: 120_000 }
+  )
 })

@@ -136,7 +136,13 @@ export interface RunnerConfig {
   readonly prompts: ReadonlyArray<{ readonly sessionId: string; readonly inputId: string; readonly text: string }>
   readonly cluster:
     | { readonly mode: "single" }
-    | { readonly mode: "socket"; readonly port: number; readonly shardsPerGroup?: number }
+    | {
+      readonly mode: "socket"
+      readonly port: number
+      readonly shardsPerGroup?: number
+      /** In place of `Durable.takeover`'s 4 seconds. */
+      readonly shardLockExpiration?: string
+    }
   readonly ask?: ReadonlyArray<string>
   readonly approvalTimeout?: string
 }

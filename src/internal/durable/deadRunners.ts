@@ -21,10 +21,16 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Net from "node:net"
 
+/** A refused connection; for a host of several addresses (tried in turn), refused at every one. */
+const isRefusal = (error: unknown): boolean =>
+  error instanceof AggregateError
+    ? error.errors.length > 0 && error.errors.every(isRefusal)
+    : (error as NodeJS.ErrnoException).code === "ECONNREFUSED"
+
 /**
  * Whether nothing listens at `address`: its connection is refused. A connection made, or one that does
- * not answer within `timeout` (a host that is down or unreachable), is not a refusal: the cluster's own
- * health check decides those.
+ * not answer within `timeout` (a host that is down or unreachable), is not a refusal, nor a host name
+ * with an address that does not answer: the cluster's own health check decides those.
  */
 export const refuses = (address: RunnerAddress.RunnerAddress, timeout: Duration.Duration): Effect.Effect<boolean> =>
   Effect.callback<boolean>((resume) => {
@@ -35,7 +41,7 @@ export const refuses = (address: RunnerAddress.RunnerAddress, timeout: Duration.
     }
     socket.setTimeout(Duration.toMillis(timeout), () => done(false))
     socket.once("connect", () => done(false))
-    socket.once("error", (error: NodeJS.ErrnoException) => done(error.code === "ECONNREFUSED"))
+    socket.once("error", (error) => done(isRefusal(error)))
     return Effect.sync(() => socket.destroy())
   })
 
