@@ -26,7 +26,7 @@ const filename = process.argv[2] ?? "durable-example.db"
 const cluster = NodeClusterSocket.layer({
   clientOnly: true,
   storage: "sql",
-  shardingConfig: Shared.shardingConfig
+  shardingConfig: { ...Durable.takeover, ...Shared.shardingConfig }
 }).pipe(Layer.provide(Layer.orDie(Durable.layerSqlite({ filename }))), Layer.orDie)
 
 const quote = (text: string) => JSON.stringify(text.length > 60 ? `${text.slice(0, 57)}...` : text)

@@ -3,13 +3,13 @@
  * (`tsx examples/durable/main.ts`).
  *
  * Makes a temp dir with a fresh SQLite file, starts two runner processes on it (`runner.ts`, a cluster
- * of two: `NodeClusterSocket` with its storage in the file) and, once they share the shards, a client
+ * of two: `Durable.layerCluster` with its storage in the file) and, once they share the shards, a client
  * process (`client.ts`) that prompts the sessions of `shared.ts` and prints the events it streams. When
  * a runner starts streaming the chosen session's chosen turn, it is SIGKILLed and not started again: the
- * other runner takes its shards over once their locks expire, and the runs finish there. Prints the
- * takeover time, then checks in the database that every run completed with a valid history (each tool
- * call paired with exactly one result, no message twice) and exits 0 only then; 1 with the reason
- * otherwise. The child processes and the temp dir are removed on every exit.
+ * other runner finds its address refusing connections, takes its shards over, and the runs finish there.
+ * Prints the takeover time, then checks in the database that every run completed with a valid history
+ * (each tool call paired with exactly one result, no message twice) and exits 0 only then; 1 with the
+ * reason otherwise. The child processes and the temp dir are removed on every exit.
  *
  * The model is the offline fake model of `fakeModel.ts`; with `EXAMPLE_BASE_URL` set (and
  * `EXAMPLE_MODEL`, `OPENAI_API_KEY`), an OpenAI-compatible server at that URL.

@@ -1,22 +1,18 @@
 /**
  * A runner process of the example, started by `main.ts`: `runner.ts <name> <sqlite file> <port>`. It
- * joins the cluster on the SQLite file (`NodeClusterSocket` with its storage in the file, listening on
- * 127.0.0.1:<port>) and runs the session entities and run workflows of the shards it holds, with the
+ * joins the cluster on the SQLite file (`Durable.layerCluster`: the cluster's storage in the file, listening
+ * on 127.0.0.1:<port>) and runs the session entities and run workflows of the shards it holds, with the
  * example's model and `add` tool. It prints `[runner <name>] ready`, how many shards it holds whenever
  * that changes, and a line for each model response it starts (session and turn), which `main.ts` reads.
  * It exits when its standard input, a pipe from `main.ts`, closes (when `main.ts` is gone).
  */
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
-import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as ShardId from "effect/cluster/ShardId"
 import * as Sharding from "effect/cluster/Sharding"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
@@ -30,8 +26,6 @@ import * as FakeModel from "./fakeModel.js"
 import * as Shared from "./shared.js"
 
 const [name = "A", filename = "durable-example.db", port = "34431"] = process.argv.slice(2)
-
-const address = Option.some(RunnerAddress.make("127.0.0.1", Number(port)))
 
 /** The tool of the runs: adds two numbers (a pure function, so it may run again after a crash). */
 const add = Tool.make({
@@ -54,13 +48,10 @@ const baseModel: Layer.Layer<Model.Model, unknown> = Shared.offline
     ...(process.env.OPENAI_API_KEY === undefined ? {} : { apiKey: Redacted.make(process.env.OPENAI_API_KEY) })
   }).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
-const cluster = ClusterWorkflowEngine.layer.pipe(
-  Layer.provideMerge(NodeClusterSocket.layer({
-    storage: "sql",
-    shardingConfig: { ...Shared.shardingConfig, runnerAddress: address, runnerListenAddress: address }
-  })),
-  Layer.orDie
-)
+const cluster = Durable.layerCluster({
+  address: { host: "127.0.0.1", port: Number(port) },
+  shardingConfig: Shared.shardingConfig
+}).pipe(Layer.orDie)
 
 /** The session a model request belongs to: the one whose prompt the history starts with. */
 const sessionOf = (request: Model.Request) => {

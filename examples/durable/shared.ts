@@ -38,16 +38,14 @@ export const onlineModel = process.env.EXAMPLE_MODEL ?? "gpt-4.1-mini"
 export const modelName = offline ? "the offline fake model" : `${onlineModel} at ${process.env.EXAMPLE_BASE_URL}`
 
 /**
- * The cluster's settings, the same in every process: 30 shards, and a quick failover (a dead runner's
- * shard locks expire after 4 seconds, runners refresh their assignments every half second).
+ * The cluster's settings, the same in every process, on top of `Durable.takeover` (which the runners'
+ * `Durable.layerCluster` starts from, and the client adds): 30 shards, messages looked for every 0.3 s,
+ * an entity whose shard moves given 2 s to stop, and a send to a runner not there yet tried again after
+ * 0.1 s.
  */
 export const shardingConfig = {
   shardsPerGroup: 30,
   entityMessagePollInterval: "300 millis",
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "4 seconds",
-  refreshAssignmentsInterval: "500 millis",
-  runnerHealthCheckInterval: "1 second",
   entityTerminationTimeout: "2 seconds",
   sendRetryInterval: "100 millis"
 } as const
