@@ -455,9 +455,14 @@ export const layerCluster = (options: {
  * 4 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
  * locks, and a runner whose heartbeat is that old is no longer counted, nor one that does not answer its
  * health check (a ping every second, tried 5 times half a second apart). Runners read their assignments,
- * and look for messages to deliver, every half second. The cost: each runner writes its locks once a
- * second, and a runner that cannot refresh them for 4 seconds (its database or its event loop stalled)
- * loses its shards while it is alive. Measured with these settings alone, before `layerCluster`'s
+ * and look for messages to deliver, every half second. When a shard moves between live runners (one
+ * joined, one started again, one stops), its entities get 5 seconds to stop (15 by default): a run cannot
+ * take a new step while its shard moves (each step is a request to the run's entity, which takes none
+ * then), so waiting longer only lets a step under way finish, and after 5 seconds the run goes on at the
+ * new owner, which does that step again (a model response asked again; a tool call re-run if its tool is
+ * `idempotent`, otherwise answered `Interrupted by a restart; not re-run`). The cost: each runner writes
+ * its locks once a second, and a runner that cannot refresh them for 4 seconds (its database or its event
+ * loop stalled) loses its shards while it is alive. Measured with these settings alone, before `layerCluster`'s
  * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
  * the durable guide): the sessions of a SIGKILLed runner took their next step elsewhere a median 3.3–4.6
  * seconds after the kill on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below
@@ -486,7 +491,8 @@ export const takeover = {
   shardLockExpiration: "4 seconds",
   runnerHealthCheckInterval: "1 second",
   refreshAssignmentsInterval: "500 millis",
-  entityMessagePollInterval: "500 millis"
+  entityMessagePollInterval: "500 millis",
+  entityTerminationTimeout: "5 seconds"
 } as const satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
 /** A layer that fails (or dies) as `effect` does, in place of one that provides `ROut`. */
