@@ -236,11 +236,9 @@ const killTest = (
         return assert.fail(
           `runs did not end: ${JSON.stringify(stuck)}\nsessions with no run: ${JSON.stringify(runless)}\nprogress: ${
             JSON.stringify(progress(provider, work).filter((event) => stuckSessions.has(event.sessionId)))
-          }\nprompts answered: ${
-            JSON.stringify(traceLines(work, "prompts.log").filter((line) => stuckSessions.has(line.split(" ")[0]!)))
-          }\nkills: ${JSON.stringify(kills)}\ncluster: ${yield* clusterState(store)}\n${
-            runners.map(({ runner }) => runner.output()).join("\n---\n")
-          }`
+          }\nprompts answered: ${JSON.stringify(traceLines(work, "prompts.log"))}\nkills: ${
+            JSON.stringify(kills)
+          }\ncluster: ${yield* clusterState(store)}\n${runners.map(({ runner }) => runner.output()).join("\n---\n")}`
         )
       }
       yield* Effect.sleep("250 millis")
