@@ -20,6 +20,7 @@ import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 import * as Net from "node:net"
+import { isTrue } from "./store.js"
 
 /** A refused connection; for a host of several addresses (tried in turn), refused at every one. */
 const isRefusal = (error: unknown): boolean =>
@@ -76,7 +77,7 @@ export const checkOnce = (options: {
       Effect.gen(function*() {
         const refusedAt = Date.now()
         if (!(yield* refuses(Runner.Runner.decodeSync(row.runner).address, timeout))) return
-        if (row.healthy === true || row.healthy === 1) {
+        if (isTrue(row.healthy)) {
           yield* sql`UPDATE cluster_runners SET healthy = FALSE WHERE address = ${row.address}`
           yield* Effect.logInfo(`Runner ${row.address} refuses connections: marked unhealthy`)
         }

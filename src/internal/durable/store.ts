@@ -234,7 +234,7 @@ export const pruneRuns = (options: {
       const entityId = yield* options.executionId({ sessionId: run.session_id, runId: run.run_id })
       const done = yield* sql<{ readonly processed: unknown }>`SELECT processed FROM cluster_messages
         WHERE entity_type = ${entityType} AND entity_id = ${entityId} AND tag = 'run'`
-      if (done.some((row) => !isProcessed(row.processed))) continue
+      if (done.some((row) => !isTrue(row.processed))) continue
       // the turns of a run claim its inputs as `<run id>#<turn>`
       const claimed = sql`session_id = ${run.session_id} AND run_id >= ${`${run.run_id}#`}
         AND run_id < ${`${run.run_id}$`}`
@@ -250,7 +250,7 @@ export const pruneRuns = (options: {
           )
         )
       }`
-      const answered = requests.filter((request) => isProcessed(request.processed)).map((request) => request.id)
+      const answered = requests.filter((request) => isTrue(request.processed)).map((request) => request.id)
       yield* sql.withTransaction(Effect.gen(function*() {
         yield* sql`DELETE FROM cluster_replies WHERE request_id IN (SELECT id FROM cluster_messages
           WHERE entity_type = ${entityType} AND entity_id = ${entityId})`
@@ -267,8 +267,11 @@ export const pruneRuns = (options: {
     return pruned
   })
 
-/** `processed` of a row of `cluster_messages`: a boolean on PostgreSQL, 0 or 1 on SQLite. */
-const isProcessed = (processed: unknown): boolean => Boolean(processed) && processed !== "0"
+/**
+ * A boolean column of the cluster's tables as a row holds it (`processed` of `cluster_messages`, `healthy`
+ * of `cluster_runners`): a boolean on PostgreSQL, 0 or 1 on SQLite.
+ */
+export const isTrue = (value: unknown): boolean => Boolean(value) && value !== "0"
 
 /**
  * The `message_id` the cluster's storage gives a request with this key (entity type, entity id, tag and
