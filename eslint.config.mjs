@@ -8,6 +8,15 @@ export default tseslint.config(
   {
     rules: {
       "@effect/no-import-from-barrel-package": ["error", { packageNames: ["effect", "@effect/platform"] }],
+      // effect 4.1.5's bounded `Effect.forEach` (and `Effect.all`, `Effect.partition`, … on it) can run an
+      // item twice and skip another (test/Concurrency.test.ts): unbounded, or one at a time, or the tests'
+      // `forEachBounded` (test/utils/concurrency.ts); the loop's tool calls have their own pool
+      "no-restricted-syntax": ["error", {
+        selector: "CallExpression[callee.object.name='Effect'] > ObjectExpression > " +
+          "Property[key.name='concurrency']:not([value.value='unbounded']):not([value.value=1])",
+        message: "effect's bounded Effect.forEach can run an item twice and skip another (test/Concurrency.test.ts): " +
+          "use \"unbounded\", 1, or forEachBounded from test/utils/concurrency.ts"
+      }],
       "@typescript-eslint/no-explicit-any": "off",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@typescript-eslint/no-namespace": "off",

@@ -19,6 +19,7 @@ import * as Message from "../src/Message.js"
 import * as Session from "../src/services/Session.js"
 import * as ChatServer from "./utils/chatServer.js"
 import * as Cli from "./utils/cli.js"
+import { forEachBounded } from "./utils/concurrency.js"
 import * as Reaper from "./utils/reaper.js"
 
 const root = Cli.root
@@ -155,7 +156,7 @@ const liveMembers = async (pgid: number): Promise<Array<number>> => {
 
 /** Runs `count` trials, `concurrency` at a time. */
 const trials = <A>(count: number, run: (index: number) => Effect.Effect<A>) =>
-  Effect.forEach(Array.from({ length: count }, (_, i) => i), run, { concurrency: 4 })
+  forEachBounded(Array.from({ length: count }, (_, i) => i), run, 4)
 
 describe("Ctrl-C through npm run agent", () => {
   it.live(

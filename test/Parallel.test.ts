@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
@@ -104,6 +105,47 @@ describe("parallel tools", () => {
       ])
       yield* runFor(Loop.run({ input: "go", tools: [tool], concurrency: 2 }).pipe(Effect.provide(layer)), 100)
       assert.deepStrictEqual(spans, { a: [0, 10], b: [0, 10], c: [10, 20] })
+    }))
+
+  it.effect("under the cap, a call that ends an earlier one as it starts runs once, and so does every call", () =>
+    Effect.gen(function*() {
+      // a and b wait; the test lets b go; c, taking b's place, lets a go as it starts: the trap in which
+      // effect's own bounded `Effect.forEach` starts c twice (test/Concurrency.test.ts)
+      const a = yield* Deferred.make<void>()
+      const b = yield* Deferred.make<void>()
+      const started: Array<string> = []
+      const tool = Tool.make({
+        name: "step",
+        description: "waits or lets a call go",
+        parameters: Schema.Struct({ id: Schema.String }),
+        execute: ({ id }) =>
+          Effect.gen(function*() {
+            started.push(id)
+            if (id === "a") yield* Deferred.await(a)
+            if (id === "b") yield* Deferred.await(b)
+            if (id === "c") yield* Deferred.succeed(a, undefined)
+            return id
+          })
+      })
+      const { layer } = scriptedRun([
+        Message.assistant(["a", "b", "c", "d", "e"].map((id) => Message.toolCall(id, "step", { id }))),
+        Message.assistant("done")
+      ])
+      const fiber = yield* Effect.forkChild(
+        Loop.run({ input: "go", tools: [tool], concurrency: 2 }).pipe(Effect.provide(layer))
+      )
+      while (started.length < 2) yield* Effect.yieldNow
+      yield* Deferred.succeed(b, undefined)
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(started, ["a", "b", "c", "d", "e"])
+      const results = result.messages.filter((m): m is Message.ToolResultMessage => m.role === "toolResult")
+      assert.deepStrictEqual(results.map((r) => [r.toolCallId, Message.textOf(r), r.isError]), [
+        ["a", "a", false],
+        ["b", "b", false],
+        ["c", "c", false],
+        ["d", "d", false],
+        ["e", "e", false]
+      ])
     }))
 
   it.effect("a timed-out call is interrupted (finalizers run) and gets an error result that is fed back", () =>

@@ -21,6 +21,7 @@ import * as SqliteClient from "../../src/internal/sqlite/SqliteClient.js"
 import * as Message from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as Tool from "../../src/Tool.js"
+import { forEachBounded } from "../../test/utils/concurrency.js"
 import { echo, promptAndWait, singleRunner } from "../DurableRunner.js"
 import * as Harness from "../Harness.js"
 import type { Result } from "./Overhead.js"
@@ -85,7 +86,7 @@ export const idleSessions = async (
   const ids = (prefix: string) => Array.from({ length: size.sessions }, (_, index) => `${prefix}${index}`)
   const finish = (sessionId: string) => promptAndWait(sessionId, `${sessionId}-1`)
   const forEach = (sessionIds: ReadonlyArray<string>, f: (id: string) => Effect.Effect<unknown, unknown, any>) =>
-    run(Effect.forEach(sessionIds, f, { concurrency: 32, discard: true }))
+    run(forEachBounded(sessionIds, f, 32))
   const count = (sql: string) =>
     run(Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe<{ readonly n: number }>(sql))).then((rows) =>
       Number(rows[0]!.n)
