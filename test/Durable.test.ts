@@ -253,10 +253,14 @@ for (const [storeName, storeLayer] of stores) {
               "ToolStart q2"
             ])
             assert.deepStrictEqual(described.slice(6), ["ResponseStart 4", "ResponseDelta 4"])
-            // the first model step of the run looked for what an earlier try saved; the second, new to every
-            // execution of the run, did not
+            // the first model step of the run looked for what an earlier try saved as it opened; the second,
+            // new to every execution of the run, did not (each commit of a turn reads its step's row again,
+            // for a try that overlapped it)
             assert.strictEqual(
-              statements.filter((text) => text.includes("SELECT response FROM effect_agent_answers")).length,
+              statements.filter((text) =>
+                text.includes("FROM effect_agent_answers WHERE run_id") && text.includes(") AS saved")
+              )
+                .length,
               1
             )
           }).pipe(Effect.provide(runner(store, model)), Effect.withTracer(tracer))

@@ -6,7 +6,8 @@
  * The step's answer is saved in `effect_agent_answers` before its calls run, and the whole turn with the
  * boundary's transaction, until the run ends: a step cut off by a crash runs again with the same answer
  * (its calls may run again: they are idempotent), and one whose transaction committed returns what it
- * saved, so a resumed run neither asks the model again nor appends anything twice. Any other turn (a
+ * saved, so a resumed run neither asks the model again nor appends anything twice; of two tries that
+ * overlap, the one that commits second finds the first one's turn and returns it. Any other turn (a
  * call that may not run again, one that needs an approval, an unknown tool, an invalid input, an aborted
  * or cut answer) takes the path of a step per call, and the loop's appends write the log.
  */
@@ -241,8 +242,9 @@ const fold = (
  * run too, as `finish` would: its outcome recorded, the saved results of the run's other steps dropped
  * (the workflow drops this step's once the engine stored its result). The turn's last live events
  * (`held`) go in the same transaction (on PostgreSQL in the statement that saves the step's result).
+ * A try of the step that finds the turn committed by another returns that turn and writes nothing.
  */
-const commit = (
+export const commit = (
   run: DurableRun,
   name: string,
   turn: Omit<Folded, "_tag" | "boundary" | "ended">,
@@ -252,6 +254,8 @@ const commit = (
 ): Effect.Effect<Folded> => {
   const sql = run.sql
   return Effect.gen(function*() {
+    const earlier = yield* committed(sql, run.runId, name)
+    if (earlier !== undefined) return earlier
     const boundary = withBoundary ? yield* takeBoundary(run, name) : undefined
     const outcome: Outcome | undefined = last && boundary !== undefined && !boundary.aborted &&
         boundary.input.length === 0
@@ -291,6 +295,32 @@ const commit = (
     Effect.tap((folded) => folded.ended === undefined ? Effect.void : ended(sql, run.runId))
   )
 }
+
+/**
+ * The turn that another try of the step `name` committed, read in this try's transaction (`undefined`:
+ * none did). Two tries of one step can overlap: a step is a request of its own, which the cluster does not
+ * interrupt, so when its runner loses the run and the shard's new owner no longer waits for it (after
+ * `entityTerminationTimeout`), the new owner runs the step again while the first try goes on. Both read
+ * the answer saved before the calls, run the calls, and commit; the second commit would append the turn
+ * again. On PostgreSQL the read locks the step's row (saved before its calls ran), so the second commit
+ * waits for the first and then finds its turn; on SQLite a transaction holds the file's write lock from its
+ * start (`Durable.layerSqlite` begins them `IMMEDIATE`; with a plain `BEGIN` the second commit's write
+ * fails busy and its retry reads again).
+ */
+const committed = (sql: SqlClient.SqlClient, runId: string, name: string) =>
+  Effect.gen(function*() {
+    const rows = yield* sql.onDialectOrElse({
+      pg: () =>
+        sql<{ readonly response: string }>`SELECT response FROM effect_agent_answers
+          WHERE run_id = ${runId} AND step = ${name} FOR UPDATE`,
+      orElse: () =>
+        sql<{ readonly response: string }>`SELECT response FROM effect_agent_answers
+          WHERE run_id = ${runId} AND step = ${name}`
+    })
+    if (rows.length === 0) return undefined
+    const saved = yield* Effect.orDie(decodeSaved(rows[0]!.response))
+    return "_tag" in saved ? saved : undefined
+  })
 
 /**
  * Saves the answer of a step before its calls run (a step cut off by a crash runs them again with it),
