@@ -456,11 +456,12 @@ export const layerCluster = (options: {
  * locks, and a runner whose heartbeat is that old is no longer counted, nor one that does not answer its
  * health check (a ping every second, tried 5 times half a second apart). Runners read their assignments,
  * and look for messages to deliver, every half second. When a shard moves between live runners (one
- * joined, one started again, one stops), its entities get 5 seconds to stop (15 by default): a run cannot
- * take a new step while its shard moves (each step is a request to the run's entity, which takes none
- * then), so waiting longer only lets a step under way finish, and after 5 seconds the run goes on at the
- * new owner, which does that step again (a model response asked again; a tool call re-run if its tool is
- * `idempotent`, otherwise answered `Interrupted by a restart; not re-run`). The cost: each runner writes
+ * joined, one started again, one stops), a run on it stops as soon as its runner no longer holds the
+ * shard (looked at every 0.2 seconds; nothing is recorded, and the new owner replays the run from its
+ * steps), and the step it had under way gets up to 5 seconds to finish (15 by default): its result is
+ * kept and the new owner goes on from it. A step cut off after 5 seconds is done again by the new owner
+ * (a model response asked again; a tool call re-run if its tool is `idempotent`, otherwise answered
+ * `Interrupted by a restart; not re-run`). The cost: each runner writes
  * its locks once a second, and a runner that cannot refresh them for 4 seconds (its database or its event
  * loop stalled) loses its shards while it is alive. Measured with these settings alone, before
  * `layerCluster`'s refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not

@@ -142,6 +142,8 @@ export interface RunnerConfig {
       readonly shardsPerGroup?: number
       /** In place of `Durable.takeover`'s 4 seconds. */
       readonly shardLockExpiration?: string
+      /** In place of the tests' 2 seconds (`quickTests`). */
+      readonly entityTerminationTimeout?: string
     }
   readonly ask?: ReadonlyArray<string>
   readonly approvalTimeout?: string

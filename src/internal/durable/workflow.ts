@@ -24,7 +24,7 @@ import { describe } from "./errors.js"
 import { ended } from "./feed.js"
 import { type Options, Outcome } from "./models.js"
 import { RunWorkflow, SessionEntity } from "./protocol.js"
-import { step } from "./step.js"
+import { step, stopWhenMoved } from "./step.js"
 import {
   claimInbox,
   dropAnswers,
@@ -91,7 +91,9 @@ export const runWorkflow = <Tools extends ReadonlyArray<Tool.Any>>(
         ? Effect.void
         : markFailed(payload.sessionId, payload.runId, { _tag: "Failed", turns, reason: describe(Cause.squash(cause)) })
     ),
-    Effect.orDie
+    Effect.orDie,
+    // a run whose shard moved on stops here at once; the new owner replays it
+    stopWhenMoved
   )
 }
 
