@@ -309,14 +309,9 @@ export const commit = (
  */
 const committed = (sql: SqlClient.SqlClient, runId: string, name: string) =>
   Effect.gen(function*() {
-    const rows = yield* sql.onDialectOrElse({
-      pg: () =>
-        sql<{ readonly response: string }>`SELECT response FROM effect_agent_answers
-          WHERE run_id = ${runId} AND step = ${name} FOR UPDATE`,
-      orElse: () =>
-        sql<{ readonly response: string }>`SELECT response FROM effect_agent_answers
-          WHERE run_id = ${runId} AND step = ${name}`
-    })
+    const lock = sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE"), orElse: () => sql.literal("") })
+    const rows = yield* sql<{ readonly response: string }>`SELECT response FROM effect_agent_answers
+      WHERE run_id = ${runId} AND step = ${name} ${lock}`
     if (rows.length === 0) return undefined
     const saved = yield* Effect.orDie(decodeSaved(rows[0]!.response))
     return "_tag" in saved ? saved : undefined
