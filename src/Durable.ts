@@ -383,13 +383,14 @@ export const layerSingleRunner = (options?: {
  * others take its sessions over within seconds: every runner checks the others' addresses every half
  * second, and a runner whose address refuses connections (its process is gone: a runner listens from
  * before it registers until it exits) is marked unhealthy at once, so the others move its shards; on
- * SQLite its lock rows from more than a second before the refusal are deleted too, rather than left to
- * expire. A runner that cannot be reached otherwise (its machine down, the network cut) is found with
- * the settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 4
+ * SQLite its lock rows are deleted too, rather than left to expire (in a transaction that looks at the
+ * address again after its writes: a runner started again there keeps its registration and its locks).
+ * A runner that cannot be reached otherwise (its machine down, the network cut) is found with the
+ * settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 6
  * seconds after its last refresh, and a health check pings it every second. The cost: each runner writes
- * its locks once a second, and a runner that cannot refresh them for 4 seconds (its database or its event
- * loop stalled) loses its shards to the others, whose replays of its runs then redo the steps it had not
- * recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
+ * its locks every 2 seconds, and a runner that cannot write them within 2 seconds (its database or its
+ * event loop stalled) lets go of its shards, whose runs are then replayed and redo the steps they had
+ * not recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
  * need: an address that refuses them while this runner lives has it taken for dead. The runners' port
  * listens on the host of `listen` only, and takes the cluster's messages without authentication or
  * encryption (a prompt sent there runs): only the cluster's machines may reach it (loopback, a private
@@ -452,7 +453,7 @@ export const layerCluster = (options: {
  * cluster built by hand, or a runner whose machine went down) a dead runner's sessions move once its
  * shard locks are free and the others no longer count it: on PostgreSQL its locks are also its
  * connection's advisory locks, free as soon as the connection closes; on SQLite they are rows that expire
- * 4 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
+ * 6 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
  * locks, and a runner whose heartbeat is that old is no longer counted, nor one that does not answer its
  * health check (a ping every second, tried 5 times half a second apart). Runners read their assignments,
  * and look for messages to deliver, every half second. When a shard moves between live runners (one
@@ -461,16 +462,22 @@ export const layerCluster = (options: {
  * steps), and the step it had under way gets up to 5 seconds to finish (15 by default): its result is
  * kept and the new owner goes on from it. A step cut off after 5 seconds is done again by the new owner
  * (a model response asked again; a tool call re-run if its tool is `idempotent`, otherwise answered
- * `Interrupted by a restart; not re-run`). The cost: each runner writes
- * its locks once a second, and a runner that cannot refresh them for 4 seconds (its database or its event
- * loop stalled) loses its shards while it is alive. Measured with these settings alone, before
- * `layerCluster`'s refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not
- * started again"; see the durable guide): the sessions of a SIGKILLed runner took their next step
- * elsewhere a median 3.3–4.6 seconds after the kill on PostgreSQL (2 cores, load average 3 to 9) and
- * 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A
- * 3-second expiration was tried: about a second sooner when idle, but on 2 loaded cores (the whole test
- * suite, or four CPU hogs) runners lost their shards while alive, sessions moved back and forth and a
- * turn's model call was made 4 times.
+ * `Interrupted by a restart; not re-run`). The cost: each runner writes its locks every 2 seconds, and
+ * each of those writes (and each lock it takes) must be done within 2 seconds (`effect/cluster` gives a
+ * lock operation the refresh interval or a third of the expiration, the shorter): a runner whose
+ * database or event loop stalls longer lets go of all its shards while it is alive, and takes them back
+ * once its storage answers again; its runs are replayed, and the steps they were in are done again. With
+ * locks refreshed every second and expiring after 4 (these settings until 2026-12-05), the soak benchmark
+ * on PostgreSQL (50 sessions of 100 runs, load average 7 to 10 on 2 cores) saw that 34 times in 12
+ * minutes, and 121 turns were cut off on runners that lost their shards; with 2 and 6 seconds, twice in
+ * 11 minutes, and 8 turns. The sessions of a runner that cannot be reached then move about 2 seconds
+ * later than with 1 and 4, when its locks expire:
+ * measured with 1 and 4, before `layerCluster`'s refused-address check, with `test/DurableCluster.test.ts`
+ * ("one SIGKILLed and not started again"; see the durable guide), a median 3.3–4.6 seconds after the
+ * kill on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6
+ * and 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was tried: about a second
+ * sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their
+ * shards while alive, sessions moved back and forth and a turn's model call was made 4 times.
  *
  * @example
  * import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
@@ -488,8 +495,8 @@ export const layerCluster = (options: {
  * @category Layers
  */
 export const takeover = {
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "4 seconds",
+  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "6 seconds",
   runnerHealthCheckInterval: "1 second",
   refreshAssignmentsInterval: "500 millis",
   entityMessagePollInterval: "500 millis",

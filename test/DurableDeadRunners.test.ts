@@ -1,10 +1,10 @@
 /**
  * A runner whose address refuses connections is found dead at once (`Durable.layerCluster` checks the
  * others every half second): it is marked unhealthy in the cluster's storage, so the others take its
- * shards, and on SQLite its lock rows from more than a second before the refusal are deleted, so they
- * need not expire first. A runner that listens keeps its health and its rows, whatever their age; rows
- * or a heartbeat from the second before the refusal are kept (a runner started again at that address
- * since may have written them) and go at a later check. The runners here are rows written through the
+ * shards, and on SQLite its lock rows are deleted, however recent, so they need not expire first. A
+ * runner that listens keeps its health and its rows, whatever their age, and so does one that listens
+ * again by the time its death is written (a runner started again at that address: the transaction
+ * that records the death looks again, and is rolled back). The runners here are rows written through the
  * cluster's own `RunnerStorage`, with their times moved back where a test needs old ones; "listening" is
  * a real TCP server on 127.0.0.1, "refusing" a port nothing listens on. And in a cluster of two runner
  * processes on SQLite whose shard locks would expire only after 10 minutes, the sessions of a SIGKILLed
@@ -78,6 +78,15 @@ const health = Effect.gen(function*() {
   return new Map(rows.map((row) => [row.address, row.healthy === true || row.healthy === 1]))
 })
 
+/** A runner's row, as `DeadRunners.checkOnce` reads it. */
+const runnerRow = (address: RunnerAddress.RunnerAddress) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ readonly address: string; readonly runner: string; readonly healthy: unknown }>`
+      SELECT address, runner, healthy FROM cluster_runners WHERE address = ${key(address)}`
+    return row!
+  })
+
 /** The shards of the lock rows each runner has, by address. */
 const locks = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -106,7 +115,7 @@ describe("Durable: a runner whose address refuses connections is found dead at o
     }).pipe(Effect.scoped))
 
   it.live(
-    "SQLite: marked unhealthy, its old lock rows deleted; a listening runner's kept, recent rows kept",
+    "SQLite: marked unhealthy, its lock rows deleted however recent; a listening runner's kept",
     () =>
       Effect.gen(function*() {
         const store = sqlite(yield* tempDir("effect-agent-dead-"))
@@ -119,7 +128,8 @@ describe("Durable: a runner whose address refuses connections is found dead at o
           assert.strictEqual(yield* register(alive, [2, 3]), 2)
           assert.strictEqual(yield* register(dead, [4, 5]), 2)
           assert.strictEqual(yield* register(recent, [6]), 1)
-          // the dead one's last refresh 3 s ago; the listening one's as old, which does not matter
+          // the dead one's last refresh 3 s ago; the listening one's as old, which does not matter; the
+          // recent one's rows written just now (a runner killed right after its refresh)
           yield* age(dead, 3)
           yield* age(alive, 3)
 
@@ -130,23 +140,32 @@ describe("Durable: a runner whose address refuses connections is found dead at o
           )
           assert.deepStrictEqual(Object.fromEntries(yield* locks), {
             [key(self)]: ["default:1"],
-            [key(alive)]: ["default:2", "default:3"],
-            [key(recent)]: ["default:6"]
-          })
-
-          // once its rows are older, a later check deletes them, though it is no longer marked healthy
-          yield* age(recent, 3)
-          yield* DeadRunners.checkOnce({ self, timeout })
-          assert.deepStrictEqual(Object.fromEntries(yield* locks), {
-            [key(self)]: ["default:1"],
             [key(alive)]: ["default:2", "default:3"]
           })
-          // the others take the dead runners' shards
+          // the others take the dead runners' shards at once
           const taken = yield* Effect.flatMap(
             RunnerStorage.RunnerStorage,
             (runners) => runners.acquire(alive, [4, 5, 6].map((shard) => ShardId.make("default", shard)))
           )
           assert.deepStrictEqual(taken.map(String).sort(), ["default:4", "default:5", "default:6"])
+        }).pipe(Effect.provide(storage(store)))
+      }).pipe(Effect.scoped),
+    { timeout: 30_000 }
+  )
+
+  it.live(
+    "SQLite: a runner listening again when its death is written keeps its health and its rows",
+    () =>
+      Effect.gen(function*() {
+        const store = sqlite(yield* tempDir("effect-agent-dead-"))
+        const back = yield* listening
+        yield* Effect.gen(function*() {
+          assert.strictEqual(yield* register(back, [7, 8]), 2)
+          // as the check finds it after a refusal, its process started again since
+          const row = yield* runnerRow(back)
+          assert.isFalse(yield* DeadRunners.recordDead(row, timeout))
+          assert.deepStrictEqual(Object.fromEntries(yield* health), { [key(back)]: true })
+          assert.deepStrictEqual(Object.fromEntries(yield* locks), { [key(back)]: ["default:7", "default:8"] })
         }).pipe(Effect.provide(storage(store)))
       }).pipe(Effect.scoped),
     { timeout: 30_000 }
@@ -170,6 +189,9 @@ describe("Durable: a runner whose address refuses connections is found dead at o
         // marked once: a later check leaves the row as it is
         yield* DeadRunners.checkOnce({ self, timeout })
         assert.isFalse((yield* health).get(key(dead)))
+        // a runner listening again by the time its death is written is left healthy
+        assert.isFalse(yield* DeadRunners.recordDead(yield* runnerRow(alive), timeout))
+        assert.isTrue((yield* health).get(key(alive)))
       }).pipe(Effect.provide(storage(store)))
     }).pipe(Effect.scoped), { timeout: 120_000 })
 

@@ -2,18 +2,21 @@
  * A dead runner found at once. `effect/cluster` finds a dead runner by pinging it (five failed tries,
  * half a second apart, from the one runner that holds the health-check singleton) or by its heartbeat
  * growing older than the shard lock expiration, and on SQLite its shards stay locked until their rows
- * expire: 4 to 6 seconds with `Durable.takeover`'s settings, longer when the dead runner held the
+ * expire: 6 to 8 seconds with `Durable.takeover`'s settings, longer when the dead runner held the
  * singleton. Here every runner looks at the others' addresses itself: a runner listens at its address
  * from before it registers until its process ends, so an address that refuses connections (nothing
  * listens there) is a runner that is gone, and it is marked unhealthy at once. The others then move its
  * shards, and on PostgreSQL take them (their advisory locks ended with its connection). On SQLite its
- * lock rows are deleted too, but only rows older than its last sign of life (its heartbeat, and the lock
- * rows themselves, a second or more before the refused connection): a runner started again at the
- * same address listens, registers and locks after the refusal, so its rows are never taken.
+ * lock rows are deleted too, all of them, however recent (a row refreshed just before the kill would
+ * otherwise hold its shard until it expires, 6 seconds after the refresh). A runner
+ * started again at the same address is never taken for the dead one: the death is recorded in a
+ * transaction that looks at the address again after its writes, and that the new runner's registration
+ * and locks wait for (`recordDead`).
  */
 import * as Cause from "effect/Cause"
 import * as Runner from "effect/cluster/Runner"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -48,10 +51,38 @@ export const refuses = (address: RunnerAddress.RunnerAddress, timeout: Duration.
 
 type Row = { readonly address: string; readonly runner: string; readonly healthy: unknown }
 
+/** The address listened again when its death was to be recorded: nothing is. */
+class Listening extends Data.TaggedError("Listening")<{}> {}
+
+/**
+ * Records the runner at `row.address` dead, if its address still refuses connections (within `timeout`):
+ * marked unhealthy, and on SQLite its lock rows deleted, however recent. Written in one transaction that
+ * looks at the address again after its writes and is rolled back if something listens there now. A
+ * runner started again at that address listens before it registers and locks; its registration (an
+ * update of the same row) and on SQLite its locks (the file's write lock) wait for this transaction. So
+ * nothing this deletes or marks is the new runner's: had it registered first, it would have been
+ * listening when the address was looked at again. Whether the runner was recorded dead.
+ */
+export const recordDead = (
+  row: Row,
+  timeout: Duration.Input
+): Effect.Effect<boolean, SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const sqlite = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
+    const address = Runner.Runner.decodeSync(row.runner).address
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      if (isTrue(row.healthy)) yield* sql`UPDATE cluster_runners SET healthy = FALSE WHERE address = ${row.address}`
+      if (sqlite) yield* sql`DELETE FROM cluster_locks WHERE address = ${row.address}`
+      if (!(yield* refuses(address, Duration.fromInputUnsafe(timeout)))) return yield* new Listening()
+      return true
+    })).pipe(Effect.catchTag("Listening", () => Effect.succeed(false)))
+  })
+
 /**
  * Checks the other runners once: each runner registered as healthy, or that still holds lock rows, whose
- * address refuses connections (within `timeout`) is marked unhealthy, and on SQLite its lock rows that
- * are older than a second before the refusal, while its heartbeat is too, are deleted.
+ * address refuses connections (within `timeout`) is recorded dead (`recordDead`): marked unhealthy, and
+ * on SQLite its lock rows deleted.
  */
 export const checkOnce = (options: {
   readonly self: RunnerAddress.RunnerAddress
@@ -59,29 +90,15 @@ export const checkOnce = (options: {
 }): Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-    const sqlite = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
     const timeout = Duration.fromInputUnsafe(options.timeout)
-
-    /** Deletes the lock rows of `address` from before a second before `refusedAt`, if its heartbeat is too. */
-    const releaseLocks = (address: string, refusedAt: number) => {
-      // SQLite's times are whole seconds: a row or heartbeat of the second before the refusal, or later,
-      // may be a runner's started since, and is kept
-      const before = `-${((Date.now() - refusedAt) / 1000 + 1).toFixed(3)} seconds`
-      return sql`DELETE FROM cluster_locks WHERE address = ${address}
-        AND acquired_at < datetime('now', ${before})
-        AND NOT EXISTS (SELECT 1 FROM cluster_runners
-          WHERE address = ${address} AND last_heartbeat >= datetime('now', ${before}))`
-    }
 
     const check = (row: Row) =>
       Effect.gen(function*() {
-        const refusedAt = Date.now()
+        // looked at outside a transaction first: most runners listen, and a write lock is taken for the others only
         if (!(yield* refuses(Runner.Runner.decodeSync(row.runner).address, timeout))) return
-        if (isTrue(row.healthy)) {
-          yield* sql`UPDATE cluster_runners SET healthy = FALSE WHERE address = ${row.address}`
+        if ((yield* recordDead(row, timeout)) && isTrue(row.healthy)) {
           yield* Effect.logInfo(`Runner ${row.address} refuses connections: marked unhealthy`)
         }
-        if (sqlite) yield* releaseLocks(row.address, refusedAt)
       })
 
     const rows = yield* sql<Row>`SELECT address, runner, healthy FROM cluster_runners AS r
