@@ -471,11 +471,11 @@ export const layerCluster = (options: {
  * on PostgreSQL (50 sessions of 100 runs, load average 7 to 10 on 2 cores) saw that 34 times in 12
  * minutes, and 121 turns were cut off on runners that lost their shards; with 2 and 6 seconds, twice in
  * 11 minutes, and 8 turns. The sessions of a runner that cannot be reached then move about 2 seconds
- * later than with 1 and 4, when its locks expire:
- * measured with 1 and 4, before `layerCluster`'s refused-address check, with `test/DurableCluster.test.ts`
- * ("one SIGKILLed and not started again"; see the durable guide), a median 3.3–4.6 seconds after the
- * kill on PostgreSQL (2 cores, load average 3 to 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6
- * and 5.9; on SQLite 7–8 seconds at a load of 8 to 10. A 3-second expiration was tried: about a second
+ * later than with 1 and 4, when its locks expire. Measured with 1 and 4, before `layerCluster`'s
+ * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
+ * the durable guide): a median 3.3–4.6 seconds after the kill on PostgreSQL (2 cores, load average 3 to
+ * 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8
+ * to 10. A 3-second expiration was tried: about a second
  * sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their
  * shards while alive, sessions moved back and forth and a turn's model call was made 4 times.
  *

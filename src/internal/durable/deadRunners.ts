@@ -8,10 +8,10 @@
  * listens there) is a runner that is gone, and it is marked unhealthy at once. The others then move its
  * shards, and on PostgreSQL take them (their advisory locks ended with its connection). On SQLite its
  * lock rows are deleted too, all of them, however recent (a row refreshed just before the kill would
- * otherwise hold its shard until it expires, 6 seconds after the refresh). A runner
- * started again at the same address is never taken for the dead one: the death is recorded in a
- * transaction that looks at the address again after its writes, and that the new runner's registration
- * and locks wait for (`recordDead`).
+ * otherwise hold its shard until it expires, 6 seconds after the refresh). A runner started again at
+ * the same address is never taken for the dead one: the death is recorded in a transaction that looks
+ * at the address again after its writes, and that the new runner's registration and locks wait for
+ * (`recordDead`).
  */
 import * as Cause from "effect/Cause"
 import * as Runner from "effect/cluster/Runner"
@@ -51,7 +51,7 @@ export const refuses = (address: RunnerAddress.RunnerAddress, timeout: Duration.
 
 type Row = { readonly address: string; readonly runner: string; readonly healthy: unknown }
 
-/** The address listened again when its death was to be recorded: nothing is. */
+/** Something listens at the address again by the time the runner's death is written: nothing is. */
 class Listening extends Data.TaggedError("Listening")<{}> {}
 
 /**
