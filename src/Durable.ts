@@ -475,9 +475,9 @@ export const layerCluster = (options: {
  * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
  * the durable guide): a median 3.3–4.6 seconds after the kill on PostgreSQL (2 cores, load average 3 to
  * 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8
- * to 10. A 3-second expiration was tried: about a second
- * sooner when idle, but on 2 loaded cores (the whole test suite, or four CPU hogs) runners lost their
- * shards while alive, sessions moved back and forth and a turn's model call was made 4 times.
+ * to 10. A 3-second expiration was tried: about a second sooner when idle, but on 2 loaded cores (the
+ * whole test suite, or four CPU hogs) runners lost their shards while alive, sessions moved back and
+ * forth and a turn's model call was made 4 times.
  *
  * @example
  * import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
