@@ -11,12 +11,13 @@
  * Then one session of about 20 MB (22 runs of a 900 KB prompt) and one of about 20 KB, and the cost of
  * a stream that resumes at the end of each (the last message's id as `Last-Event-ID`: the time and bytes
  * until the end of its run arrives, 20 tries each). It prints, in Markdown: the database size against the
- * text stored, the servers' RSS over time, the resume costs, the takeover times (a turn whose request was
- * cut off by a kill, asked again: from the kill to the request again), the times of sessions moved
- * between live runners (a request cut off with no kill: from the cut to the request again) and the model
- * requests repeated; and checks that nothing was lost and no message repeated (each session's log
- * is exactly its runs' prompt, call, result and answer, each once, and its stream delivered each message
- * and end once, in order). It exits 1 if not.
+ * text stored, the servers' RSS over time, what each server holds once it collected its garbage (when
+ * it started, at the end of the soak, and once every session went idle: `bench/soak/heap.mjs`), the
+ * resume costs, the takeover times (a turn whose request was cut off by a kill, asked again: from the
+ * kill to the request again), the times of sessions moved between live runners (a request cut off with
+ * no kill: from the cut to the request again) and the model requests repeated; and checks that nothing
+ * was lost and no message repeated (each session's log is exactly its runs' prompt, call, result and
+ * answer, each once, and its stream delivered each message and end once, in order). It exits 1 if not.
  *
  * `npm run bench:soak`, with SOAK_SESSIONS, SOAK_RUNS, SOAK_KILL_EVERY (seconds) and SOAK_STORES
  * (`sqlite,pg`). The command is bundled from `src/` first (`test/utils/cli.ts`); the temp directories
@@ -68,6 +69,8 @@ const seconds = (values: ReadonlyArray<number>) =>
     } s`
 const mib = (bytes: number) =>
   bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+/** Heap used and, in brackets, RSS, in MiB. */
+const heldCell = (held: Held) => `${(held.heapUsed / 1024 / 1024).toFixed(0)} (${(held.rss / 1024 / 1024).toFixed(0)})`
 const load = () => Os.loadavg().map((value) => value.toFixed(2)).join(", ")
 
 /** One of the three servers: its ports, and the process running on them now. */
@@ -76,6 +79,8 @@ interface Slot {
   readonly runner: number
   serve: Serve.Serve
   scope: Scope.Closeable
+  /** When it served (ms since the epoch). */
+  since: number
 }
 
 /** The RSS of a process in KiB (undefined once it is gone). */
@@ -87,6 +92,34 @@ const rssOf = (pid: number | undefined): number | undefined => {
     return undefined
   }
 }
+
+/** What a serve holds, in bytes, once it collected its garbage (`bench/soak/heap.mjs`). */
+interface Held {
+  readonly heapUsed: number
+  readonly external: number
+  readonly arrayBuffers: number
+  readonly rss: number
+}
+
+/**
+ * Asks a serve for what it holds (SIGUSR2: it collects its garbage and writes the figures to
+ * `<heapDir>/<pid>.json`), and waits for its answer (up to a minute: a full collection of a large heap
+ * on a loaded machine takes seconds).
+ */
+const heldBy = (serve: Serve.Serve, heapDir: string) =>
+  Effect.gen(function*() {
+    const file = NodePath.join(heapDir, `${serve.child.pid}.json`)
+    Fs.rmSync(file, { force: true })
+    serve.child.kill("SIGUSR2")
+    const deadline = Date.now() + 60_000
+    while (!Fs.existsSync(file)) {
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`serve ${serve.child.pid} wrote no heap figures`))
+      yield* Effect.sleep("100 millis")
+    }
+    const held = JSON.parse(Fs.readFileSync(file, "utf8")) as Held
+    Fs.rmSync(file)
+    return held
+  })
 
 /** The bytes of text a message holds: its text blocks, its tool calls' inputs, its results' text. */
 const textBytes = (message: any): number =>
@@ -224,6 +257,14 @@ const soak = (main: string, kind: string) =>
     Fs.writeFileSync(NodePath.join(workspace, "soak.txt"), Array.from({ length: 300 }, line).join(""))
     const store = kind === "pg" ? yield* postgres : sqlite(dir, "soak.db")
     const model = yield* Model.make({ streamMs: 300 })
+    // each serve collects its garbage and says what it holds on SIGUSR2 (`bench/soak/heap.mjs`)
+    const heapDir = NodePath.join(dir, "heap")
+    Fs.mkdirSync(heapDir)
+    const serveEnv = {
+      ...Serve.env(dir),
+      NODE_OPTIONS: `--expose-gc --import=${NodePath.join(import.meta.dirname, "soak", "heap.mjs")}`,
+      SOAK_HEAP_DIR: heapDir
+    }
 
     const slots: Array<Slot> = []
     const launch = (slot: Pick<Slot, "port" | "runner">) =>
@@ -238,8 +279,8 @@ const soak = (main: string, kind: string) =>
             database: store.target,
             extra: ["--runner-address", `127.0.0.1:${slot.runner}`]
           })
-          const exit = yield* Serve.start(main, args, Serve.env(dir)).pipe(Scope.provide(scope), Effect.exit)
-          if (Exit.isSuccess(exit)) return { serve: exit.value, scope }
+          const exit = yield* Serve.start(main, args, serveEnv).pipe(Scope.provide(scope), Effect.exit)
+          if (Exit.isSuccess(exit)) return { serve: exit.value, scope, since: Date.now() }
           yield* Scope.close(scope, Exit.void)
           if (attempt === 5) return yield* Effect.die(new Error(`serve did not start: ${String(exit.cause)}`))
           yield* Effect.sleep("1 second")
@@ -252,6 +293,7 @@ const soak = (main: string, kind: string) =>
       slots.push({ ...ports, ...(yield* launch(ports)) })
     }
     const servers = slots.map((slot) => `http://127.0.0.1:${slot.port}`)
+    const fresh = yield* Effect.forEach(slots, (slot) => heldBy(slot.serve, heapDir))
     const empty = yield* databaseSize(store)
     const emptyInUse = yield* inUse(store)
 
@@ -316,6 +358,12 @@ const soak = (main: string, kind: string) =>
     yield* Fiber.interrupt(sampler)
     yield* Fiber.interrupt(reporter)
     const loadAfterSoak = load()
+    // what the serves hold at the end, their sessions still in memory, and once every session went idle
+    // (a run's workflow entity is let go after 10 s idle, a session's after 30 s)
+    const ages = slots.map((slot) => (Date.now() - slot.since) / 1000)
+    const busy = yield* Effect.forEach(slots, (slot) => heldBy(slot.serve, heapDir))
+    yield* Effect.sleep("45 seconds")
+    const idle = yield* Effect.forEach(slots, (slot) => heldBy(slot.serve, heapDir))
 
     // every session's log, as the servers give it
     const problems = accounts.flatMap((account) => account.problems.map((problem) => `${account.id}: ${problem}`))
@@ -463,6 +511,16 @@ const soak = (main: string, kind: string) =>
       rssRow("after warm-up", 0.1, 0.2),
       rssRow("middle", 0.45, 0.55),
       rssRow("end", 0.9, 1.01),
+      "",
+      `What each serve holds once it collected its garbage (\`bench/soak/heap.mjs\`: heap used and, in brackets, ` +
+      `RSS), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
+      `serves ${ages.map((age) => age.toFixed(0)).join(", ")} s old); 45 s later, every session idle:`,
+      "",
+      "| serve | started | end of the soak | every session idle |",
+      "|---|---|---|---|",
+      ...slots.map((_, index) =>
+        `| ${index + 1} | ${[fresh, busy, idle].map((held) => heldCell(held[index]!)).join(" | ")} |`
+      ),
       "",
       `Resume at the end of a log (\`Last-Event-ID\` = its last message; until the run's end arrives), ${tries} tries:`,
       "",
