@@ -386,9 +386,9 @@ export const layerSingleRunner = (options?: {
  * SQLite its lock rows are deleted too, rather than left to expire (in a transaction that looks at the
  * address again after its writes: a runner started again there keeps its registration and its locks).
  * A runner that cannot be reached otherwise (its machine down, the network cut) is found with the
- * settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 6
+ * settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 9
  * seconds after its last refresh, and a health check pings it every second. The cost: each runner writes
- * its locks every 2 seconds, and a runner that cannot write them within 2 seconds (its database or its
+ * its locks every 3 seconds, and a runner that cannot write them within 3 seconds (its database or its
  * event loop stalled) lets go of its shards, whose runs are then replayed and redo the steps they had
  * not recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
  * need: an address that refuses them while this runner lives has it taken for dead. The runners' port
@@ -453,7 +453,7 @@ export const layerCluster = (options: {
  * cluster built by hand, or a runner whose machine went down) a dead runner's sessions move once its
  * shard locks are free and the others no longer count it: on PostgreSQL its locks are also its
  * connection's advisory locks, free as soon as the connection closes; on SQLite they are rows that expire
- * 6 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
+ * 9 seconds after their last refresh (counted in whole seconds); a runner's heartbeat is written with its
  * locks, and a runner whose heartbeat is that old is no longer counted, nor one that does not answer its
  * health check (a ping every second, tried 5 times half a second apart). Runners read their assignments,
  * and look for messages to deliver, every half second. When a shard moves between live runners (one
@@ -462,16 +462,18 @@ export const layerCluster = (options: {
  * steps), and the step it had under way gets up to 5 seconds to finish (15 by default): its result is
  * kept and the new owner goes on from it. A step cut off after 5 seconds is done again by the new owner
  * (a model response asked again; a tool call re-run if its tool is `idempotent`, otherwise answered
- * `Interrupted by a restart; not re-run`). The cost: each runner writes its locks every 2 seconds, and
- * each of those writes (and each lock it takes) must be done within 2 seconds (`effect/cluster` gives a
+ * `Interrupted by a restart; not re-run`). The cost: each runner writes its locks every 3 seconds, and
+ * each of those writes (and each lock it takes) must be done within 3 seconds (`effect/cluster` gives a
  * lock operation the refresh interval or a third of the expiration, the shorter): a runner whose
  * database or event loop stalls longer lets go of all its shards while it is alive, and takes them back
  * once its storage answers again; its runs are replayed, and the steps they were in are done again. With
- * locks refreshed every second and expiring after 4 (these settings until 2026-12-05), the soak benchmark
- * on PostgreSQL (50 sessions of 100 runs, load average 7 to 10 on 2 cores) saw that 34 times in 12
- * minutes, and 121 turns were cut off on runners that lost their shards; with 2 and 6 seconds, twice in
- * 11 minutes, and 8 turns. The sessions of a runner that cannot be reached then move about 2 seconds
- * later than with 1 and 4, when its locks expire. Measured with 1 and 4, before `layerCluster`'s
+ * locks refreshed every second and expiring after 4 (until 2026-12-05), the soak benchmark on
+ * PostgreSQL (50 sessions of 100 runs, load average 7 to 10 on 2 cores) saw that 34 times in 12 minutes,
+ * and 121 turns were cut off on runners that lost their shards; with 2 and 6 seconds, twice in 11
+ * minutes and 8 turns, but at 50 sessions of 200 runs (histories of up to 4 MB, each turn's work
+ * longer) 12 times in 20 minutes, mostly in its last 7, and the sessions moved twice that way made the
+ * slowest takeovers (14–15 seconds). The sessions of a runner that cannot be reached move about 5
+ * seconds later than with 1 and 4, when its locks expire. Measured with 1 and 4, before `layerCluster`'s
  * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
  * the durable guide): a median 3.3–4.6 seconds after the kill on PostgreSQL (2 cores, load average 3 to
  * 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8
@@ -495,8 +497,8 @@ export const layerCluster = (options: {
  * @category Layers
  */
 export const takeover = {
-  shardLockRefreshInterval: "2 seconds",
-  shardLockExpiration: "6 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  shardLockExpiration: "9 seconds",
   runnerHealthCheckInterval: "1 second",
   refreshAssignmentsInterval: "500 millis",
   entityMessagePollInterval: "500 millis",

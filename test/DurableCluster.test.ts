@@ -325,7 +325,7 @@ describe("Durable runs on several runner processes, with random SIGKILLs", () =>
 describe("Durable runs on several runner processes, one SIGKILLed and not started again", () => {
   const once = { kills: 1, restart: false, approvals: false }
   // the two others take its sessions over once they see it gone (its address refuses connections; or
-  // `Durable.takeover`: its shard locks expire 6 s after their last refresh)
+  // `Durable.takeover`: its shard locks expire 9 s after their last refresh)
   it.live("PostgreSQL", () => killTest(postgres, once), { timeout: 240_000, retry })
   it.live("SQLite", () => killTest(sqliteStore, once), { timeout: 240_000, retry })
 })

@@ -140,7 +140,7 @@ export interface RunnerConfig {
       readonly mode: "socket"
       readonly port: number
       readonly shardsPerGroup?: number
-      /** In place of `Durable.takeover`'s 6 seconds. */
+      /** In place of `Durable.takeover`'s 9 seconds. */
       readonly shardLockExpiration?: string
       /** In place of the tests' 2 seconds (`quickTests`). */
       readonly entityTerminationTimeout?: string

@@ -1,6 +1,6 @@
 /**
  * The cluster's settings for the durable tests' runners: `Durable.layerCluster`'s own (`Durable.takeover`:
- * shard locks refreshed every 2 seconds and expiring after 6 seconds, health checks every second,
+ * shard locks refreshed every 3 seconds and expiring after 9 seconds, health checks every second,
  * assignments read every half second), so the tests see the takeover a deployment gets, and two that
  * only make the tests quicker: an entity whose shard moves is given 2 seconds to stop (5 in `Durable.takeover`),
  * and a send to a runner that is not there yet is tried again after 0.1 second. The runner processes

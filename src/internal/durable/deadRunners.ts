@@ -2,13 +2,13 @@
  * A dead runner found at once. `effect/cluster` finds a dead runner by pinging it (five failed tries,
  * half a second apart, from the one runner that holds the health-check singleton) or by its heartbeat
  * growing older than the shard lock expiration, and on SQLite its shards stay locked until their rows
- * expire: 6 to 8 seconds with `Durable.takeover`'s settings, longer when the dead runner held the
+ * expire: 9 to 11 seconds with `Durable.takeover`'s settings, longer when the dead runner held the
  * singleton. Here every runner looks at the others' addresses itself: a runner listens at its address
  * from before it registers until its process ends, so an address that refuses connections (nothing
  * listens there) is a runner that is gone, and it is marked unhealthy at once. The others then move its
  * shards, and on PostgreSQL take them (their advisory locks ended with its connection). On SQLite its
  * lock rows are deleted too, all of them, however recent (a row refreshed just before the kill would
- * otherwise hold its shard until it expires, 6 seconds after the refresh). A runner started again at
+ * otherwise hold its shard until it expires, 9 seconds after the refresh). A runner started again at
  * the same address is never taken for the dead one: the death is recorded in a transaction that looks
  * at the address again after its writes, and that the new runner's registration and locks wait for
  * (`recordDead`).
