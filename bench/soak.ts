@@ -69,8 +69,11 @@ const seconds = (values: ReadonlyArray<number>) =>
     } s`
 const mib = (bytes: number) =>
   bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
-/** Heap used and, in brackets, RSS, in MiB. */
-const heldCell = (held: Held) => `${(held.heapUsed / 1024 / 1024).toFixed(0)} (${(held.rss / 1024 / 1024).toFixed(0)})`
+/** Heap used, heap total, memory outside the heap (`external`, Buffers included) and, in brackets, RSS, in MiB. */
+const heldCell = (held: Held) =>
+  `${[held.heapUsed, held.heapTotal, held.external].map((bytes) => (bytes / 1024 / 1024).toFixed(0)).join(" / ")} (${
+    (held.rss / 1024 / 1024).toFixed(0)
+  })`
 const load = () => Os.loadavg().map((value) => value.toFixed(2)).join(", ")
 
 /** One of the three servers: its ports, and the process running on them now. */
@@ -96,6 +99,7 @@ const rssOf = (pid: number | undefined): number | undefined => {
 /** What a serve holds, in bytes, once it collected its garbage (`bench/soak/heap.mjs`). */
 interface Held {
   readonly heapUsed: number
+  readonly heapTotal: number
   readonly external: number
   readonly arrayBuffers: number
   readonly rss: number
@@ -512,8 +516,8 @@ const soak = (main: string, kind: string) =>
       rssRow("middle", 0.45, 0.55),
       rssRow("end", 0.9, 1.01),
       "",
-      `What each serve holds once it collected its garbage (\`bench/soak/heap.mjs\`: heap used and, in brackets, ` +
-      `RSS), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
+      `What each serve holds once it collected its garbage (\`bench/soak/heap.mjs\`: the heap used / the heap's ` +
+      `size / memory outside the heap that JavaScript objects hold, Buffers included, and in brackets the RSS), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
       `serves ${ages.map((age) => age.toFixed(0)).join(", ")} s old); 45 s later, every session idle:`,
       "",
       "| serve | started | end of the soak | every session idle |",

@@ -14,9 +14,9 @@ if (dir !== undefined && typeof globalThis.gc === "function") {
     // twice: what the first collection freed may hold on to more (weak references, finalizers)
     gc()
     gc()
-    const { arrayBuffers, external, heapUsed, rss } = process.memoryUsage()
+    const { arrayBuffers, external, heapTotal, heapUsed, rss } = process.memoryUsage()
     const file = NodePath.join(dir, `${process.pid}.json`)
-    Fs.writeFileSync(`${file}.tmp`, JSON.stringify({ heapUsed, external, arrayBuffers, rss }))
+    Fs.writeFileSync(`${file}.tmp`, JSON.stringify({ heapUsed, heapTotal, external, arrayBuffers, rss }))
     Fs.renameSync(`${file}.tmp`, file)
   })
 }
