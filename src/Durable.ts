@@ -472,8 +472,9 @@ export const layerCluster = (options: {
  * and 121 turns were cut off on runners that lost their shards; with 2 and 6 seconds, twice in 11
  * minutes and 8 turns, but at 50 sessions of 200 runs (histories of up to 4 MB, each turn's work
  * longer) 12 times in 20 minutes, mostly in its last 7, and the sessions moved twice that way made the
- * slowest takeovers (14–15 seconds). The sessions of a runner that cannot be reached move about 5
- * seconds later than with 1 and 4, when its locks expire. Measured with 1 and 4, before `layerCluster`'s
+ * slowest takeovers (14–15 seconds); with 3 and 9 seconds that soak cut off 9 turns by moves between
+ * live runners (24 with 2 and 6). The sessions of a runner that cannot be reached move about 5 seconds
+ * later than with 1 and 4, when its locks expire. Measured with 1 and 4, before `layerCluster`'s
  * refused-address check, with `test/DurableCluster.test.ts` ("one SIGKILLed and not started again"; see
  * the durable guide): a median 3.3–4.6 seconds after the kill on PostgreSQL (2 cores, load average 3 to
  * 9) and 4.2–5.7 on SQLite (load below 5), p90 up to 4.6 and 5.9; on SQLite 7–8 seconds at a load of 8
