@@ -115,11 +115,7 @@ const heldBy = (serve: Serve.Serve, heapDir: string) =>
     const file = NodePath.join(heapDir, `${serve.child.pid}.json`)
     Fs.rmSync(file, { force: true })
     serve.child.kill("SIGUSR2")
-    const deadline = Date.now() + 60_000
-    while (!Fs.existsSync(file)) {
-      if (Date.now() > deadline) return yield* Effect.die(new Error(`serve ${serve.child.pid} wrote no heap figures`))
-      yield* Effect.sleep("100 millis")
-    }
+    yield* Serve.until(Effect.sync(() => Fs.existsSync(file)), `serve ${serve.child.pid}'s heap figures`, "60 seconds")
     const held = JSON.parse(Fs.readFileSync(file, "utf8")) as Held
     Fs.rmSync(file)
     return held
