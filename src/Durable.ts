@@ -33,6 +33,7 @@ import * as Entity from "./internal/durable/entity.js"
 import * as DurableErrors from "./internal/durable/errors.js"
 import * as Events from "./internal/durable/events.js"
 import * as Models from "./internal/durable/models.js"
+import * as PgRelay from "./internal/durable/pgRelay.js"
 import * as Protocol from "./internal/durable/protocol.js"
 import * as Store from "./internal/durable/store.js"
 import * as Run from "./internal/durable/workflow.js"
@@ -326,6 +327,12 @@ export const RunWorkflow: typeof Protocol.RunWorkflow = Protocol.RunWorkflow
  * `layerSingleRunner` or `@effect/platform-node`'s `NodeClusterSocket.layer` with
  * `ClusterWorkflowEngine.layer`).
  *
+ * On PostgreSQL (a `SqlClient` from `@effect/sql-pg`'s `PgClient`) the processes tell each other what
+ * they wrote, on the channel `effect_agent_feed` (`LISTEN`/`NOTIFY`, with one connection of the pool held
+ * for `LISTEN`): a reader of `events` (the server's event streams, a client waiting for its run's end)
+ * learns of another runner's write as soon as it is committed, instead of reading the store every 100
+ * millis while a run goes on; its polls then come every 2 seconds, as a net for a lost notice.
+ *
  * @since 0.1.0
  * @category Layers
  */
@@ -349,7 +356,8 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
       }
     ),
     RunWorkflow.toLayer((payload) => Run.runWorkflow(options, payload)),
-    Layer.effectDiscard(Effect.forkScoped(Run.sweeper(options.pruneInterval ?? "30 seconds")))
+    Layer.effectDiscard(Effect.forkScoped(Run.sweeper(options.pruneInterval ?? "30 seconds"))),
+    Layer.effectDiscard(PgRelay.relay)
   ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
 
 /**
@@ -610,7 +618,9 @@ export const client: typeof Protocol.SessionEntity.client = Client.client
  * Live events travel through a table of the store, so they reach a reader on any machine from whichever
  * runner runs the step: a step writes its events 20 millis after the first of them comes (one write at
  * a time, at most one per 20 millis, and when it ends), and the reader polls the table along with the log: at once when a
- * write of its own process's runner wakes it, and every 100 millis for the writes of other processes. A
+ * write of its own process's runner wakes it, and for the writes of other processes at once when they
+ * tell it (on PostgreSQL, with `LISTEN`/`NOTIFY`: see `layer`; the polls every 2 seconds are then a net for
+ * a lost notice) or every 100 millis (on SQLite, or a reader in a process that runs no `layer`). A
  * reader in the process of the step's runner gets the step's events as they are pushed, without waiting
  * for the table (unless it started reading after the step's first event). The rows are deleted once the session's next
  * answer or the run's end is stored and they are 10 seconds old (after a run's answers, at most once a

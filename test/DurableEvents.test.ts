@@ -16,6 +16,7 @@ import * as EntityId from "effect/cluster/EntityId"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as ShardId from "effect/cluster/ShardId"
 import * as Sharding from "effect/cluster/Sharding"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -30,6 +31,7 @@ import * as Durable from "../src/Durable.js"
 import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
 import { liveResponse, liveToolCall } from "../src/internal/durable/live.js"
+import * as PgRelay from "../src/internal/durable/pgRelay.js"
 import { insertLive, type LiveRow, liveRow, migrate, withLive } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -256,6 +258,7 @@ describe("Durable Events: live events from another process", () => {
           assert.strictEqual(requestOf(provider, servedThere, 1).pid, process.pid)
           const still = yield* placement(servedHere)
           assert.deepStrictEqual(still, { session: true, workflow: false }, "the shards did not move")
+          assert.isTrue(Feed.relayed(yield* SqlClient.SqlClient), "Durable.layer relays the feed on PostgreSQL")
         }).pipe(Effect.provide(ownRunner(store, provider.url, ownPort)))
       }).pipe(Effect.scoped),
     180_000
@@ -298,6 +301,23 @@ const inProcessRunner = (store: Store, model: Model.Service) =>
  * Follows `sessionId` from its start as a follower whose timer is an hour long (so only this process's
  * writes wake it), its events put in a queue.
  */
+/** Waits until the relay of `sql` listens (a safety net of a minute, not a timing). */
+const untilRelayed = (sql: SqlClient.SqlClient) =>
+  Effect.repeat(Effect.sync(() => Feed.relayed(sql)), {
+    until: (relayed) => relayed,
+    schedule: Schedule.spaced("10 millis")
+  }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
+
+/** A client of `store` of its own (as another process has), with its relay, listening, for the scope. */
+const relayedClient = (store: Store) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Layer.fresh(Layer.orDie(store.layer)))
+    const sql = Context.get(context, SqlClient.SqlClient)
+    yield* Effect.provide(PgRelay.relay, context)
+    yield* untilRelayed(sql)
+    return sql
+  })
+
 const followHourly = (sessionId: string) =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<Durable.SessionEvent>()
@@ -326,6 +346,120 @@ const takeUntil = (queue: Queue.Dequeue<Durable.SessionEvent>, until: (event: Du
     }),
     Effect.orDie
   )
+
+describe("Durable Events: the change feed across processes on PostgreSQL", () => {
+  it.live(
+    "a follower in another process that polls once an hour gets the answer's deltas, its messages and the run's end",
+    () =>
+      Effect.gen(function*() {
+        yield* prepareRunner
+        const work = yield* tempDir("effect-agent-relay-")
+        const store = yield* postgres
+        yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+        const go = yield* Deferred.make<void>()
+        // the first answer waits until this process follows the session
+        const provider = yield* fakeProvider({
+          script,
+          streamMs,
+          hold: (_, turn) => turn === 0 ? Effect.runPromise(Deferred.await(go)) : Promise.resolve()
+        })
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* PgRelay.relay
+          yield* untilRelayed(sql)
+          yield* Effect.orDie(Durable.SessionSql.makeSql("relayed"))
+          yield* startRunner({
+            store: "pg",
+            target: store.target,
+            baseUrl: provider.url,
+            work,
+            prompts: [{ sessionId: "relayed", inputId: "relayed-1", text: "session relayed: go" }],
+            cluster: { mode: "single" }
+          })
+          const { queue } = yield* followHourly("relayed")
+          yield* takeUntil(queue, (event) => event._tag === "Message" && event.message.role === "user")
+          yield* Deferred.succeed(go, undefined)
+          // every write after the first poll reaches the follower only as the runner's process tells it:
+          // the answer's deltas while it streams, before it is stored
+          const first = yield* takeUntil(
+            queue,
+            (event) => event._tag === "ResponseDelta" && event.position === answerAt
+          )
+          assert.isBelow(yield* storedCount(store, "relayed"), answerAt + 1, "the first delta came before the answer")
+          const rest = [...first, ...yield* takeUntil(queue, (event) => event._tag === "RunEnd")]
+          const tags = rest.map((event) => event._tag === "Message" ? `Message:${event.position}` : event._tag)
+          assert.deepStrictEqual(
+            tags.filter((tag) => tag.startsWith("Message") || tag === "RunEnd"),
+            ["Message:1", "Message:2", "Message:3", "RunEnd"]
+          )
+          const text = rest.flatMap((event) =>
+            event._tag === "ResponseDelta" && event.position === answerAt && event.event._tag === "TextDelta"
+              ? [event.event.delta]
+              : []
+          ).join("")
+          assert.strictEqual(text.trim(), answer, "the answer's deltas came as they were written")
+          assert.notStrictEqual(requestOf(provider, "relayed", 1).pid, process.pid, "the answer came from the runner")
+          // (the relay ends before the store it holds a connection of)
+        }).pipe(Effect.scoped, Effect.provide(Layer.orDie(store.layer)))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "each process wakes its followers and run waiters for the others' writes, not its own again, and listens again after its connection is cut",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* postgres
+        // two clients of the database, as two processes have: each with its relay
+        const one = yield* relayedClient(store)
+        const two = yield* relayedClient(store)
+        const follow = (sql: SqlClient.SqlClient, sessionId: string) => Feed.subscribe(sql, sessionId)
+        // (a minute: a safety net, not a timing)
+        const woken = (subscription: Feed.Subscription) =>
+          Effect.map(
+            subscription.wait(Effect.sleep("60 seconds")),
+            (timedOut) => assert.isFalse(timedOut, "a notice woke the follower")
+          )
+
+        const there = yield* follow(two, "s1")
+        assert.strictEqual(there.take(), undefined)
+        yield* Feed.notify(one, "s1", "live")
+        yield* woken(there)
+        assert.strictEqual(there.take(), "stored", "another process's live events are read from the store")
+
+        // a write of `one` wakes its own follower at once, and not again when its notice comes back
+        const own = yield* follow(one, "s2")
+        const otherOfS2 = yield* follow(two, "s2")
+        yield* Feed.notify(one, "s2", "all")
+        assert.strictEqual(own.take(), "all")
+        yield* woken(otherOfS2)
+        const later = yield* follow(one, "s3")
+        yield* Feed.notify(two, "s3", "all")
+        // (notices come in the order they were sent: `one` has read its own by now)
+        yield* woken(later)
+        assert.strictEqual(own.take(), undefined, "its own notice did not wake it again")
+
+        // the end of a run, written by `two`, ends the wait of `one`
+        const end = yield* Feed.endOf(one, "run-1")
+        yield* Feed.ended(two, "run-1")
+        yield* end.pipe(Effect.timeout("60 seconds"), Effect.orDie)
+
+        // the listening connections cut: each listens again, and wakes its followers to read what they missed
+        const cut = yield* follow(two, "s4")
+        yield* Effect.asVoid(
+          one`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%effect_agent_feed%'`
+        )
+        yield* woken(cut)
+        assert.strictEqual(cut.take(), "all")
+        yield* untilRelayed(two)
+        yield* untilRelayed(one)
+        yield* Feed.notify(one, "s4", "live")
+        yield* woken(cut)
+        assert.strictEqual(cut.take(), "stored")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
 
 describe("Durable Events: the change feed of a runner's process", () => {
   it.live(
@@ -366,6 +500,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const rest = yield* takeUntil(queue, (event) => event._tag === "RunEnd")
           assert.deepStrictEqual(rest.map((event) => event._tag), ["Message", "RunEnd"])
           assert.strictEqual(Feed.followed(sql), 1)
+          assert.isFalse(Feed.relayed(sql), "SQLite has no relay: the polls find other processes' writes")
           yield* Fiber.interrupt(follower)
           assert.strictEqual(Feed.followed(sql), 0, "a session nobody follows is not held")
         }).pipe(Effect.provide(inProcessRunner(store, model)))

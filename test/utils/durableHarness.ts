@@ -34,6 +34,8 @@ export type Step =
 export const fakeProvider = (options: {
   readonly script: (sessionId: string, turn: number) => Step
   readonly streamMs?: number
+  /** What a reply waits for before it starts (none by default). */
+  readonly hold?: (sessionId: string, turn: number) => Promise<void>
 }) =>
   Effect.acquireRelease(
     Effect.callback<{ readonly server: Http.Server; readonly handle: FakeProvider }>((resume) => {
@@ -94,7 +96,8 @@ export const fakeProvider = (options: {
             if (gap === 0) write(index + 1)
             else setTimeout(() => write(index + 1), gap)
           }
-          write(0)
+          if (options.hold === undefined) write(0)
+          else void options.hold(sessionId, turn).then(() => write(0))
         })
       })
       server.listen(0, "127.0.0.1", () => {

@@ -3,7 +3,7 @@
  * events of the steps that run meanwhile, each before the message it leads to. Any process that reaches
  * the database can read them, runner or not.
  */
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -167,9 +167,9 @@ interface RunEnd {
  * stored all its messages before, so the log read after has them and its end goes out after them (after
  * the message before the position it ended at). The log comes before the live events, so the events of
  * a message read in this poll are all there (a step writes its last events before its message is stored)
- * and go out before it; the events of a message delivered earlier are skipped. A poll woken by this
- * process's writes of live events only (`Feed`) reads the live events only: they go out before any
- * message read later. Without `idle` it ends at the first poll that finds no run going; with it, it runs
+ * and go out before it; the events of a message delivered earlier are skipped. A poll woken by writes
+ * of live events only (this process's, `Feed`, or another's that a relay told of) reads the live events
+ * only: they go out before any message read later. Without `idle` it ends at the first poll that finds no run going; with it, it runs
  * `idle` and polls again, with the same cursor.
  */
 const tail = (
@@ -224,22 +224,28 @@ const tail = (
       forgetDone(cursor)
       return out
     })
-    const pollLive = Effect.suspend(() => {
-      const handed = fromFeed(feed, cursor)
-      // the store only for the steps of this process that started before the follower did
-      const fromStore = Array.from(cursor.writers.values()).some((writer) => writer.source === "store")
-      return Effect.flatMap(
-        fromStore ? readLive(sql, sessionId, cursor) : Effect.succeed([]),
-        (stored) => messagesWithLive([], [...stored, ...handed], [], after, cursor)
-      )
-    })
-    const timer = Effect.sleep(pollInterval)
+    /** Reads the live events only: those handed over, and the store's when `stored` (another process wrote them). */
+    const pollLive = (stored: boolean) =>
+      Effect.suspend(() => {
+        const handed = fromFeed(feed, cursor)
+        // the store for the steps of other processes, and those of this process that started before the
+        // follower did
+        const fromStore = stored || Array.from(cursor.writers.values()).some((writer) => writer.source === "store")
+        return Effect.flatMap(
+          fromStore ? readLive(sql, sessionId, cursor) : Effect.succeed([]),
+          (stored) => messagesWithLive([], [...stored, ...handed], [], after, cursor)
+        )
+      })
+    const timer = Feed.pollWait(sql, Duration.fromInputUnsafe(pollInterval))
     /** Polls (all, or the live events only), then says how to wait for the next poll: `true` when its timer ended. */
     const step = (timedOut: boolean) =>
       Effect.gen(function*() {
         const changed = feed.take()
-        const liveOnly = !timedOut && changed === "live" && !cursor.catchingUp && !cursor.more
-        const events = yield* uncancelled(liveOnly ? (live ? pollLive : Effect.succeed([])) : pollAll)
+        const liveOnly = !timedOut && (changed === "live" || changed === "stored") && !cursor.catchingUp &&
+          !cursor.more
+        const events = yield* uncancelled(
+          liveOnly ? (live ? pollLive(changed === "stored") : Effect.succeed([])) : pollAll
+        )
         // a full page: the next one at once (once the reader took this one)
         const wait = cursor.more ? Option.some(Effect.void) : cursor.running ? Option.some(timer) : idle
         return [events, Option.map(wait, feed.wait)] as const

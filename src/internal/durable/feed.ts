@@ -4,9 +4,11 @@
  * of waiting for their next poll. Live events are handed to them too, as each is pushed (`publish`), so
  * they need not wait for the batch's write nor read it back. It is kept per `SqlClient` (a runner's
  * store), and holds a session only while someone follows it. Writes made by other processes (the other
- * runners of a cluster) wake nobody here: the followers' polls still find them.
+ * runners of a cluster) reach the followers here through a relay when the store has one (`relayTo`; on
+ * PostgreSQL, `pgRelay.ts`), and otherwise by the followers' polls.
  */
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
@@ -15,6 +17,16 @@ import type { LiveEvent } from "./models.js"
 
 /** What was written: only live events, or the log or the runs too (a follower then reads them all). */
 export type Change = "live" | "all"
+
+/**
+ * What a follower is woken for: a `Change` of this process, or `"stored"`, live events that another
+ * process wrote (told by a relay): they are in the store only, not handed over by the feed.
+ */
+export type Wake = Change | "stored"
+
+/** Two wakes as one: the one that reads more. */
+const merge = (wake: Wake | undefined, next: Wake): Wake =>
+  wake === "all" || next === "all" ? "all" : wake === "stored" || next === "stored" ? "stored" : "live"
 
 /** A live event as its step's writer pushed it: `first` when it is the writer's first event. */
 export interface Published {
@@ -26,7 +38,7 @@ export interface Published {
 }
 
 interface Subscriber {
-  changed: Change | undefined
+  changed: Wake | undefined
   wake: Deferred.Deferred<void>
   /** The live events published since the follower last took them. */
   pending: Array<Published>
@@ -65,7 +77,7 @@ export const publish = (sql: SqlClient.SqlClient, sessionId: string, published: 
       }
       subscriber.dropped.set(published.writer, published)
     }
-    subscriber.changed = subscriber.changed === "all" ? "all" : "live"
+    subscriber.changed = merge(subscriber.changed, "live")
     wake(subscriber)
   }
 }
@@ -88,16 +100,80 @@ const wake = (subscriber: Subscriber): void => {
 /** The followers of each session, by store: a store no longer used is dropped with its followers. */
 const followers = new WeakMap<SqlClient.SqlClient, Map<string, Set<Subscriber>>>()
 
-/** Wakes the followers of `sessionId` on `sql` in this process (nothing when there are none). */
+/**
+ * Wakes the followers of `sessionId` on `sql` in this process (nothing when there are none), and tells
+ * the other processes on the same database when a relay carries the feed there (`relayTo`): call it once
+ * the write is committed.
+ */
 export const notify = (sql: SqlClient.SqlClient, sessionId: string, change: Change): Effect.Effect<void> =>
   Effect.sync(() => {
-    const subscribers = followers.get(sql)?.get(sessionId)
-    if (subscribers === undefined) return
-    for (const subscriber of subscribers) {
-      subscriber.changed = change === "all" || subscriber.changed === "all" ? "all" : "live"
-      wake(subscriber)
-    }
+    wakeFollowers(sql, sessionId, change)
+    relays.get(sql)?.changed(sessionId, change)
   })
+
+/** Wakes the followers of `sessionId` on `sql` in this process. */
+const wakeFollowers = (sql: SqlClient.SqlClient, sessionId: string, change: Wake): void => {
+  const subscribers = followers.get(sql)?.get(sessionId)
+  if (subscribers === undefined) return
+  for (const subscriber of subscribers) {
+    subscriber.changed = merge(subscriber.changed, change)
+    wake(subscriber)
+  }
+}
+
+/**
+ * What carries this process's writes to the other processes on the same database, and theirs here
+ * (`pgRelay.ts`, on PostgreSQL): without one, the followers find the others' writes by polling only.
+ */
+export interface Relay {
+  /** Whether the other processes' writes reach this one now (the relay is listening). */
+  readonly live: () => boolean
+  /** Tells the other processes that `sessionId` changed. */
+  readonly changed: (sessionId: string, change: Change) => void
+  /** Tells the other processes that `runId` ended. */
+  readonly ended: (runId: string) => void
+}
+
+const relays = new WeakMap<SqlClient.SqlClient, Relay>()
+
+/** Carries the feed of `sql` to and from the other processes with `relay`, for the scope. */
+export const relayTo = (sql: SqlClient.SqlClient, relay: Relay): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => relays.set(sql, relay)),
+    () => Effect.sync(() => relays.get(sql) === relay && relays.delete(sql))
+  )
+
+/**
+ * What a relay brings from another process: wakes the followers of `sessionId` here (to read the store:
+ * another process's live events are not handed over).
+ */
+export const changedElsewhere = (sql: SqlClient.SqlClient, sessionId: string, change: Change): void =>
+  wakeFollowers(sql, sessionId, change === "live" ? "stored" : change)
+
+/** What a relay brings from another process: wakes the waiters for the end of `runId` here. */
+export const endedElsewhere = (sql: SqlClient.SqlClient, runId: string): void => endWaiters(sql, runId)
+
+/**
+ * Wakes every follower on `sql` in this process to read the store (a relay that starts listening again
+ * may have missed writes in between).
+ */
+export const wakeAll = (sql: SqlClient.SqlClient): void => {
+  for (const sessionId of followers.get(sql)?.keys() ?? []) wakeFollowers(sql, sessionId, "all")
+}
+
+/**
+ * How long a follower of `sql` waits for the writes of other processes before it reads the store again:
+ * `interval` when only polls find them, at least `relayedInterval` when a relay brings them (the poll is
+ * then a net for a lost notice, not the way they come).
+ */
+export const pollWait = (sql: SqlClient.SqlClient, interval: Duration.Duration): Effect.Effect<void> =>
+  Effect.suspend(() => Effect.sleep(relayed(sql) ? Duration.max(interval, relayedInterval) : interval))
+
+/** Whether a relay brings the writes of other processes on `sql` here now. */
+export const relayed = (sql: SqlClient.SqlClient): boolean => relays.get(sql)?.live() === true
+
+/** How often a follower reads the store when a relay brings the other processes' writes. */
+export const relayedInterval = Duration.seconds(2)
 
 /** A follower's end of the feed. */
 export interface Subscription {
@@ -105,7 +181,7 @@ export interface Subscription {
    * What was written since the last call (`undefined`: nothing), and starts a new watch: call it before
    * a poll, so a write during the poll wakes the next `wait`.
    */
-  readonly take: () => Change | undefined
+  readonly take: () => Wake | undefined
   /**
    * The live events published since the last call or, when some were dropped (`maxPending`), none and
    * the writers whose events were dropped.
@@ -196,10 +272,15 @@ const runWaiters = new WeakMap<SqlClient.SqlClient, Map<string, Set<Deferred.Def
  */
 export const ended = (sql: SqlClient.SqlClient, runId: string): Effect.Effect<void> =>
   Effect.sync(() => {
-    const waiters = runWaiters.get(sql)?.get(runId)
-    if (waiters === undefined) return
-    for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
+    endWaiters(sql, runId)
+    relays.get(sql)?.ended(runId)
   })
+
+const endWaiters = (sql: SqlClient.SqlClient, runId: string): void => {
+  const waiters = runWaiters.get(sql)?.get(runId)
+  if (waiters === undefined) return
+  for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
+}
 
 /** For the scope, what ends once `ended` is called for `runId` on `sql` in this process. */
 export const endOf = (

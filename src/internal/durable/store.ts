@@ -166,9 +166,12 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
   ).pipe(Effect.tap(dropAnswers(runId)), retryStore, Effect.ignore)
 
 /**
- * The outcome of a run, once it has one: polled every 100 millis, and at once when a runner of this
- * process records it (`Feed.ended`).
+ * The outcome of a run, once it has one: at once when a runner of this process records it (`Feed.ended`)
+ * or a relay says another did, and polled every 100 millis (every 2 seconds when a relay brings the
+ * other processes' ends: `Feed.pollWait`).
  */
+const runPollInterval = Duration.millis(100)
+
 export const waitForRun = (runId: string) =>
   Effect.scoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -181,7 +184,7 @@ export const waitForRun = (runId: string) =>
       if (outcome !== undefined && outcome !== null) {
         return yield* Schema.decodeUnknownEffect(Schema.fromJsonString(Outcome))(outcome)
       }
-      const poll = Effect.sleep("100 millis")
+      const poll = Feed.pollWait(sql, runPollInterval)
       // (once woken, only the polls: the end is committed by then)
       if (woken) yield* poll
       else woken = yield* Effect.raceFirst(Effect.as(end, true), Effect.as(poll, false))

@@ -6,7 +6,7 @@
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as HttpServerRequest from "effect/http/HttpServerRequest"
@@ -20,12 +20,14 @@ import type { Writable } from "node:stream"
 import * as Durable from "../../Durable.js"
 import * as Message from "../../Message.js"
 import * as Events from "../durable/events.js"
+import * as Feed from "../durable/feed.js"
 
 /**
  * The session's events from position `after` on, without end: when no run is going, it checks for a
- * new one every `idle` (a duration, or a wait of its own). One cursor follows the session throughout, so
- * stored messages and the ends of runs come once each, in order, even for a run that starts and ends
- * between two checks.
+ * new one every `idle` (a duration, or a wait of its own; a duration becomes 2 seconds at least when a
+ * relay tells this process of the other processes' writes, `Feed.pollWait`: a run's start wakes it then).
+ * One cursor follows the session throughout, so stored messages and the ends of runs come once each, in
+ * order, even for a run that starts and ends between two checks.
  */
 export const follow = (
   sessionId: string,
@@ -34,7 +36,13 @@ export const follow = (
   idle: Duration.Input | Effect.Effect<void> = "500 millis",
   endAtAfter = false
 ): Stream.Stream<Durable.SessionEvent, Durable.StoreFailed | Durable.SessionNotFound, SqlClient.SqlClient> =>
-  Events.follow(sessionId, { after, live, idle: Effect.isEffect(idle) ? idle : Effect.sleep(idle), endAtAfter })
+  Stream.unwrap(Effect.map(SqlClient.SqlClient, (sql) =>
+    Events.follow(sessionId, {
+      after,
+      live,
+      idle: Effect.isEffect(idle) ? idle : Feed.pollWait(sql, Duration.fromInputUnsafe(idle)),
+      endAtAfter
+    })))
 
 /**
  * The SSE id of a session event: a stored message's position, or `<position>-end` for the end of a run
