@@ -5,7 +5,8 @@
  * 100 millis while a run goes on (three statements a poll, for every open stream); with it, as soon as
  * they are committed, and its polls become a net for a lost notice (`Feed.pollWait`).
  *
- * The notices are batched: what this process writes while one is being sent goes in the next. Each is
+ * The notices are batched: what this process writes while one is being sent, or within 50 millis of
+ * the last, goes in the next (the first write after a quiet spell is told at once). Each is
  * JSON, `{ from, sessions: [[id, "all" | "live"]], runs: [id] }`, at most `maxPayload` characters (one
  * notice is split into several past that); `from` names the sender, so a process skips its own (its
  * followers were woken when it wrote). A notice lost while this process is not listening (its listening
@@ -14,6 +15,7 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -31,6 +33,13 @@ const Pg = Context.Service<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
 /** The channel the processes of one database tell each other on. */
 export const channel = "effect_agent_feed"
+
+/**
+ * The least time between two notices of a process: what is written meanwhile goes in the next one. A
+ * step streaming an answer writes its live events every 20 millis; a notice for each would have every
+ * follower elsewhere read the store as often (and cost a statement each).
+ */
+const gap = Duration.millis(50)
 
 /** The longest notice sent (PostgreSQL takes up to 8000 bytes; ids may be multi-byte). */
 const maxPayload = 2000
@@ -71,7 +80,7 @@ export const relay: Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope
     }
   })
 
-  // the sender: what was written since the last notice, in one notice or a few
+  // the sender: what was written since the last notice, in one notice or a few, at most every `gap`
   const send = Effect.gen(function*() {
     yield* Queue.take(dirty)
     const notices = split(from, outbox)
@@ -79,6 +88,7 @@ export const relay: Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope
     outbox.runs = new Set()
     // (a notice that cannot be sent is left to the followers' polls)
     yield* Effect.forEach(notices, (notice) => Effect.ignore(pg.notify(channel, notice)), { discard: true })
+    yield* Effect.sleep(gap)
   })
   yield* Effect.forkScoped(Effect.forever(send))
 
