@@ -169,8 +169,8 @@ interface RunEnd {
  * a message read in this poll are all there (a step writes its last events before its message is stored)
  * and go out before it; the events of a message delivered earlier are skipped. A poll woken by writes
  * of live events only (this process's, `Feed`, or another's that a relay told of) reads the live events
- * only: they go out before any message read later. Without `idle` it ends at the first poll that finds no run going; with it, it runs
- * `idle` and polls again, with the same cursor.
+ * only: they go out before any message read later. Without `idle` it ends at the first poll that finds
+ * no run going; with it, it runs `idle` and polls again, with the same cursor.
  */
 const tail = (
   sessionId: string,

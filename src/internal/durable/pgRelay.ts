@@ -41,7 +41,11 @@ export const channel = "effect_agent_feed"
  */
 const gap = Duration.millis(50)
 
-/** The longest notice sent (PostgreSQL takes up to 8000 bytes; ids may be multi-byte). */
+/**
+ * The longest notice sent, about (PostgreSQL takes up to 8000 bytes; ids may be multi-byte). A notice
+ * PostgreSQL refuses (a session id of several thousand bytes) is not sent: that session's followers
+ * elsewhere find its writes by their polls.
+ */
 const maxPayload = 2000
 
 const Notice = Schema.Struct({
@@ -117,14 +121,16 @@ const split = (from: string, outbox: {
   const notices: Array<string> = []
   let notice: { sessions: Array<readonly [string, Feed.Change]>; runs: Array<string> } = { sessions: [], runs: [] }
   let size = 0
-  const add = (entry: string, put: () => void) => {
-    if (size + entry.length > maxPayload && size > 0) {
+  const add = (id: string, put: () => void) => {
+    // (the id as JSON, with its brackets, its change and the commas between)
+    const length = JSON.stringify(id).length + 12
+    if (size + length > maxPayload && size > 0) {
       notices.push(encode(from, notice))
       notice = { sessions: [], runs: [] }
       size = 0
     }
     put()
-    size += entry.length
+    size += length
   }
   for (const [sessionId, change] of outbox.sessions) {
     add(sessionId, () => notice.sessions.push([sessionId, change]))

@@ -165,13 +165,14 @@ export const markFailed = (sessionId: string, runId: string, outcome: Outcome) =
       )
   ).pipe(Effect.tap(dropAnswers(runId)), retryStore, Effect.ignore)
 
+/** How often a wait for a run's end reads the store, when nothing tells it of the end. */
+const runPollInterval = Duration.millis(100)
+
 /**
  * The outcome of a run, once it has one: at once when a runner of this process records it (`Feed.ended`)
  * or a relay says another did, and polled every 100 millis (every 2 seconds when a relay brings the
  * other processes' ends: `Feed.pollWait`).
  */
-const runPollInterval = Duration.millis(100)
-
 export const waitForRun = (runId: string) =>
   Effect.scoped(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
