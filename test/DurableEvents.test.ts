@@ -10,6 +10,7 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
 import * as EntityId from "effect/cluster/EntityId"
@@ -24,6 +25,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
@@ -456,6 +458,25 @@ describe("Durable Events: the change feed across processes on PostgreSQL", () =>
         yield* Feed.notify(one, "s4", "live")
         yield* woken(cut)
         assert.strictEqual(cut.take(), "stored")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a client of one connection gets no relay (LISTEN would keep its connection): its statements still run",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* postgres
+        const single = PgClient.layerFrom(PgClient.makeClient({ url: Redacted.make(store.target) }))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* PgRelay.relay
+          // (with one, its LISTEN would take the client's one connection, and this statement would wait)
+          assert.isFalse(Feed.hasRelay(sql), "no relay on a client of one connection")
+          // (a minute: a safety net, not a timing)
+          const [row] = yield* sql<{ readonly one: number }>`SELECT 1 AS one`.pipe(Effect.timeout("60 seconds"))
+          assert.strictEqual(Number(row!.one), 1)
+        }).pipe(Effect.scoped, Effect.provide(Layer.orDie(single)))
       }).pipe(Effect.scoped),
     120_000
   )

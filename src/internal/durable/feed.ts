@@ -169,6 +169,9 @@ export const wakeAll = (sql: SqlClient.SqlClient): void => {
 export const pollWait = (sql: SqlClient.SqlClient, interval: Duration.Duration): Effect.Effect<void> =>
   Effect.suspend(() => Effect.sleep(relayed(sql) ? Duration.max(interval, relayedInterval) : interval))
 
+/** Whether a relay carries the feed of `sql` (listening or not; for the tests). */
+export const hasRelay = (sql: SqlClient.SqlClient): boolean => relays.has(sql)
+
 /** Whether a relay brings the writes of other processes on `sql` here now. */
 export const relayed = (sql: SqlClient.SqlClient): boolean => relays.get(sql)?.live() === true
 

@@ -59,14 +59,17 @@ const decodeNotice = Schema.decodeUnknownOption(Schema.fromJsonString(Notice))
 
 /**
  * For the scope, relays the change feed of the store in context to and from the other processes, when
- * the store is `@effect/sql-pg`'s client (elsewhere it does nothing). It holds one connection of the
- * pool, for `LISTEN`.
+ * the store is `@effect/sql-pg`'s client of a pool of two connections or more (elsewhere it does
+ * nothing). It holds one connection of the pool, for `LISTEN`.
  */
 export const relay: Effect.Effect<void, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const found = yield* Effect.serviceOption(Pg)
   if (Option.isNone(found)) return
   const pg = found.value
+  // a client of one connection (`PgClient.makeClient`) would give it to `LISTEN` for good, and every
+  // other statement would wait for it: its followers keep their polls
+  if ((yield* pg.poolStats).max < 2) return
   const from = Math.random().toString(36).slice(2, 12)
   const outbox = { sessions: new Map<string, Feed.Change>(), runs: new Set<string>() }
   const dirty = yield* Queue.sliding<void>(1)
