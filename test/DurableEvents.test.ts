@@ -299,10 +299,6 @@ const inProcessRunner = (store: Store, model: Model.Service) =>
     Layer.provideMerge(Layer.orDie(store.layer))
   )
 
-/**
- * Follows `sessionId` from its start as a follower whose timer is an hour long (so only this process's
- * writes wake it), its events put in a queue.
- */
 /** Waits until the relay of `sql` listens (a safety net of a minute, not a timing). */
 const untilRelayed = (sql: SqlClient.SqlClient) =>
   Effect.repeat(Effect.sync(() => Feed.relayed(sql)), {
@@ -320,6 +316,10 @@ const relayedClient = (store: Store) =>
     return sql
   })
 
+/**
+ * Follows `sessionId` from its start as a follower whose timer is an hour long (so only the writes of
+ * this process, or those a relay tells it of, wake it), its events put in a queue.
+ */
 const followHourly = (sessionId: string) =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<Durable.SessionEvent>()
