@@ -329,9 +329,10 @@ export const RunWorkflow: typeof Protocol.RunWorkflow = Protocol.RunWorkflow
  *
  * On PostgreSQL (a `SqlClient` from `@effect/sql-pg`'s `PgClient`, with a pool of two connections or
  * more) the processes tell each other what they wrote, on the channel `effect_agent_feed`
- * (`LISTEN`/`NOTIFY`, with one connection of the pool held for `LISTEN`): a reader of `events` (the server's event streams, a client waiting for its run's end)
- * learns of another runner's write as soon as it is committed, instead of reading the store every 100
- * millis while a run goes on; its polls then come every 2 seconds, as a net for a lost notice.
+ * (`LISTEN`/`NOTIFY`, with one connection of the pool held for `LISTEN`): a reader of `events` (the
+ * server's event streams, a client waiting for its run's end) learns of another runner's write as soon
+ * as it is committed, instead of reading the store every 100 millis while a run goes on; its polls then
+ * come every 2 seconds, as a net for a lost notice.
  *
  * @since 0.1.0
  * @category Layers

@@ -143,6 +143,16 @@ const requestOf = (provider: FakeProvider, sessionId: string, turn: number) => {
   return requests[0]!
 }
 
+/** For a test with runner processes on PostgreSQL: their bundle, a work directory, a migrated database. */
+const runnersOnPostgres = (prefix: string) =>
+  Effect.gen(function*() {
+    yield* prepareRunner
+    const work = yield* tempDir(prefix)
+    const store = yield* postgres
+    yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+    return { store, work }
+  })
+
 describe("Durable Events: live events from another process", () => {
   it.live(
     "SQLite: a runner process streams an answer; this process reads its deltas from the store",
@@ -199,10 +209,7 @@ describe("Durable Events: live events from another process", () => {
     "PostgreSQL: the Events RPC on one runner process streams the deltas of an answer another runner streams",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const work = yield* tempDir("effect-agent-events-")
-        const store = yield* postgres
-        yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+        const { store, work } = yield* runnersOnPostgres("effect-agent-events-")
         const provider = yield* fakeProvider({ script, streamMs })
         const [childPort, ownPort] = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
         const child = yield* startRunner({
@@ -354,10 +361,7 @@ describe("Durable Events: the change feed across processes on PostgreSQL", () =>
     "a follower in another process that polls once an hour gets the answer's deltas, its messages and the run's end",
     () =>
       Effect.gen(function*() {
-        yield* prepareRunner
-        const work = yield* tempDir("effect-agent-relay-")
-        const store = yield* postgres
-        yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
+        const { store, work } = yield* runnersOnPostgres("effect-agent-relay-")
         const go = yield* Deferred.make<void>()
         // the first answer waits until this process follows the session
         const provider = yield* fakeProvider({

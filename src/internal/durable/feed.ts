@@ -161,6 +161,9 @@ export const wakeAll = (sql: SqlClient.SqlClient): void => {
   for (const sessionId of followers.get(sql)?.keys() ?? []) wakeFollowers(sql, sessionId, "all")
 }
 
+/** How often a follower reads the store when a relay brings the other processes' writes. */
+const relayedInterval = Duration.seconds(2)
+
 /**
  * How long a follower of `sql` waits for the writes of other processes before it reads the store again:
  * `interval` when only polls find them, at least `relayedInterval` when a relay brings them (the poll is
@@ -174,9 +177,6 @@ export const hasRelay = (sql: SqlClient.SqlClient): boolean => relays.has(sql)
 
 /** Whether a relay brings the writes of other processes on `sql` here now. */
 export const relayed = (sql: SqlClient.SqlClient): boolean => relays.get(sql)?.live() === true
-
-/** How often a follower reads the store when a relay brings the other processes' writes. */
-export const relayedInterval = Duration.seconds(2)
 
 /** A follower's end of the feed. */
 export interface Subscription {
