@@ -35,6 +35,7 @@ import * as Events from "./internal/durable/events.js"
 import * as Models from "./internal/durable/models.js"
 import * as PgRelay from "./internal/durable/pgRelay.js"
 import * as Protocol from "./internal/durable/protocol.js"
+import * as SqliteRelay from "./internal/durable/sqliteRelay.js"
 import * as Store from "./internal/durable/store.js"
 import * as Run from "./internal/durable/workflow.js"
 import * as SqliteShared from "./internal/sqliteShared.js"
@@ -332,7 +333,10 @@ export const RunWorkflow: typeof Protocol.RunWorkflow = Protocol.RunWorkflow
  * (`LISTEN`/`NOTIFY`, with one connection of the pool held for `LISTEN`): a reader of `events` (the
  * server's event streams, a client waiting for its run's end) learns of another runner's write as soon
  * as it is committed, instead of reading the store every 100 millis while a run goes on; its polls then
- * come every 2 seconds, as a net for a lost notice.
+ * come every 2 seconds, as a net for a lost notice. On a SQLite file (`layerSqlite`, which several
+ * processes on one machine may share) the same notices go through the table `effect_agent_feed`: each
+ * process adds a row for what it wrote, and reads the others' when its connection's `PRAGMA data_version`
+ * says another committed (looked at every 50 millis); rows are deleted after a minute.
  *
  * @since 0.1.0
  * @category Layers
@@ -358,7 +362,8 @@ export const layer = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>
     ),
     RunWorkflow.toLayer((payload) => Run.runWorkflow(options, payload)),
     Layer.effectDiscard(Effect.forkScoped(Run.sweeper(options.pruneInterval ?? "30 seconds"))),
-    Layer.effectDiscard(PgRelay.relay)
+    Layer.effectDiscard(PgRelay.relay),
+    Layer.effectDiscard(SqliteRelay.relay)
   ).pipe(Layer.provideMerge(Layer.effectDiscard(migrate)))
 
 /**
@@ -620,8 +625,10 @@ export const client: typeof Protocol.SessionEntity.client = Client.client
  * runner runs the step: a step writes its events 20 millis after the first of them comes (one write at
  * a time, at most one per 20 millis, and when it ends), and the reader polls the table along with the log: at once when a
  * write of its own process's runner wakes it, and for the writes of other processes at once when they
- * tell it (on PostgreSQL, with `LISTEN`/`NOTIFY`: see `layer`; the polls every 2 seconds are then a net for
- * a lost notice) or every 100 millis (on SQLite, or a reader in a process that runs no `layer`). A
+ * tell it (on PostgreSQL with `LISTEN`/`NOTIFY`, on a SQLite file through a table: see `layer`; the polls
+ * every 2 seconds are then a net for a lost notice) or every 100 millis (a reader in a process that runs
+ * no `layer`, or on a store without a relay: an in-memory SQLite database, a PostgreSQL client of one
+ * connection). A
  * reader in the process of the step's runner gets the step's events as they are pushed, without waiting
  * for the table (unless it started reading after the step's first event). The rows are deleted once the session's next
  * answer or the run's end is stored and they are 10 seconds old (after a run's answers, at most once a

@@ -34,6 +34,7 @@ import * as Events from "../src/internal/durable/events.js"
 import * as Feed from "../src/internal/durable/feed.js"
 import { liveResponse, liveToolCall } from "../src/internal/durable/live.js"
 import * as PgRelay from "../src/internal/durable/pgRelay.js"
+import * as SqliteRelay from "../src/internal/durable/sqliteRelay.js"
 import { insertLive, type LiveRow, liveRow, migrate, withLive } from "../src/internal/durable/store.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -143,12 +144,15 @@ const requestOf = (provider: FakeProvider, sessionId: string, turn: number) => {
   return requests[0]!
 }
 
-/** For a test with runner processes on PostgreSQL: their bundle, a work directory, a migrated database. */
-const runnersOnPostgres = (prefix: string) =>
+/**
+ * For a test with runner processes on PostgreSQL or a SQLite file (in the work directory): their bundle,
+ * a work directory, a migrated database.
+ */
+const runnersOn = (kind: Store["kind"], prefix: string) =>
   Effect.gen(function*() {
     yield* prepareRunner
     const work = yield* tempDir(prefix)
-    const store = yield* postgres
+    const store = kind === "pg" ? yield* postgres : sqlite(work)
     yield* Durable.migrate.pipe(Effect.provide(Layer.orDie(store.layer)), Effect.orDie)
     return { store, work }
   })
@@ -209,7 +213,7 @@ describe("Durable Events: live events from another process", () => {
     "PostgreSQL: the Events RPC on one runner process streams the deltas of an answer another runner streams",
     () =>
       Effect.gen(function*() {
-        const { store, work } = yield* runnersOnPostgres("effect-agent-events-")
+        const { store, work } = yield* runnersOn("pg", "effect-agent-events-")
         const provider = yield* fakeProvider({ script, streamMs })
         const [childPort, ownPort] = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
         const child = yield* startRunner({
@@ -313,12 +317,15 @@ const untilRelayed = (sql: SqlClient.SqlClient) =>
     schedule: Schedule.spaced("10 millis")
   }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
 
+/** The relay of a store's kind, as `Durable.layer` starts it. */
+const relayOf = (store: Store) => store.kind === "pg" ? PgRelay.relay : SqliteRelay.relay
+
 /** A client of `store` of its own (as another process has), with its relay, listening, for the scope. */
 const relayedClient = (store: Store) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(Layer.fresh(Layer.orDie(store.layer)))
     const sql = Context.get(context, SqlClient.SqlClient)
-    yield* Effect.provide(PgRelay.relay, context)
+    yield* Effect.provide(relayOf(store), context)
     yield* untilRelayed(sql)
     return sql
   })
@@ -356,57 +363,112 @@ const takeUntil = (queue: Queue.Dequeue<Durable.SessionEvent>, until: (event: Du
     Effect.orDie
   )
 
+/**
+ * A follower in this process that polls once an hour follows a session that a runner process runs on
+ * `store` (migrated): it gets the answer's deltas before the answer is stored, its messages and the run's
+ * end, which only the runner process's notices can have told it.
+ */
+const hourlyFollowerOf = (store: Store, work: string) =>
+  Effect.gen(function*() {
+    const go = yield* Deferred.make<void>()
+    // the first answer waits until this process follows the session
+    const provider = yield* fakeProvider({
+      script,
+      streamMs,
+      hold: (_, turn) => turn === 0 ? Effect.runPromise(Deferred.await(go)) : Promise.resolve()
+    })
+    yield* Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* relayOf(store)
+      yield* untilRelayed(sql)
+      yield* Effect.orDie(Durable.SessionSql.makeSql("relayed"))
+      yield* startRunner({
+        store: store.kind,
+        target: store.target,
+        baseUrl: provider.url,
+        work,
+        prompts: [{ sessionId: "relayed", inputId: "relayed-1", text: "session relayed: go" }],
+        cluster: { mode: "single" }
+      })
+      const { queue } = yield* followHourly("relayed")
+      yield* takeUntil(queue, (event) => event._tag === "Message" && event.message.role === "user")
+      yield* Deferred.succeed(go, undefined)
+      // every write after the first poll reaches the follower only as the runner's process tells it:
+      // the answer's deltas while it streams, before it is stored
+      const first = yield* takeUntil(
+        queue,
+        (event) => event._tag === "ResponseDelta" && event.position === answerAt
+      )
+      assert.isBelow(yield* storedCount(store, "relayed"), answerAt + 1, "the first delta came before the answer")
+      const rest = [...first, ...yield* takeUntil(queue, (event) => event._tag === "RunEnd")]
+      const tags = rest.map((event) => event._tag === "Message" ? `Message:${event.position}` : event._tag)
+      assert.deepStrictEqual(
+        tags.filter((tag) => tag.startsWith("Message") || tag === "RunEnd"),
+        ["Message:1", "Message:2", "Message:3", "RunEnd"]
+      )
+      const text = rest.flatMap((event) =>
+        event._tag === "ResponseDelta" && event.position === answerAt && event.event._tag === "TextDelta"
+          ? [event.event.delta]
+          : []
+      ).join("")
+      assert.strictEqual(text.trim(), answer, "the answer's deltas came as they were written")
+      assert.notStrictEqual(requestOf(provider, "relayed", 1).pid, process.pid, "the answer came from the runner")
+      // (the relay ends before the store it holds a connection of)
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(store.layer)))
+  }).pipe(Effect.scoped)
+
+/** Follows `sessionId` on `sql` for the scope. */
+const follow = (sql: SqlClient.SqlClient, sessionId: string) => Feed.subscribe(sql, sessionId)
+
+/** Waits until `subscription` is woken (a minute: a safety net, not a timing). */
+const woken = (subscription: Feed.Subscription) =>
+  Effect.map(
+    subscription.wait(Effect.sleep("60 seconds")),
+    (timedOut) => assert.isFalse(timedOut, "a notice woke the follower")
+  )
+
+/**
+ * Two clients of `store`, as two processes have, each with its relay: each wakes the other's followers
+ * (to read the store) and run waiters, and not its own follower a second time when its notice comes back.
+ */
+const twoRelayedClients = (store: Store) =>
+  Effect.gen(function*() {
+    // two clients of the database, as two processes have: each with its relay
+    const one = yield* relayedClient(store)
+    const two = yield* relayedClient(store)
+
+    const there = yield* follow(two, "s1")
+    assert.strictEqual(there.take(), undefined)
+    yield* Feed.notify(one, "s1", "live")
+    yield* woken(there)
+    assert.strictEqual(there.take(), "stored", "another process's live events are read from the store")
+
+    // a write of `one` wakes its own follower at once, and not again when its notice comes back
+    const own = yield* follow(one, "s2")
+    const otherOfS2 = yield* follow(two, "s2")
+    yield* Feed.notify(one, "s2", "all")
+    assert.strictEqual(own.take(), "all")
+    yield* woken(otherOfS2)
+    const later = yield* follow(one, "s3")
+    yield* Feed.notify(two, "s3", "all")
+    // (notices come in the order they were sent: `one` has read its own by now)
+    yield* woken(later)
+    assert.strictEqual(own.take(), undefined, "its own notice did not wake it again")
+
+    // the end of a run, written by `two`, ends the wait of `one`
+    const end = yield* Feed.endOf(one, "run-1")
+    yield* Feed.ended(two, "run-1")
+    yield* end.pipe(Effect.timeout("60 seconds"), Effect.orDie)
+    return { one, two }
+  })
+
 describe("Durable Events: the change feed across processes on PostgreSQL", () => {
   it.live(
     "a follower in another process that polls once an hour gets the answer's deltas, its messages and the run's end",
     () =>
       Effect.gen(function*() {
-        const { store, work } = yield* runnersOnPostgres("effect-agent-relay-")
-        const go = yield* Deferred.make<void>()
-        // the first answer waits until this process follows the session
-        const provider = yield* fakeProvider({
-          script,
-          streamMs,
-          hold: (_, turn) => turn === 0 ? Effect.runPromise(Deferred.await(go)) : Promise.resolve()
-        })
-        yield* Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          yield* PgRelay.relay
-          yield* untilRelayed(sql)
-          yield* Effect.orDie(Durable.SessionSql.makeSql("relayed"))
-          yield* startRunner({
-            store: "pg",
-            target: store.target,
-            baseUrl: provider.url,
-            work,
-            prompts: [{ sessionId: "relayed", inputId: "relayed-1", text: "session relayed: go" }],
-            cluster: { mode: "single" }
-          })
-          const { queue } = yield* followHourly("relayed")
-          yield* takeUntil(queue, (event) => event._tag === "Message" && event.message.role === "user")
-          yield* Deferred.succeed(go, undefined)
-          // every write after the first poll reaches the follower only as the runner's process tells it:
-          // the answer's deltas while it streams, before it is stored
-          const first = yield* takeUntil(
-            queue,
-            (event) => event._tag === "ResponseDelta" && event.position === answerAt
-          )
-          assert.isBelow(yield* storedCount(store, "relayed"), answerAt + 1, "the first delta came before the answer")
-          const rest = [...first, ...yield* takeUntil(queue, (event) => event._tag === "RunEnd")]
-          const tags = rest.map((event) => event._tag === "Message" ? `Message:${event.position}` : event._tag)
-          assert.deepStrictEqual(
-            tags.filter((tag) => tag.startsWith("Message") || tag === "RunEnd"),
-            ["Message:1", "Message:2", "Message:3", "RunEnd"]
-          )
-          const text = rest.flatMap((event) =>
-            event._tag === "ResponseDelta" && event.position === answerAt && event.event._tag === "TextDelta"
-              ? [event.event.delta]
-              : []
-          ).join("")
-          assert.strictEqual(text.trim(), answer, "the answer's deltas came as they were written")
-          assert.notStrictEqual(requestOf(provider, "relayed", 1).pid, process.pid, "the answer came from the runner")
-          // (the relay ends before the store it holds a connection of)
-        }).pipe(Effect.scoped, Effect.provide(Layer.orDie(store.layer)))
+        const { store, work } = yield* runnersOn("pg", "effect-agent-relay-")
+        yield* hourlyFollowerOf(store, work)
       }).pipe(Effect.scoped),
     120_000
   )
@@ -415,40 +477,7 @@ describe("Durable Events: the change feed across processes on PostgreSQL", () =>
     "each process wakes its followers and run waiters for the others' writes, not its own again, and listens again after its connection is cut",
     () =>
       Effect.gen(function*() {
-        const store = yield* postgres
-        // two clients of the database, as two processes have: each with its relay
-        const one = yield* relayedClient(store)
-        const two = yield* relayedClient(store)
-        const follow = (sql: SqlClient.SqlClient, sessionId: string) => Feed.subscribe(sql, sessionId)
-        // (a minute: a safety net, not a timing)
-        const woken = (subscription: Feed.Subscription) =>
-          Effect.map(
-            subscription.wait(Effect.sleep("60 seconds")),
-            (timedOut) => assert.isFalse(timedOut, "a notice woke the follower")
-          )
-
-        const there = yield* follow(two, "s1")
-        assert.strictEqual(there.take(), undefined)
-        yield* Feed.notify(one, "s1", "live")
-        yield* woken(there)
-        assert.strictEqual(there.take(), "stored", "another process's live events are read from the store")
-
-        // a write of `one` wakes its own follower at once, and not again when its notice comes back
-        const own = yield* follow(one, "s2")
-        const otherOfS2 = yield* follow(two, "s2")
-        yield* Feed.notify(one, "s2", "all")
-        assert.strictEqual(own.take(), "all")
-        yield* woken(otherOfS2)
-        const later = yield* follow(one, "s3")
-        yield* Feed.notify(two, "s3", "all")
-        // (notices come in the order they were sent: `one` has read its own by now)
-        yield* woken(later)
-        assert.strictEqual(own.take(), undefined, "its own notice did not wake it again")
-
-        // the end of a run, written by `two`, ends the wait of `one`
-        const end = yield* Feed.endOf(one, "run-1")
-        yield* Feed.ended(two, "run-1")
-        yield* end.pipe(Effect.timeout("60 seconds"), Effect.orDie)
+        const { one, two } = yield* twoRelayedClients(yield* postgres)
 
         // the listening connections cut: each listens again, and wakes its followers to read what they missed
         const cut = yield* follow(two, "s4")
@@ -482,6 +511,54 @@ describe("Durable Events: the change feed across processes on PostgreSQL", () =>
           assert.strictEqual(Number(row!.one), 1)
         }).pipe(Effect.scoped, Effect.provide(Layer.orDie(single)))
       }).pipe(Effect.scoped),
+    120_000
+  )
+})
+
+describe("Durable Events: the change feed across processes on a SQLite file", () => {
+  it.live(
+    "a follower in another process that polls once an hour gets the answer's deltas, its messages and the run's end",
+    () =>
+      Effect.gen(function*() {
+        const { store, work } = yield* runnersOn("sqlite", "effect-agent-relay-")
+        yield* hourlyFollowerOf(store, work)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "each process wakes its followers and run waiters for the others' writes, not its own again, and all its followers when it missed notices",
+    () =>
+      Effect.gen(function*() {
+        const store = sqlite(yield* tempDir("effect-agent-relay-"))
+        const { one, two } = yield* twoRelayedClients(store)
+
+        // notices deleted before `two` read them (as when its process stalls for longer than they are
+        // kept): a hole in the ids wakes every follower of `two` to read the store
+        const missed = yield* follow(two, "s5")
+        yield* Effect.asVoid(one`INSERT INTO effect_agent_feed (id, notice, at)
+          SELECT seq + 2, ${JSON.stringify({ from: "gone", sessions: [], runs: [] })}, 0
+          FROM sqlite_sequence WHERE name = 'effect_agent_feed'`)
+        yield* woken(missed)
+        assert.strictEqual(missed.take(), "all")
+        // and the notices after the hole still come
+        const after = yield* follow(two, "s6")
+        yield* Feed.notify(one, "s6", "live")
+        yield* woken(after)
+        assert.strictEqual(after.take(), "stored")
+        assert.strictEqual(missed.take(), undefined, "one wake for the hole")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "an in-memory database gets no relay (no other process can open it)",
+    () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* SqliteRelay.relay
+        assert.isFalse(Feed.hasRelay(sql))
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Durable.layerSqlite({ filename: ":memory:" })))),
     120_000
   )
 })
@@ -525,7 +602,7 @@ describe("Durable Events: the change feed of a runner's process", () => {
           const rest = yield* takeUntil(queue, (event) => event._tag === "RunEnd")
           assert.deepStrictEqual(rest.map((event) => event._tag), ["Message", "RunEnd"])
           assert.strictEqual(Feed.followed(sql), 1)
-          assert.isFalse(Feed.relayed(sql), "SQLite has no relay: the polls find other processes' writes")
+          assert.isTrue(Feed.hasRelay(sql), "Durable.layer relays the feed on a SQLite file")
           yield* Fiber.interrupt(follower)
           assert.strictEqual(Feed.followed(sql), 0, "a session nobody follows is not held")
         }).pipe(Effect.provide(inProcessRunner(store, model)))

@@ -111,7 +111,7 @@ export const make = (options: {
       isTransaction: (conn) => conn.database.isTransaction
     })
 
-    return yield* SqlClient.make({
+    const client = yield* SqlClient.make({
       acquirer: acquirers.acquirer,
       borrower: acquirers.borrower,
       transactionAcquirer: acquirers.transactionAcquirer,
@@ -127,7 +127,17 @@ export const make = (options: {
         Effect.asVoid(Effect.andThen(stillThere, conn.executeUnprepared("COMMIT", [], undefined))),
       spanAttributes: [["db.system.name", "sqlite"]]
     }).pipe(Effect.provide(Reactivity.layer))
+    if (identity(options.filename) !== undefined) onFile.add(client)
+    return client
   })
+
+const onFile = new WeakSet<SqlClient.SqlClient>()
+
+/**
+ * Whether `sql` is a client made here on a file (which other processes may open too), not on an
+ * in-memory database.
+ */
+export const isOnFile = (sql: SqlClient.SqlClient): boolean => onFile.has(sql)
 
 const begin = "BEGIN IMMEDIATE"
 

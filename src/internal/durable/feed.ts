@@ -4,8 +4,9 @@
  * of waiting for their next poll. Live events are handed to them too, as each is pushed (`publish`), so
  * they need not wait for the batch's write nor read it back. It is kept per `SqlClient` (a runner's
  * store), and holds a session only while someone follows it. Writes made by other processes (the other
- * runners of a cluster) reach the followers here through a relay when the store has one (`relayTo`; on
- * PostgreSQL, `pgRelay.ts`), and otherwise by the followers' polls.
+ * runners of a cluster) reach the followers here through a relay when the store has one (`relayTo`;
+ * `relay.ts`: on PostgreSQL `pgRelay.ts`, on a SQLite file `sqliteRelay.ts`), and otherwise by the
+ * followers' polls.
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -123,7 +124,7 @@ const wakeFollowers = (sql: SqlClient.SqlClient, sessionId: string, change: Wake
 
 /**
  * What carries this process's writes to the other processes on the same database, and theirs here
- * (`pgRelay.ts`, on PostgreSQL): without one, the followers find the others' writes by polling only.
+ * (`relay.ts`): without one, the followers find the others' writes by polling only.
  */
 export interface Relay {
   /** Whether the other processes' writes reach this one now (the relay is listening). */
