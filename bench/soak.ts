@@ -12,7 +12,8 @@
  * a stream that resumes at the end of each (the last message's id as `Last-Event-ID`: the time and bytes
  * until the end of its run arrives, 20 tries each). It prints, in Markdown: the database size against the
  * text stored, the servers' RSS over time, what each server holds once it collected its garbage (when
- * it started, at the end of the soak, and once every session went idle: `bench/soak/heap.mjs`), the
+ * it started, at the end of the soak, and once every session went idle, then after a memory-reducing
+ * collection: `bench/soak/heap.mjs`), the
  * resume costs, the takeover times (a turn whose request was cut off by a kill, asked again: from the
  * kill to the request again), the times of sessions moved between live runners (a request cut off with
  * no kill: from the cut to the request again) and the model requests repeated; and checks that nothing
@@ -69,11 +70,17 @@ const seconds = (values: ReadonlyArray<number>) =>
     } s`
 const mib = (bytes: number) =>
   bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
-/** Heap used, heap total, memory outside the heap (`external`, Buffers included) and, in brackets, RSS, in MiB. */
-const heldCell = (held: Held) =>
-  `${[held.heapUsed, held.heapTotal, held.external].map((bytes) => (bytes / 1024 / 1024).toFixed(0)).join(" / ")} (${
-    (held.rss / 1024 / 1024).toFixed(0)
-  })`
+/**
+ * Heap used, heap total, memory outside the heap (`external`, Buffers included) and, in brackets, RSS, of
+ * which V8's 256 KiB pages and the C library's heap; then the RSS after a memory-reducing collection, when
+ * one was made. In MiB.
+ */
+const heldCell = (held: Held) => {
+  const inMib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0)
+  return `${[held.heapUsed, held.heapTotal, held.external].map(inMib).join(" / ")} (${inMib(held.rss)}: ${
+    inMib(held.v8Pages)
+  }, ${inMib(held.mallocHeap)})${held.rssReduced === undefined ? "" : ` → ${inMib(held.rssReduced)}`}`
+}
 const load = () => Os.loadavg().map((value) => value.toFixed(2)).join(", ")
 
 /** One of the three servers: its ports, and the process running on them now. */
@@ -103,6 +110,12 @@ interface Held {
   readonly external: number
   readonly arrayBuffers: number
   readonly rss: number
+  /** The RSS of V8's heap pages (anonymous mappings of 256 KiB), those in use and those it keeps. */
+  readonly v8Pages: number
+  /** The RSS of the C library's heap. */
+  readonly mallocHeap: number
+  /** The RSS after a memory-reducing collection, when one was asked for. */
+  readonly rssReduced?: number
 }
 
 /**
@@ -359,10 +372,13 @@ const soak = (main: string, kind: string) =>
     yield* Fiber.interrupt(reporter)
     const loadAfterSoak = load()
     // what the serves hold at the end, their sessions still in memory, and once every session went idle
-    // (a run's workflow entity is let go after 10 s idle, a session's after 30 s)
+    // (a run's workflow entity is let go after 10 s idle, a session's after 30 s, and a serve gives back
+    // the pages V8 keeps after an idle interval of 30 s that follows them: `src/internal/idleMemory.ts`)
     const ages = slots.map((slot) => (Date.now() - slot.since) / 1000)
     const busy = yield* Effect.forEach(slots, (slot) => heldBy(slot.serve, heapDir))
-    yield* Effect.sleep("45 seconds")
+    yield* Effect.sleep("90 seconds")
+    // (and, last, what a memory-reducing collection gives back)
+    Fs.writeFileSync(NodePath.join(heapDir, "reduce"), "")
     const idle = yield* Effect.forEach(slots, (slot) => heldBy(slot.serve, heapDir))
 
     // every session's log, as the servers give it
@@ -513,8 +529,10 @@ const soak = (main: string, kind: string) =>
       rssRow("end", 0.9, 1.01),
       "",
       `What each serve holds once it collected its garbage (\`bench/soak/heap.mjs\`: the heap used / the heap's ` +
-      `size / memory outside the heap that JavaScript objects hold, Buffers included, and in brackets the RSS), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
-      `serves ${ages.map((age) => age.toFixed(0)).join(", ")} s old); 45 s later, every session idle:`,
+      `size / memory outside the heap that JavaScript objects hold, Buffers included, and in brackets the RSS: ` +
+      `of it, V8's heap pages (in use and kept for reuse) and the C library's heap), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
+      `serves ${ages.map((age) => age.toFixed(0)).join(", ")} s old); 90 s later, every session idle, and ` +
+      `after →, the RSS once a memory-reducing collection gave V8's kept pages back:`,
       "",
       "| serve | started | end of the soak | every session idle |",
       "|---|---|---|---|",

@@ -22,6 +22,7 @@ import * as NodePath from "node:path"
 import * as Agent from "../../Agent.js"
 import type * as Durable from "../../Durable.js"
 import * as HttpGuard from "../../internal/httpGuard.js"
+import * as IdleMemory from "../../internal/idleMemory.js"
 import * as ServerInfo from "../../internal/server/info.js"
 import * as Permissions from "../../services/Permissions.js"
 import * as Workspace from "../../services/Workspace.js"
@@ -100,6 +101,8 @@ export const run = (input: Input) =>
     }).pipe(Layer.provideMerge(runnerLayer(setup, DurableModule, Models.systemPrompt)))
     const context = yield* Layer.build(server)
     announce(Context.get(context, HttpServer.HttpServer).address, setup, token, DurableModule, Process.writeErr)
+    // what a burst of work took is given back once the server is idle
+    yield* Effect.forkScoped(IdleMemory.releaseThisProcess)
     // from here on a signal stops the server through the abort
     Process.report.runStarted = true
     // Ctrl-C: the runs going on are aborted and end with their calls paired before the cluster, the
