@@ -38,7 +38,8 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/pairing",
       "internal/httpGuard",
       "internal/outgoing",
-      "internal/toolSummary"
+      "internal/toolSummary",
+      "internal/idleMemory"
     ]
   },
   {
