@@ -30,10 +30,11 @@ describe("IdleMemory.releaseWhenIdle", () => {
       const collected: Array<number> = []
       const fiber = yield* Effect.forkChild(IdleMemory.releaseWhenIdle({
         ...IdleMemory.defaults,
-        sample: () => {
+        // (asked first each interval: the interval's RSS is the process's from then on)
+        utilization: () => {
           const interval = intervals[taken++]!
           rss = interval.rss
-          return interval
+          return interval.utilization
         },
         rss: () => rss,
         collect: () => {
@@ -54,9 +55,9 @@ describe("IdleMemory.releaseWhenIdle", () => {
     const collect = IdleMemory.reducingCollection()
     collect()
     assert.strictEqual(typeof (globalThis as { gc?: unknown }).gc, before)
-    const sample = IdleMemory.processSample()()
-    assert.isAtLeast(sample.utilization, 0)
-    assert.isAtMost(sample.utilization, 1)
-    assert.isAbove(sample.rss, 0)
+    const utilization = IdleMemory.utilizationSince()()
+    assert.isAtLeast(utilization, 0)
+    assert.isAtMost(utilization, 1)
+    assert.isAbove(IdleMemory.processRss(), 0)
   })
 })

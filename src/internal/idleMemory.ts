@@ -17,14 +17,6 @@ import * as NodePerfHooks from "node:perf_hooks"
 import * as NodeV8 from "node:v8"
 import * as NodeVm from "node:vm"
 
-/** What the process did over an interval. */
-export interface Sample {
-  /** The share of the interval the event loop was busy, 0 to 1. */
-  readonly utilization: number
-  /** The resident set size now, in bytes. */
-  readonly rss: number
-}
-
 /** When to release. */
 export interface Options {
   /** How often to look; the event loop must have been idle over a whole interval. */
@@ -39,13 +31,13 @@ export interface Options {
 export const defaults: Options = { interval: Duration.seconds(30), idleBelow: 0.1, margin: 64 * 1024 * 1024 }
 
 /**
- * Every `interval`, takes a `sample` of the interval; when it was idle and the RSS grew by `margin` since
- * the last release (or the first sample), runs `collect` and takes the RSS after it as the new mark.
- * Runs until interrupted.
+ * Every `interval`, takes the event loop's `utilization` over the interval (the share it was busy, 0 to
+ * 1) and the `rss` (bytes); when the interval was idle and the RSS grew by `margin` since the last release
+ * (or the start), runs `collect` and takes the RSS after it as the new mark. Runs until interrupted.
  */
 export const releaseWhenIdle = (
   options: Options & {
-    readonly sample: () => Sample
+    readonly utilization: () => number
     readonly rss: () => number
     readonly collect: () => void
   }
@@ -54,24 +46,26 @@ export const releaseWhenIdle = (
     let mark = options.rss()
     while (true) {
       yield* Effect.sleep(options.interval)
-      const { rss, utilization } = options.sample()
-      if (utilization < options.idleBelow && rss - mark >= options.margin) {
+      if (options.utilization() < options.idleBelow && options.rss() - mark >= options.margin) {
         options.collect()
         mark = options.rss()
       }
     }
   })
 
-/** A sampler of this process: the event loop's utilization since the previous call, and the RSS. */
-export const processSample = (): () => Sample => {
+/** The event loop's utilization in this process since the previous call (the first: since it was made). */
+export const utilizationSince = (): () => number => {
   let last = NodePerfHooks.performance.eventLoopUtilization()
   return () => {
     const now = NodePerfHooks.performance.eventLoopUtilization()
     const utilization = NodePerfHooks.performance.eventLoopUtilization(now, last).utilization
     last = now
-    return { utilization, rss: process.memoryUsage.rss() }
+    return utilization
   }
 }
+
+/** The resident set size of this process, in bytes. */
+export const processRss = (): number => process.memoryUsage.rss()
 
 /**
  * V8's memory-reducing full collection (`gc({ flavor: "last-resort" })`, which gives the pages it frees
@@ -91,8 +85,8 @@ export const releaseThisProcess: Effect.Effect<never> = Effect.suspend(() => {
   let collect: (() => void) | undefined
   return releaseWhenIdle({
     ...defaults,
-    sample: processSample(),
-    rss: () => process.memoryUsage.rss(),
+    utilization: utilizationSince(),
+    rss: processRss,
     collect: () => (collect ??= reducingCollection())()
   })
 })

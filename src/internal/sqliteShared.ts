@@ -37,12 +37,14 @@ export const isBusy = (error: SqlError): boolean =>
   error.reason._tag === "LockTimeoutError" || /database is (locked|busy)/.test(error.reason.message)
 
 /**
- * Fails when the path no longer names the file that was opened (deleted, or replaced): the file is
- * identified now, and checked each time the effect runs.
+ * Fails when the path no longer names the file that was opened (`opened`, its identity once open:
+ * deleted, or replaced), checked each time the effect runs; nothing to check for an in-memory database.
  */
-const stillOpened = (filename: string): Effect.Effect<void, SqlError> => {
-  const opened = identity(filename)
-  return Effect.suspend(() => {
+const stillOpened = (
+  filename: string,
+  opened: { readonly dev: number; readonly ino: number } | undefined
+): Effect.Effect<void, SqlError> =>
+  Effect.suspend(() => {
     if (opened === undefined) {
       return Effect.void
     }
@@ -61,7 +63,6 @@ const stillOpened = (filename: string): Effect.Effect<void, SqlError> => {
         })
       )
   })
-}
 
 /** Makes the client. */
 export const make = (options: {
@@ -70,7 +71,8 @@ export const make = (options: {
 }): Effect.Effect<SqlClient.SqlClient, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const inner = yield* SqliteClient.makeConnection({ filename: options.filename, busyTimeout: syncBusyMillis })
-    const stillThere = stillOpened(options.filename)
+    const opened = identity(options.filename)
+    const stillThere = stillOpened(options.filename, opened)
     const retryBusy = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
       Effect.andThen(stillThere, effect).pipe(Effect.retry({
         while: isBusy,
@@ -127,7 +129,7 @@ export const make = (options: {
         Effect.asVoid(Effect.andThen(stillThere, conn.executeUnprepared("COMMIT", [], undefined))),
       spanAttributes: [["db.system.name", "sqlite"]]
     }).pipe(Effect.provide(Reactivity.layer))
-    if (identity(options.filename) !== undefined) onFile.add(client)
+    if (opened !== undefined) onFile.add(client)
     return client
   })
 
