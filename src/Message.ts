@@ -439,10 +439,11 @@ export const validateHistory = (
 export const interruptedResultText = "Operation aborted: the session ended before the tool finished"
 
 /**
- * Repairs a history so it passes `validateHistory`: a call without a result gets an error result right
- * after its batch; results without a call, and duplicate results, are dropped. Returns the repaired
- * history and what was changed. (A response cut off mid-write is the session store's to detect:
- * `Session.openJsonl` marks it `aborted`.)
+ * Repairs a history so it passes `validateHistory`: a tool call whose id was used before gets a fresh
+ * one (`<id>-1`, …), its results with it; a call without a result gets an error result right after its
+ * batch (`interruptedResultText`, or `resultText`); results without a call, and duplicate results, are
+ * dropped. Returns the repaired history and what was changed (nothing for a valid history). (A response
+ * cut off mid-write is the session store's to detect: `Session.openJsonl` marks it `aborted`.)
  *
  * @since 0.1.0
  * @category Combinators
@@ -451,8 +452,9 @@ export const repairHistory = (
   messages: ReadonlyArray<Message>,
   options?: { readonly resultText?: string | undefined }
 ): { readonly messages: ReadonlyArray<Message>; readonly repairs: ReadonlyArray<string> } => {
+  const renamed = Pairing.freshIds(messages)
   const out: Array<Message> = []
-  const repairs: Array<string> = []
+  const repairs = renamed.repairs
   const resultText = options?.resultText ?? interruptedResultText
   let open = new Map<string, ToolCall>()
   const closeOpen = () => {
@@ -463,7 +465,7 @@ export const repairHistory = (
     open = new Map()
   }
   const seen = new Set<string>()
-  for (const message of messages) {
+  for (const message of renamed.messages) {
     if (message.role === "assistant") {
       closeOpen()
       for (const block of message.content) {

@@ -20,6 +20,7 @@ import * as SqliteClient from "../src/internal/sqlite/SqliteClient.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Server from "../src/Server.js"
+import * as SessionSql from "../src/services/SessionSql.js"
 import * as Tool from "../src/Tool.js"
 import { idempotentEcho } from "./utils/layers.js"
 import { freePort, postgres, recordStatements, sqlite, type Store, tempDir } from "./utils/sqlStores.js"
@@ -898,6 +899,96 @@ for (const [storeName, storeLayer] of stores) {
             yield* Effect.fromResult(Message.validateHistory(history2))
             assert.include(Message.textOf(history2[2]!), "No approval came within 2s")
           }).pipe(Effect.provide(runner(store, model, { policy: () => "Ask", approvalTimeout: "2 seconds" })))
+        }).pipe(Effect.scoped),
+      60_000
+    )
+
+    it.effect(
+      "a session whose log breaks the pairing law runs again: each run starts from it repaired, the log keeps " +
+        "what was stored, and the answer's live events lead to its place in the log",
+      () =>
+        Effect.gen(function*() {
+          const store = yield* freshStore
+          // the log as a faulty writer left it: an answer stored twice (so its call id twice, with a result
+          // each), a result without its call, and two calls without their results (the history the runs
+          // start from is one message longer than the log)
+          const call = Message.assistant([Message.text("calling"), Message.toolCall("c1", "echo", { text: "a" })])
+          const stored: ReadonlyArray<Message.Message> = [
+            Message.user("first"),
+            call,
+            Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "a" }),
+            { ...call, timestamp: call.timestamp + 1 },
+            Message.toolResult({ toolCallId: "c1", toolName: "echo", content: "a again" }),
+            Message.toolResult({ toolCallId: "stray", toolName: "echo", content: "nobody asked" }),
+            Message.assistant("done"),
+            Message.user("second"),
+            Message.assistant([
+              Message.toolCall("c2", "echo", { text: "b" }),
+              Message.toolCall("c3", "echo", { text: "c" })
+            ])
+          ]
+          yield* sqlOf(store, (sql) =>
+            Effect.flatMap(
+              SessionSql.makeSql("broken").pipe(Effect.provideService(SqlClient.SqlClient, sql)),
+              (session) => session.appendKeyed(stored.map((message, index) => ({ dedupId: `row ${index}`, message })))
+            ))
+          assert.isTrue(Result.isFailure(Message.validateHistory(stored)))
+          const requests: Array<Model.Request> = []
+          const model = Model.make({
+            respond: (request, onEvent) => {
+              requests.push(request)
+              return Effect.as(onEvent({ _tag: "TextDelta", index: 0, delta: "ok" }), Message.assistant("ok"))
+            }
+          })
+          yield* Effect.gen(function*() {
+            const client = (yield* Durable.client)("broken")
+            for (const [index, text] of ["third", "fourth"].entries()) {
+              const { runId } = yield* client.Prompt({ inputId: `p${index}`, text })
+              assert.deepStrictEqual(yield* client.Wait({ runId }), { _tag: "Completed", turns: 1 })
+            }
+            // each request is a valid history: the repeated call under a fresh id with its result, the stray
+            // result left out, the unanswered call given an error result
+            assert.strictEqual(requests.length, 2)
+            for (const request of requests) yield* Effect.fromResult(Message.validateHistory(request.messages))
+            const first = requests[0]!.messages
+            assert.deepStrictEqual(
+              first.map((message) =>
+                message.role === "toolResult"
+                  ? `result ${message.toolCallId}`
+                  : message.role === "assistant"
+                  ? `assistant ${Message.toolCalls(message).map((call) => call.id).join(",")}`
+                  : message.role
+              ),
+              [
+                "user",
+                "assistant c1",
+                "result c1",
+                "assistant c1-1",
+                "result c1-1",
+                "assistant ",
+                "user",
+                "assistant c2,c3",
+                "result c2",
+                "result c3",
+                "user"
+              ]
+            )
+            for (const unanswered of first.slice(8, 10) as ReadonlyArray<Message.ToolResultMessage>) {
+              assert.isTrue(unanswered.isError)
+              assert.strictEqual(Message.textOf(unanswered), Message.interruptedResultText)
+            }
+            // the log: every stored message as it was, then each run's prompt and answer
+            const history = yield* client.History()
+            assert.deepStrictEqual(history.slice(0, stored.length), stored)
+            assert.deepStrictEqual(history.slice(stored.length).map(Message.textOf), ["third", "ok", "fourth", "ok"])
+            // the answers' live events name the answers' positions in the log
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql<{ readonly events: string }>`SELECT events FROM effect_agent_live
+              WHERE session_id = 'broken' ORDER BY id`
+            const starts = rows.flatMap((row) => JSON.parse(row.events) as Array<Durable.SessionEvent>)
+              .flatMap((event) => event._tag === "ResponseStart" ? [event.position] : [])
+            assert.deepStrictEqual(starts, [stored.length + 1, stored.length + 3])
+          }).pipe(Effect.provide(runner(store, model)))
         }).pipe(Effect.scoped),
       60_000
     )

@@ -36,6 +36,7 @@ const twoTries = (store: Store) =>
       workflow: undefined as unknown as Run["workflow"],
       store: sessionStore,
       history: [],
+      logOffset: 0,
       aborted: Effect.succeed(false),
       abortSignal: Effect.never,
       pruneLive: Effect.void,

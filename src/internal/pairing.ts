@@ -68,3 +68,63 @@ export const checkFrom = (
   if (waiting > 0) return unanswered(messages.length, "")
   return undefined
 }
+
+/**
+ * Gives every tool call whose id was already used in the history a fresh one (`<id>-1`, `-2`, … unused
+ * in the history), and its results with it, in call order (a store that kept what a model sent, or an
+ * answer stored twice, repeats ids). Returns `messages` itself when no id repeats.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const freshIds = (
+  messages: ReadonlyArray<Message.Message>
+): { readonly messages: ReadonlyArray<Message.Message>; readonly repairs: Array<string> } => {
+  const repairs: Array<string> = []
+  const all = new Set<string>()
+  for (const message of messages) {
+    if (message.role === "assistant") {
+      for (const block of message.content) if (block.type === "toolCall") all.add(block.id)
+    }
+  }
+  const seen = new Set<string>()
+  // the ids the results of the current turn take, in call order, per id the model sent
+  let turn = new Map<string, Array<string>>()
+  let changed = false
+  const out = messages.map((message, index): Message.Message => {
+    if (message.role === "assistant") {
+      turn = new Map()
+      let renamedAny = false
+      const content = message.content.map((block) => {
+        if (block.type !== "toolCall") return block
+        let id = block.id
+        if (seen.has(id)) {
+          let n = 1
+          while (all.has(`${block.id}-${n}`)) n++
+          id = `${block.id}-${n}`
+          all.add(id)
+          renamedAny = true
+          repairs.push(`gave tool call ${block.id} of message ${index + 1} the fresh id ${id} (the id was used before)`)
+        }
+        seen.add(id)
+        const queue = turn.get(block.id) ?? []
+        queue.push(id)
+        turn.set(block.id, queue)
+        return id === block.id ? block : { ...block, id }
+      })
+      if (!renamedAny) return message
+      changed = true
+      return { ...message, content }
+    }
+    if (message.role === "toolResult") {
+      const queue = turn.get(message.toolCallId)
+      const id = queue?.shift()
+      if (id !== undefined && id !== message.toolCallId) {
+        changed = true
+        return { ...message, toolCallId: id }
+      }
+    }
+    return message
+  })
+  return { messages: changed ? out : messages, repairs }
+}

@@ -89,7 +89,7 @@ export const respond = (
 ): Effect.Effect<Message.AssistantMessage, Errors.ModelError> => {
   const name = `model/${run.modelCalls++}`
   // the position the answer will have in the log: its live events lead to it
-  const position = run.history.length
+  const position = run.history.length + run.logOffset
   const interval = Duration.fromInputUnsafe(options.abortPollInterval ?? "200 millis")
   const execute = Effect.scoped(Effect.gen(function*() {
     // a step new to every execution (see `ranModelSteps`) has nothing saved, and is not read for it; an

@@ -10,6 +10,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -41,6 +42,12 @@ export interface Run {
   readonly workflow: Approvals.WorkflowContext
   readonly store: SessionSql.Service
   readonly history: Array<Message.Message>
+  /**
+   * The log's size less the history's when the run started: not 0 when the log broke the pairing law
+   * and the run started from it repaired (`startingHistory`). A message's position in the log is its
+   * index in `history` plus this.
+   */
+  readonly logOffset: number
   /** Whether an `Abort` came for the run. */
   readonly aborted: Effect.Effect<boolean>
   /** Ends once an `Abort` came (checked every `abortPollInterval`). */
@@ -99,11 +106,12 @@ export const begin = (
         }
       )
     }))
-    const history = !("size" in loaded)
+    const log = !("size" in loaded)
       ? "history" in loaded ? loaded.history : loaded
       : read !== undefined && read.length === loaded.size
       ? read
       : (yield* retryStore(store.messages)).slice(0, loaded.size)
+    const history = yield* startingHistory(log, payload)
     const aborted = isAborted(sql, runId)
     const abortSignal = aborted.pipe(
       Effect.repeat({
@@ -119,6 +127,7 @@ export const begin = (
       workflow,
       store,
       history: history.slice(),
+      logOffset: log.length - history.length,
       aborted,
       abortSignal,
       pruneLive: pruneLiveEvery(sql, sessionId),
@@ -129,6 +138,29 @@ export const begin = (
     }
     return { run, input: "input" in loaded ? loaded.input : undefined }
   })
+
+/**
+ * The history a run starts from: the log up to the run's start, or, when that breaks the pairing law (a
+ * faulty writer stored an answer twice, say), the log repaired in memory (`Message.repairHistory`), with
+ * a warning. The log keeps what was stored and gets the run's own messages after it, so every run over it
+ * repairs it again, the same way: a session whose log broke the law goes on, and nothing of it is lost.
+ */
+const startingHistory = (
+  log: ReadonlyArray<Message.Message>,
+  payload: { readonly sessionId: string; readonly runId: string }
+): Effect.Effect<ReadonlyArray<Message.Message>> => {
+  const valid = Message.validateHistory(log)
+  if (Result.isSuccess(valid)) return Effect.succeed(log)
+  const repaired = Message.repairHistory(log)
+  return Effect.as(
+    Effect.logWarning(
+      `effect-agent: the log of session ${payload.sessionId} breaks the pairing law (${valid.failure.message}); ` +
+        `run ${payload.runId} starts from it repaired in memory (the log stays as stored): ` +
+        repaired.repairs.join("; ")
+    ),
+    repaired.messages
+  )
+}
 
 /**
  * What the `load` step records: the history's size and the first inputs; or, in a run an earlier version

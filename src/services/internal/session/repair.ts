@@ -107,12 +107,10 @@ const dropTorn = (
  */
 const repairBranch = (lines: Format.Lines, repairs: Array<string>): string => {
   const messages = lines.tree.messages.slice()
-  const renamed = freshIds(messages)
-  if (renamed.repairs.length > 0) repairs.push(...renamed.repairs)
-  const repaired = Message.repairHistory(renamed.messages)
+  const repaired = Message.repairHistory(messages)
   let out = ""
   let recorded = false
-  if (repaired.repairs.length > 0 || renamed.repairs.length > 0) {
+  if (repaired.repairs.length > 0) {
     repairs.push(...repaired.repairs)
     if (isPrefix(messages, repaired.messages)) {
       for (const message of repaired.messages.slice(messages.length)) out += lines.record({ type: "message", message })
@@ -134,57 +132,3 @@ const repairBranch = (lines: Format.Lines, repairs: Array<string>): string => {
 
 const isPrefix = (prefix: ReadonlyArray<Message.Message>, of: ReadonlyArray<Message.Message>) =>
   prefix.length <= of.length && prefix.every((message, index) => of[index] === message)
-
-/**
- * Gives every tool call whose id was already used in the history a fresh one, and its results with
- * it (earlier versions stored what a model sent, and some models repeat ids across turns).
- */
-const freshIds = (messages: ReadonlyArray<Message.Message>) => {
-  const repairs: Array<string> = []
-  const all = new Set<string>()
-  for (const message of messages) {
-    if (message.role === "assistant") {
-      for (const block of message.content) if (block.type === "toolCall") all.add(block.id)
-    }
-  }
-  const seen = new Set<string>()
-  // the ids the results of the current turn take, in call order, per id the model sent
-  let turn = new Map<string, Array<string>>()
-  let changed = false
-  const out = messages.map((message, index): Message.Message => {
-    if (message.role === "assistant") {
-      turn = new Map()
-      let renamedAny = false
-      const content = message.content.map((block) => {
-        if (block.type !== "toolCall") return block
-        let id = block.id
-        if (seen.has(id)) {
-          let n = 1
-          while (all.has(`${block.id}-${n}`)) n++
-          id = `${block.id}-${n}`
-          all.add(id)
-          renamedAny = true
-          repairs.push(`gave tool call ${block.id} of message ${index + 1} the fresh id ${id} (the id was used before)`)
-        }
-        seen.add(id)
-        const queue = turn.get(block.id) ?? []
-        queue.push(id)
-        turn.set(block.id, queue)
-        return id === block.id ? block : { ...block, id }
-      })
-      if (!renamedAny) return message
-      changed = true
-      return { ...message, content }
-    }
-    if (message.role === "toolResult") {
-      const queue = turn.get(message.toolCallId)
-      const id = queue?.shift()
-      if (id !== undefined && id !== message.toolCallId) {
-        changed = true
-        return { ...message, toolCallId: id }
-      }
-    }
-    return message
-  })
-  return { messages: changed ? out : messages, repairs }
-}
