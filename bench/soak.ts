@@ -72,14 +72,17 @@ const mib = (bytes: number) =>
   bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 /**
  * Heap used, heap total, memory outside the heap (`external`, Buffers included) and, in brackets, RSS, of
- * which V8's 256 KiB pages and the C library's heap; then the RSS after a memory-reducing collection, when
+ * which V8's 256 KiB pages and the C library's heap (in square brackets, what V8 itself allocated with
+ * malloc); then the RSS after a memory-reducing collection, when
  * one was made. In MiB.
  */
 const heldCell = (held: Held) => {
   const inMib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0)
   return `${[held.heapUsed, held.heapTotal, held.external].map(inMib).join(" / ")} (${inMib(held.rss)}: ${
     inMib(held.v8Pages)
-  }, ${inMib(held.mallocHeap)})${held.rssReduced === undefined ? "" : ` → ${inMib(held.rssReduced)}`}`
+  }, ${inMib(held.mallocHeap)}${held.v8Malloced === undefined ? "" : ` [V8 ${inMib(held.v8Malloced)}]`})${
+    held.rssReduced === undefined ? "" : ` → ${inMib(held.rssReduced)}`
+  }`
 }
 const load = () => Os.loadavg().map((value) => value.toFixed(2)).join(", ")
 
@@ -114,6 +117,8 @@ interface Held {
   readonly v8Pages: number
   /** The RSS of the C library's heap. */
   readonly mallocHeap: number
+  /** What V8 itself allocated with malloc (`v8.getHeapStatistics().malloced_memory`). */
+  readonly v8Malloced?: number
   /** The RSS after a memory-reducing collection, when one was asked for. */
   readonly rssReduced?: number
 }
@@ -530,7 +535,7 @@ const soak = (main: string, kind: string) =>
       "",
       `What each serve holds once it collected its garbage (\`bench/soak/heap.mjs\`: the heap used / the heap's ` +
       `size / memory outside the heap that JavaScript objects hold, Buffers included, and in brackets the RSS: ` +
-      `of it, V8's heap pages (in use and kept for reuse) and the C library's heap), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
+      `of it, V8's heap pages (in use and kept for reuse) and the C library's heap, in square brackets what V8 itself allocated with malloc), MiB: started, before any session; at the end of the soak, its sessions still in memory (the ` +
       `serves ${ages.map((age) => age.toFixed(0)).join(", ")} s old); 90 s later, every session idle, and ` +
       `after →, the RSS once a memory-reducing collection gave V8's kept pages back:`,
       "",

@@ -6,12 +6,13 @@
  *
  * Besides `process.memoryUsage()`, it writes how much of the RSS is in anonymous mappings of 256 KiB
  * (`v8Pages`: V8's heap pages, those in use and those it keeps for reuse) and in the C library's heap
- * (`mallocHeap`, the `[heap]` mapping). When the file `reduce` is in the directory it then also runs a
+ * (`mallocHeap`, the `[heap]` mapping), and how much V8 itself allocated with malloc (`v8Malloced`). When the file `reduce` is in the directory it then also runs a
  * memory-reducing collection (`gc({ flavor: "last-resort" })`, which gives V8's kept pages back to the
  * system) and writes the RSS after it (`rssReduced`).
  */
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
+import * as V8 from "node:v8"
 
 const dir = process.env["SOAK_HEAP_DIR"]
 if (dir !== undefined && typeof globalThis.gc === "function") {
@@ -22,6 +23,8 @@ if (dir !== undefined && typeof globalThis.gc === "function") {
     gc()
     const { arrayBuffers, external, heapTotal, heapUsed, rss } = process.memoryUsage()
     const { mallocHeap, v8Pages } = mappings()
+    // what V8 itself has allocated with malloc (its zones, its tables): part of the C library's heap
+    const v8Malloced = V8.getHeapStatistics().malloced_memory
     let rssReduced
     if (Fs.existsSync(NodePath.join(dir, "reduce"))) {
       gc({ flavor: "last-resort" })
@@ -30,7 +33,17 @@ if (dir !== undefined && typeof globalThis.gc === "function") {
     const file = NodePath.join(dir, `${process.pid}.json`)
     Fs.writeFileSync(
       `${file}.tmp`,
-      JSON.stringify({ heapUsed, heapTotal, external, arrayBuffers, rss, v8Pages, mallocHeap, rssReduced })
+      JSON.stringify({
+        heapUsed,
+        heapTotal,
+        external,
+        arrayBuffers,
+        rss,
+        v8Pages,
+        mallocHeap,
+        v8Malloced,
+        rssReduced
+      })
     )
     Fs.renameSync(`${file}.tmp`, file)
   })
