@@ -49,7 +49,7 @@ export const render = (results: ReadonlyArray<Result>, date: Date): string => {
     `then \`node --expose-gc .bench/run.mjs\`): ` +
     `${Os.cpus().length} cores (${Os.cpus()[0]?.model ?? "unknown CPU"}), ` +
     `${Math.round(Os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${Os.platform()} ${Os.release()}.`,
-    "Figures are medians of 7 runs after a warm-up, with (min – max).",
+    "Figures are medians, with (min – max): of 15 runs after 30 warm-up rounds in a), b) and m), of 7 after 2 elsewhere (d: 21 after 10).",
     ""
   ]
   for (const result of results) {

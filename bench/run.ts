@@ -43,6 +43,10 @@ const runtimes: ReadonlyArray<Harness.Runtime> = [
   AiSdk.generate
 ].filter((runtime) => runtimeNames === undefined || runtimeNames.includes(runtime.name))
 const timing = quick ? { warmup: 1, repeat: 3 } : { warmup: 2, repeat: Harness.repeat }
+// the CPU-a-unit workloads a), b) and m): effect-agent's runs take about 30 runs to reach their steady
+// cost (the runtime's code optimized, the old generation settled), pi's fewer; each runtime gets as many
+// warm-up rounds, and more samples for the spread between rounds
+const steady = quick ? timing : { warmup: 30, repeat: 15 }
 // 10,000 concurrent AI SDK runs take several minutes and GBs: `--e-runtimes ours.stream,pi.runAgentLoop` skips it
 const eRuntimesAt = args.indexOf("--e-runtimes")
 const eRuntimes = eRuntimesAt >= 0
@@ -85,9 +89,9 @@ const main = async (): Promise<void> => {
   }
   await step(
     "a",
-    () => Overhead.perTurn([...runtimes, OursAiSdk.stream], { turns: quick ? 20 : 1000, deltas: 5, ...timing })
+    () => Overhead.perTurn([...runtimes, OursAiSdk.stream], { turns: quick ? 20 : 1000, deltas: 5, ...steady })
   )
-  await step("b", () => Overhead.perCall(runtimes, { turns: quick ? 5 : 200, deltas: 5, ...timing }))
+  await step("b", () => Overhead.perCall(runtimes, { turns: quick ? 5 : 200, deltas: 5, ...steady }))
   await step("c", () => Memory.retained(runtimes, { turns: quick ? 20 : 200, deltas: 5, ...timing }))
   await step("d", () =>
     History.turnCost(runtimes, {
@@ -102,7 +106,7 @@ const main = async (): Promise<void> => {
       length: 10,
       runs: quick ? 10 : 200,
       deltas: 5,
-      ...timing
+      ...steady
     }))
   await step(
     "e",
