@@ -452,26 +452,33 @@ export interface TurnResult {
 export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: TurnOptions<Tools>
 ): Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>> =>
-  Effect.gen(function*() {
-    const run = yield* Run.make(options, toolsOf(options.tools), sinkOf(options))
-    const answer = yield* Effect.onExit(
-      Effect.flatMap(takeTurn(run, inputMessages(options.input)), ({ answer, terminal }) =>
-        Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)).pipe(
-          Effect.provideService(ParentRun.current, { sink: run.sink, stats: run.stats })
-        ),
-      (exit) =>
-        Exit.isSuccess(exit) ? Effect.void : finalize(run, exit)
-    )
-    return {
-      messages: run.added,
-      answer,
-      toolResults: run.turnResults,
-      continue: Message.toolCalls(answer).length > 0,
-      stopReason: answer.stopReason,
-      usage: run.state.usage,
-      stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
-    } satisfies TurnResult
-  }).pipe((turn) => Run.spanned(turn, "Loop.turn"))
+  Run.spanned(
+    Effect.gen(() => turnSteps_(options)) as Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>>,
+    "Loop.turn"
+  )
+
+/** The steps of `turn`, a shared generator function (see `loopSteps`). */
+function* turnSteps_(options: TurnOptions<ReadonlyArray<Tool.Any>>) {
+  const run = yield* Run.make(options, toolsOf(options.tools), sinkOf(options))
+  const answer = yield* Effect.onExit(
+    Effect.flatMap(
+      takeTurn(run, inputMessages(options.input)),
+      ({ answer, terminal }) => Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)
+    ).pipe(
+      Effect.provideService(ParentRun.current, { sink: run.sink, stats: run.stats })
+    ),
+    (exit) => Exit.isSuccess(exit) ? Effect.void : finalize(run, exit)
+  )
+  return {
+    messages: run.added,
+    answer,
+    toolResults: run.turnResults,
+    continue: Message.toolCalls(answer).length > 0,
+    stopReason: answer.stopReason,
+    usage: run.state.usage,
+    stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+  } satisfies TurnResult
+}
 
 // -----------------------------------------------------------------------------
 // The loop
@@ -493,79 +500,99 @@ const loop = <E, R>(
   sink: EventSink.Sink,
   signal?: AbortSignal | undefined
 ): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
-  Effect.gen(function*() {
-    if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
-    const output = options.output === undefined
-      ? undefined
-      : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
-    const run = output === undefined
-      ? yield* Run.make(options, tools, sink)
-      : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
-    const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
-    if (started !== undefined) yield* started
-    const { endedBy, output: answer } = yield* ParentRun.within(
-      // the run's sub-agents report to it (their events, their statistics); an abort, even one before
-      // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
-      abortOn(signal, body(run, options, output)),
-      { sink, stats: run.stats },
-      (exit) => finalize(run, exit)
-    )
-    return {
-      output: answer,
-      messages: run.added,
-      turns: run.turn,
-      usage: run.state.usage,
-      endedBy,
-      stopReason: lastStopReason(run.state),
-      stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
-    } satisfies RunResult<unknown>
-  })
+  Effect.gen(() => loopSteps(options, tools, sink, signal))
+
+/**
+ * The steps of `loop`, a generator function of the module's own: a generator function made anew for
+ * each run (`Effect.gen(function*() {…})` inside `loop`) gets a map of its own from V8, which the young
+ * generation's collections take for a root, so everything the generator holds (the run, its history)
+ * outlived the run until the next full collection, and each run paid for copying it there. An arrow
+ * that calls a shared generator function (as here) holds nothing past its run.
+ */
+function* loopSteps<E, R>(
+  options: RunOptions<ReadonlyArray<Tool.Any>>,
+  tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+  sink: EventSink.Sink,
+  signal: AbortSignal | undefined
+) {
+  if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
+  const output = options.output === undefined
+    ? undefined
+    : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
+  const run = output === undefined
+    ? yield* Run.make(options, tools, sink)
+    : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
+  const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
+  if (started !== undefined) yield* started
+  const { endedBy, output: answer } = yield* ParentRun.within(
+    // the run's sub-agents report to it (their events, their statistics); an abort, even one before
+    // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
+    abortOn(signal, body(run, options, output)),
+    { sink, stats: run.stats },
+    (exit) => finalize(run, exit)
+  )
+  return {
+    output: answer,
+    messages: run.added,
+    turns: run.turn,
+    usage: run.state.usage,
+    endedBy,
+    stopReason: lastStopReason(run.state),
+    stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+  } satisfies RunResult<unknown>
+}
 
 /** Law 1: turns until an answer has no tool calls and no input is queued (or, with `output`, an answer). */
 const body = <E, R>(
   run: Run.Run<E, R>,
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   output: Output.Output<unknown> | undefined
-) =>
-  Effect.gen(function*() {
-    const maxTurns = options.maxTurns ?? defaultMaxTurns
-    let input = inputMessages(options.input)
-    while (true) {
-      // Law 8: bounded, checked at every turn boundary
-      if (run.turn > 0 && options.shouldContinue !== undefined) {
-        const decision = options.shouldContinue({ turns: run.turn, messages: run.history, usage: run.state.usage })
-        if (!(typeof decision === "boolean" ? decision : yield* decision)) {
-          if (output !== undefined) return yield* Effect.fail(output.missing())
-          return ending("shouldContinue", lastText(run.state))
-        }
-      }
-      if (run.turn >= maxTurns) {
-        return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: RunState.describeLastTurn(run.state) })
-      }
-      let turn: {
-        readonly answer: Message.AssistantMessage
-        readonly terminal: Option.Option<E | Errors.ToolPermissionDenied>
-      }
-      if (run.tracing) turn = yield* takeTurn(run, input)
-      else {
-        run.startTurn()
-        turn = yield* turnSteps(run, input)
-      }
-      const { answer, terminal } = turn
-      // Law 6: a terminal error, recorded as its call's result, ends the run
-      if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
-      // a typed answer ends the run after its turn (queued input stays in the inbox for the next run)
-      if (output?.answer !== undefined) return ending("answer", output.answer.value)
-      input = Option.isSome(run.inbox) ? yield* run.inbox.value.drain : []
-      if (!RunState.continues(answer, input)) {
-        if (output === undefined) return ending("answer", Message.textOf(answer))
-        const verdict = output.afterText(answer)
-        if (verdict._tag === "Answered") return ending("answer", verdict.value)
-        if (verdict._tag === "Invalid") return yield* Effect.fail(verdict.error)
-        input = [verdict.message]
+) => Effect.gen(() => bodySteps(run, options, output))
+
+/** The steps of `body`, a shared generator function (see `loopSteps`). */
+function* bodySteps<E, R>(
+  run: Run.Run<E, R>,
+  options: RunOptions<ReadonlyArray<Tool.Any>>,
+  output: Output.Output<unknown> | undefined
+) {
+  const maxTurns = options.maxTurns ?? defaultMaxTurns
+  let input = inputMessages(options.input)
+  while (true) {
+    // Law 8: bounded, checked at every turn boundary
+    if (run.turn > 0 && options.shouldContinue !== undefined) {
+      const decision = options.shouldContinue({ turns: run.turn, messages: run.history, usage: run.state.usage })
+      if (!(typeof decision === "boolean" ? decision : yield* decision)) {
+        if (output !== undefined) return yield* Effect.fail(output.missing())
+        return ending("shouldContinue", lastText(run.state))
       }
     }
-  })
+    if (run.turn >= maxTurns) {
+      return yield* new Errors.MaxTurnsExceeded({ maxTurns, lastTurn: RunState.describeLastTurn(run.state) })
+    }
+    let turn: {
+      readonly answer: Message.AssistantMessage
+      readonly terminal: Option.Option<E | Errors.ToolPermissionDenied>
+    }
+    if (run.tracing) turn = yield* takeTurn(run, input)
+    else {
+      run.startTurn()
+      turn = yield* turnSteps(run, input)
+    }
+    const { answer, terminal } = turn
+    // Law 6: a terminal error, recorded as its call's result, ends the run
+    if (Option.isSome(terminal)) return yield* Effect.fail(terminal.value)
+    // a typed answer ends the run after its turn (queued input stays in the inbox for the next run)
+    if (output?.answer !== undefined) return ending("answer", output.answer.value)
+    input = Option.isSome(run.inbox) ? yield* run.inbox.value.drain : []
+    if (!RunState.continues(answer, input)) {
+      if (output === undefined) return ending("answer", Message.textOf(answer))
+      const verdict = output.afterText(answer)
+      if (verdict._tag === "Answered") return ending("answer", verdict.value)
+      if (verdict._tag === "Invalid") return yield* Effect.fail(verdict.error)
+      input = [verdict.message]
+    }
+  }
+}
 
 const ending = (endedBy: Ending["endedBy"], output: unknown): Ending => ({ endedBy, output })
 
@@ -629,29 +656,37 @@ const finalize = <E, R>(
   run: Run.Run<E, R>,
   exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
 ) =>
-  Effect.gen(function*() {
-    if (Exit.isFailure(exit)) {
-      const aborted = Exit.hasInterrupts(exit)
-      const reason = aborted ? undefined : failureReason(exit.cause)
-      const cut = run.streaming
-      if (cut !== undefined && !cut.isEmpty) {
-        yield* run.appendAnswer({ ...cut.partial(aborted ? "aborted" : "error", reason), timestamp: run.now() })
-      }
-      yield* run.closeCalls(reason === undefined ? RunState.aborted : RunState.failed(reason))
-      yield* Effect.ignore(run.session.sync)
-      yield* run.endTurn()
+  Effect.gen(() => finalizeSteps(run, exit)).pipe(
+    Effect.catchCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause))
+  )
+
+/** The steps of `finalize`, a shared generator function (see `loopSteps`). */
+function* finalizeSteps<E, R>(
+  run: Run.Run<E, R>,
+  exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
+) {
+  if (Exit.isFailure(exit)) {
+    const aborted = Exit.hasInterrupts(exit)
+    const reason = aborted ? undefined : failureReason(exit.cause)
+    const cut = run.streaming
+    if (cut !== undefined && !cut.isEmpty) {
+      yield* run.appendAnswer({ ...cut.partial(aborted ? "aborted" : "error", reason), timestamp: run.now() })
     }
-    if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
-    if (!run.sink.active) return
-    const ended = EventSink.deliver(run.sink, {
-      _tag: "RunEnd",
-      outcome: outcomeOf(exit, run.state),
-      turns: run.turn,
-      usage: run.state.usage,
-      stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
-    })
-    if (ended !== undefined) yield* ended
-  }).pipe(Effect.catchCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause)))
+    yield* run.closeCalls(reason === undefined ? RunState.aborted : RunState.failed(reason))
+    yield* Effect.ignore(run.session.sync)
+    yield* run.endTurn()
+  }
+  if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
+  if (!run.sink.active) return
+  const ended = EventSink.deliver(run.sink, {
+    _tag: "RunEnd",
+    outcome: outcomeOf(exit, run.state),
+    turns: run.turn,
+    usage: run.state.usage,
+    stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+  })
+  if (ended !== undefined) yield* ended
+}
 
 // -----------------------------------------------------------------------------
 // Helpers

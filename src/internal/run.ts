@@ -70,8 +70,6 @@ export class Run<E, R> {
   private answerStarted = false
   /** When the request being answered began. */
   private began = 0
-  /** What the model calls with each delta of the response being streamed (one function for the run). */
-  private readonly onDelta: (delta: Model.Delta) => Effect.Effect<void>
 
   constructor(
     readonly model: Model.Service,
@@ -127,18 +125,25 @@ export class Run<E, R> {
         return sink.active ? this.toolEnd(result) : Effect.void
       }
     }
-    this.onDelta = (delta) => {
-      const event = this.named(delta)
-      this.streaming?.push(event)
-      if (!sink.active) return Effect.void
-      const turn = this.turn
-      if (this.answerStarted) return sink.emit({ _tag: "MessageUpdate", turn, event })
-      this.answerStarted = true
-      return EventSink.deliverAll(sink, [
-        { _tag: "MessageStart", turn, role: "assistant" },
-        { _tag: "MessageUpdate", turn, event }
-      ])
-    }
+  }
+
+  /**
+   * What the model calls with each delta of the response being streamed. Passed to the model as an arrow
+   * made for each request, not kept on the run: a function stored in a field of the run kept the run (and
+   * its history) from young-generation collections until a full one (measured with V8 12–13).
+   */
+  private delta(delta: Model.Delta): Effect.Effect<void> {
+    const event = this.named(delta)
+    this.streaming?.push(event)
+    const sink = this.sink
+    if (!sink.active) return Effect.void
+    const turn = this.turn
+    if (this.answerStarted) return sink.emit({ _tag: "MessageUpdate", turn, event })
+    this.answerStarted = true
+    return EventSink.deliverAll(sink, [
+      { _tag: "MessageStart", turn, role: "assistant" },
+      { _tag: "MessageUpdate", turn, event }
+    ])
   }
 
   /**
@@ -451,9 +456,9 @@ export class Run<E, R> {
     return this.tracing && this.tracing.content
       ? Effect.andThen(
         GenAi.annotateRequest(messages, request.systemPrompt),
-        this.model.respond(request, this.onDelta)
+        this.model.respond(request, (delta) => this.delta(delta))
       )
-      : this.model.respond(request, this.onDelta)
+      : this.model.respond(request, (delta) => this.delta(delta))
   }
 
   /** Summarizes what comes before the recent turns into a compaction entry of the session. */
@@ -485,53 +490,64 @@ export const make = <E, R>(
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink
 ): Effect.Effect<Run<E, R>, Errors.SessionStoreFailed | Errors.HistoryInvalid, Model.Model | Session.Session> =>
-  Effect.gen(function*() {
-    const model = yield* Model.Model
-    const session = yield* Session.Session
-    const permissions = yield* Effect.serviceOption(Permissions.Permissions)
-    const inbox = yield* Effect.serviceOption(Inbox.Inbox)
-    const clock = yield* Clock.Clock
-    const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
-    // a store that keeps its branch checked checks only what it got since; any other is checked here
-    const tree = Checked.treeOf(session)
-    const usedIds = new Set<string>()
-    let history: Array<Message.Message>
-    let checkedIds: ReadonlySet<string> | undefined
-    if (tree === undefined) {
-      history = (yield* session.messages).slice()
-      yield* Effect.fromResult(Message.validateHistory(history, usedIds))
-    } else {
-      checkedIds = yield* Effect.fromResult(tree.check())
-      history = tree.messages.slice()
-    }
-    const compaction = yield* session.latestCompaction
-    const span: ToolBatch.Config<E, R>["span"] = tracing
-      ? (effect, name, attributes) => traced(effect, name, attributes)
-      : undefined
-    const batch: ToolBatch.Config<E, R> = {
-      ...index(tools),
-      permissions,
-      timeout: settings.toolTimeout,
-      concurrency: settings.concurrency ?? defaultConcurrency,
-      span
-    }
-    return new Run(
-      model,
-      session,
-      inbox,
-      history,
-      compaction,
-      sink,
-      settings,
-      batch,
-      tools.map(Tool.definition),
-      () => clock.currentTimeMillisUnsafe(),
-      tracing,
-      tools,
-      usedIds,
-      checkedIds
-    )
-  })
+  Effect.gen(() => makeSteps(settings, tools, sink))
+
+/**
+ * The steps of `make`, a generator function of the module's own: one made anew for each run would get
+ * a map of its own from V8, which young-generation collections take for a root, so what it holds would
+ * outlive the run until a full collection (see `Loop.ts`'s `loopSteps`).
+ */
+function* makeSteps<E, R>(
+  settings: Settings,
+  tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+  sink: EventSink.Sink
+) {
+  const model = yield* Model.Model
+  const session = yield* Session.Session
+  const permissions = yield* Effect.serviceOption(Permissions.Permissions)
+  const inbox = yield* Effect.serviceOption(Inbox.Inbox)
+  const clock = yield* Clock.Clock
+  const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
+  // a store that keeps its branch checked checks only what it got since; any other is checked here
+  const tree = Checked.treeOf(session)
+  const usedIds = new Set<string>()
+  let history: Array<Message.Message>
+  let checkedIds: ReadonlySet<string> | undefined
+  if (tree === undefined) {
+    history = (yield* session.messages).slice()
+    yield* Effect.fromResult(Message.validateHistory(history, usedIds))
+  } else {
+    checkedIds = yield* Effect.fromResult(tree.check())
+    history = tree.messages.slice()
+  }
+  const compaction = yield* session.latestCompaction
+  const span: ToolBatch.Config<E, R>["span"] = tracing
+    ? (effect, name, attributes) => traced(effect, name, attributes)
+    : undefined
+  const batch: ToolBatch.Config<E, R> = {
+    ...index(tools),
+    permissions,
+    timeout: settings.toolTimeout,
+    concurrency: settings.concurrency ?? defaultConcurrency,
+    span
+  }
+  return new Run(
+    model,
+    session,
+    inbox,
+    history,
+    compaction,
+    sink,
+    settings,
+    batch,
+    tools.map(Tool.definition),
+    () => clock.currentTimeMillisUnsafe(),
+    tracing,
+    tools,
+    usedIds,
+    checkedIds
+  )
+}
 
 /** The projected context as the model receives it: frozen, and never the run's live history. */
 const snapshot = (

@@ -280,9 +280,12 @@ function* execute<E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>) {
 const chain = <E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>): Effect.Effect<void, never, R> =>
   calls.length === 1
     ? Effect.gen(() => execute(batch, calls[0]!))
-    : Effect.gen(function*() {
-      for (let index = 0; index < calls.length; index++) yield* execute(batch, calls[index]!)
-    })
+    : Effect.gen(() => chainSteps(batch, calls))
+
+/** The steps of `chain`, a shared generator function (one made for each chain would outlive it: see `Loop.ts`). */
+function* chainSteps<E, R>(batch: Batch<E, R>, calls: ReadonlyArray<Admitted<E, R>>) {
+  for (let index = 0; index < calls.length; index++) yield* execute(batch, calls[index]!)
+}
 
 /**
  * Runs the calls of `answer`, as the steps of a generator that an `Effect.gen` runs (`yield*` it from

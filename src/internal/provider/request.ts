@@ -22,12 +22,8 @@ import { defaultIdleTimeout, idleStream, withIdleTimeout } from "./idle.js"
 import { retryAfterMillis, retryBeforeOutput } from "./retry.js"
 import { defaultMaxEventBytes, sseEvents } from "./sse.js"
 
-/**
- * Sends a streaming POST and returns its server-sent events, already parsed; `parse` turns them into
- * model events. Failures before the first model event reached the consumer are retried with the
- * schedule; after that they are returned typed.
- */
-export const streamEvents = (options: {
+/** What `streamEvents` takes. */
+interface StreamRequest {
   readonly provider: string
   readonly client: HttpClient.HttpClient
   readonly url: string
@@ -43,7 +39,14 @@ export const streamEvents = (options: {
    * it such an answer is `ModelResponseInvalid`.
    */
   readonly parseBody?: ((body: string) => Stream.Stream<Model.Event, Errors.ModelError>) | undefined
-}): Stream.Stream<Model.Event, Errors.ModelError> =>
+}
+
+/**
+ * Sends a streaming POST and returns its server-sent events, already parsed; `parse` turns them into
+ * model events. Failures before the first model event reached the consumer are retried with the
+ * schedule; after that they are returned typed.
+ */
+export const streamEvents = (options: StreamRequest): Stream.Stream<Model.Event, Errors.ModelError> =>
   Stream.suspend(() => {
     const { provider, url } = options
     const idle = Duration.fromInputUnsafe(options.options.idleTimeout ?? defaultIdleTimeout)
@@ -53,50 +56,59 @@ export const streamEvents = (options: {
         url,
         description: `no data for ${Duration.format(idle)} (the idle timeout; raise idleTimeout for a slow server)`
       })
-    const attempt = Stream.unwrap(Effect.gen(function*() {
-      // GenAI attributes of the model span the request runs in (nothing without an application tracer)
-      yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
-      const client = HttpClient.withScope(options.client)
-      const request = HttpClientRequest.post(url).pipe(
-        HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
-        HttpClientRequest.bodyJsonUnsafe(options.body)
-      )
-      yield* Outgoing.report({ url, headers: request.headers })
-      const response = yield* client.execute(request).pipe(
-        Effect.mapError((error) => transportError(provider, url, error)),
-        withIdleTimeout(idle, silent)
-      )
-      const raw = Stream.mapError(response.stream, (error) => transportError(provider, url, error))
-      const bytes = idleStream(raw, idle, silent)
-      if (response.status < 200 || response.status >= 300) {
-        const body = yield* Effect.orElseSucceed(readText(bytes, 64 * 1024), () => "")
-        const now = yield* Clock.currentTimeMillis
-        return yield* Effect.fail(classify({
-          provider,
-          url,
-          status: response.status,
-          body,
-          retryAfterMillis: retryAfterMillis(response.headers, now)
-        }))
-      }
-      const contentType = response.headers["content-type"]
-      if (contentType !== undefined && !/^text\/event-stream\b/i.test(contentType.trim())) {
-        if (options.parseBody !== undefined && /json/i.test(contentType)) {
-          return yield* jsonAnswer(provider, url, options.options, bytes, options.parseBody)
-        }
-        return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
-      }
-      // only events count as progress: `:` comments (keep-alives) alone never hold a request open
-      const events = idleStream(
-        sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, raw),
-        idle,
-        silent
-      )
-      // the response ends with `Finish`, even from a server that keeps the connection open after it
-      return options.parse(events).pipe(Stream.takeUntil((event) => event._tag === "Finish"))
-    }))
+    const attempt = Stream.unwrap(Effect.gen(() => attemptSteps(options, idle, silent)))
     return retryBeforeOutput(attempt, options.options.retry)
   })
+
+/**
+ * One attempt of a request, a generator function of the module's own: one made anew for each request
+ * (`Effect.gen(function*() {…})` in `streamEvents`) got a map of its own from V8, which young-generation
+ * collections take for a root, so the request's body (the whole history, encoded) outlived the request
+ * until a full collection.
+ */
+function* attemptSteps(options: StreamRequest, idle: Duration.Duration, silent: () => Errors.ModelUnavailable) {
+  const { provider, url } = options
+  // GenAI attributes of the model span the request runs in (nothing without an application tracer)
+  yield* Effect.annotateCurrentSpan(requestAttributes(provider, url, options.options.model))
+  const client = HttpClient.withScope(options.client)
+  const request = HttpClientRequest.post(url).pipe(
+    HttpClientRequest.setHeaders({ accept: "text/event-stream", ...options.headers }),
+    HttpClientRequest.bodyJsonUnsafe(options.body)
+  )
+  yield* Outgoing.report({ url, headers: request.headers })
+  const response = yield* client.execute(request).pipe(
+    Effect.mapError((error) => transportError(provider, url, error)),
+    withIdleTimeout(idle, silent)
+  )
+  const raw = Stream.mapError(response.stream, (error) => transportError(provider, url, error))
+  const bytes = idleStream(raw, idle, silent)
+  if (response.status < 200 || response.status >= 300) {
+    const body = yield* Effect.orElseSucceed(readText(bytes, 64 * 1024), () => "")
+    const now = yield* Clock.currentTimeMillis
+    return yield* Effect.fail(classify({
+      provider,
+      url,
+      status: response.status,
+      body,
+      retryAfterMillis: retryAfterMillis(response.headers, now)
+    }))
+  }
+  const contentType = response.headers["content-type"]
+  if (contentType !== undefined && !/^text\/event-stream\b/i.test(contentType.trim())) {
+    if (options.parseBody !== undefined && /json/i.test(contentType)) {
+      return yield* jsonAnswer(provider, url, options.options, bytes, options.parseBody)
+    }
+    return yield* Effect.fail(yield* notAnEventStream(provider, url, response, bytes))
+  }
+  // only events count as progress: `:` comments (keep-alives) alone never hold a request open
+  const events = idleStream(
+    sseEvents(provider, url, options.options.maxEventBytes ?? defaultMaxEventBytes, raw),
+    idle,
+    silent
+  )
+  // the response ends with `Finish`, even from a server that keeps the connection open after it
+  return options.parse(events).pipe(Stream.takeUntil((event) => event._tag === "Finish"))
+}
 
 /** A complete JSON answer (a server that ignored `stream: true`): its error, or its events. */
 const jsonAnswer = (
