@@ -379,14 +379,16 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
     Effect.provideService(Model.Model, options.model),
     Effect.provideService(Session.Session, session)
   )
-  return Effect.runPromiseExit(
-    Effect.gen(function*() {
-      // in a fiber of its own: an abort interrupts the run, not this
-      const exit = yield* Fiber.await(yield* Effect.forkChild(run))
-      if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) return yield* Effect.failCause(exit.cause)
-      return (yield* session.messages).slice()
-    }).pipe(Effect.scoped)
-  ).then((exit) => Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause)))
+  return Effect.runPromiseExit(Effect.scoped(Effect.gen(() => runAgentSteps(run, session))))
+    .then((exit) => Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause)))
+}
+
+/** The steps of `runAgent`, a shared generator function (see `loopSteps`). */
+function* runAgentSteps<E>(run: Effect.Effect<RunResult<unknown>, E>, session: Session.Service) {
+  // in a fiber of its own: an abort interrupts the run, not this
+  const exit = yield* Fiber.await(yield* Effect.forkChild(run))
+  if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) return yield* Effect.failCause(exit.cause)
+  return (yield* session.messages).slice()
 }
 
 // -----------------------------------------------------------------------------

@@ -465,20 +465,23 @@ export class Run<E, R> {
   compact(
     reason: "budget" | "overflow"
   ): Effect.Effect<boolean, Errors.ModelError | Errors.SessionStoreFailed> {
-    return Effect.gen({ self: this }, function*() {
-      const plan = this.budget.plan()
-      if (plan === undefined) return false
-      const began = this.now()
-      const summary = yield* Compaction.summarize(this.model, plan)
-      this.stats.model(this.turn, this.now() - began, "compaction", summary.usage)
-      this.state = RunState.spent(this.state, summary.usage)
-      yield* this.session.appendCompaction(summary.compaction)
-      this.budget.compacted(summary.compaction)
-      if (this.sink.active) {
-        yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
-      }
-      return true
-    })
+    return Effect.gen(() => this.compactSteps(reason))
+  }
+
+  /** The steps of `compact`, a generator method (shared by every run: see `makeSteps`). */
+  private *compactSteps(reason: "budget" | "overflow") {
+    const plan = this.budget.plan()
+    if (plan === undefined) return false
+    const began = this.now()
+    const summary = yield* Compaction.summarize(this.model, plan)
+    this.stats.model(this.turn, this.now() - began, "compaction", summary.usage)
+    this.state = RunState.spent(this.state, summary.usage)
+    yield* this.session.appendCompaction(summary.compaction)
+    this.budget.compacted(summary.compaction)
+    if (this.sink.active) {
+      yield* this.sink.emit({ _tag: "ContextCompacted", turn: this.turn, compaction: summary.compaction, reason })
+    }
+    return true
   }
 }
 
