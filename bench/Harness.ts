@@ -217,11 +217,22 @@ export const gc = async (): Promise<void> => {
   collect()
 }
 
-let exposed: (() => void) | undefined
-const exposedGc = (): () => void => {
+/**
+ * Forces a young-generation collection only (a scavenge), which keeps the optimized code.
+ *
+ * @since 0.2.0
+ * @category Constructors
+ */
+export const minorGc = (): void => {
+  const collect = (globalThis as { gc?: (options?: { readonly type: "minor" }) => void }).gc ?? exposedGc()
+  collect({ type: "minor" })
+}
+
+let exposed: ((options?: { readonly type: "minor" }) => void) | undefined
+const exposedGc = (): (options?: { readonly type: "minor" }) => void => {
   if (exposed === undefined) {
     V8.setFlagsFromString("--expose-gc")
-    exposed = Vm.runInNewContext("gc") as () => void
+    exposed = Vm.runInNewContext("gc") as (options?: { readonly type: "minor" }) => void
   }
   return exposed
 }

@@ -1,8 +1,8 @@
 /**
  * The benchmark entry (`npm run bench`): runs the workloads against effect-agent and its peers in one
  * process (workload e in one child process per runtime), prints one JSON line per workload and writes
- * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (a to m; m is a whole run of one
- * turn) (and then does not rewrite
+ * `BENCHMARKS.md`. `npm run bench -- a b` runs only the named workloads (a to n; m is a whole run of one
+ * turn, n the same with the young generation's collections) (and then does not rewrite
  * `BENCHMARKS.md`); `--runtimes a,b` times only the named runtimes; `--serve-sessions 50,200` sets the sizes of workload k; `--quick` shrinks the sizes to check that the harness works; `--report-from <file>`
  * rebuilds `BENCHMARKS.md` from saved JSON lines.
  *
@@ -25,10 +25,11 @@ import * as Memory from "./workloads/Memory.js"
 import * as Overhead from "./workloads/Overhead.js"
 import * as Parallel from "./workloads/Parallel.js"
 import * as Serve from "./workloads/Serve.js"
+import * as Young from "./workloads/Young.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
-const selected = args.filter((a) => /^[a-m]$/.test(a))
+const selected = args.filter((a) => /^[a-n]$/.test(a))
 const want = (w: string) => selected.length === 0 || selected.includes(w)
 
 // `--runtimes ours.stream,pi.agentLoop` times only the named runtimes in a)–d) (the AI SDK's runs take minutes)
@@ -107,6 +108,12 @@ const main = async (): Promise<void> => {
       runs: quick ? 10 : 200,
       deltas: 5,
       ...steady
+    }))
+  await step("n", () =>
+    Young.young(runtimes.filter((runtime) => runtime.slow !== true), {
+      runs: quick ? 200 : 5000,
+      batches: quick ? 2 : 100,
+      warmupBatches: quick ? 1 : 30
     }))
   await step(
     "e",

@@ -12,6 +12,7 @@ import * as History from "../bench/workloads/History.js"
 import * as IdleFloor from "../bench/workloads/IdleFloor.js"
 import * as Overhead from "../bench/workloads/Overhead.js"
 import * as Serve from "../bench/workloads/Serve.js"
+import * as Young from "../bench/workloads/Young.js"
 
 const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
 
@@ -98,6 +99,23 @@ describe("bench harness", () => {
       assert.deepStrictEqual(Object.keys(result.runtimes), ["ours.stream", "pi.agentLoop"])
       assert.deepStrictEqual(Object.keys(result.ratios), ["ours.stream / pi.agentLoop"])
       assert.isBoolean(result.met)
+    }))
+
+  it.live("the young-generation workload reports what a run leaves after scavenges and its CPU with them", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.promise(() =>
+        Young.young([Ours.run(), Pi.runLoop], { runs: 20, batches: 1, warmupBatches: 1 })
+      )
+      assert.strictEqual(result.workload, "n")
+      assert.deepStrictEqual(Object.keys(result.runtimes), ["ours.run", "pi.runAgentLoop"])
+      for (const figures of Object.values(result.runtimes) as Array<Record<string, number>>) {
+        assert.deepStrictEqual(Object.keys(figures), [
+          "bytes a run left after two scavenges",
+          "CPU µs a run, collections included"
+        ])
+        assert.isAbove(figures["CPU µs a run, collections included"]!, 0)
+      }
+      assert.deepStrictEqual(Object.keys(result.ratios), ["ours.run / pi.runAgentLoop (CPU with collections)"])
     }))
 
   it.live("the adapter workload sets the AI SDK adapter against the native path at each run length", () =>
