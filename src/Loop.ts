@@ -454,13 +454,10 @@ export interface TurnResult {
 export const turn = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: TurnOptions<Tools>
 ): Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>> =>
-  Run.spanned(
-    Effect.gen(() => turnSteps_(options)) as Effect.Effect<TurnResult, RunError<Tools>, RunRequirements<Tools>>,
-    "Loop.turn"
-  )
+  Run.spanned(Effect.gen(() => oneTurnSteps(options)), "Loop.turn")
 
 /** The steps of `turn`, a shared generator function (see `loopSteps`). */
-function* turnSteps_(options: TurnOptions<ReadonlyArray<Tool.Any>>) {
+function* oneTurnSteps<const Tools extends ReadonlyArray<Tool.Any>>(options: TurnOptions<Tools>) {
   const run = yield* Run.make(options, toolsOf(options.tools), sinkOf(options))
   const answer = yield* Effect.onExit(
     Effect.flatMap(
