@@ -211,7 +211,7 @@ export const time = async (
  * @category Constructors
  */
 export const gc = async (): Promise<void> => {
-  const collect = (globalThis as { gc?: () => void }).gc ?? exposedGc()
+  const collect = collector()
   collect()
   await new Promise((resolve) => setImmediate(resolve))
   collect()
@@ -223,16 +223,18 @@ export const gc = async (): Promise<void> => {
  * @since 0.2.0
  * @category Constructors
  */
-export const minorGc = (): void => {
-  const collect = (globalThis as { gc?: (options?: { readonly type: "minor" }) => void }).gc ?? exposedGc()
-  collect({ type: "minor" })
-}
+export const minorGc = (): void => collector()({ type: "minor" })
 
-let exposed: ((options?: { readonly type: "minor" }) => void) | undefined
-const exposedGc = (): (options?: { readonly type: "minor" }) => void => {
+type Collect = (options?: { readonly type: "minor" }) => void
+
+/** V8's `gc`: the global one under `--expose-gc`, else one taken from a fresh context with the flag set. */
+const collector = (): Collect => (globalThis as { gc?: Collect }).gc ?? exposedGc()
+
+let exposed: Collect | undefined
+const exposedGc = (): Collect => {
   if (exposed === undefined) {
     V8.setFlagsFromString("--expose-gc")
-    exposed = Vm.runInNewContext("gc") as (options?: { readonly type: "minor" }) => void
+    exposed = Vm.runInNewContext("gc") as Collect
   }
   return exposed
 }

@@ -464,15 +464,12 @@ export const repairHistory = (
     }
     open = new Map()
   }
-  const seen = new Set<string>()
+  // every call id is unique once renamed
   for (const message of renamed.messages) {
     if (message.role === "assistant") {
       closeOpen()
       for (const block of message.content) {
-        if (block.type === "toolCall" && !seen.has(block.id)) {
-          seen.add(block.id)
-          open.set(block.id, block)
-        }
+        if (block.type === "toolCall") open.set(block.id, block)
       }
       out.push(message)
     } else if (message.role === "toolResult") {

@@ -3,15 +3,18 @@
  * whatever a run's objects are still reachable from when a scavenge comes is copied, promoted, and
  * collected only by a full collection. For each runtime, a whole run of one turn on a 10-message
  * history (as in m): the bytes still in the heap after two scavenges, a run (over `runs` runs, each with
- * its session and model made as it starts, after a full collection and a scavenge), and the CPU of a run with the collections it causes (batches
- * of 200 runs, no collection forced between them, after 30 warm-up batches).
+ * its session and model made as it starts, after a full collection and a scavenge), and the CPU of a run
+ * with the collections it causes (batches of 200 runs, no collection forced between them, after the
+ * warm-up batches).
  *
  * @since 0.2.0
  */
 import * as Harness from "../Harness.js"
-import type { Result } from "./Overhead.js"
+import * as Overhead from "./Overhead.js"
 
 const batchSize = 200
+
+const cpuColumn = "CPU µs a run, collections included"
 
 /**
  * Measures workload n) for `runtimes` (each run prepared untimed, as in m).
@@ -22,7 +25,7 @@ const batchSize = 200
 export const young = async (
   runtimes: ReadonlyArray<Harness.Runtime>,
   size: { readonly runs: number; readonly batches: number; readonly warmupBatches: number }
-): Promise<Result> => {
+): Promise<Overhead.Result> => {
   const spec: Harness.Spec = { turns: 0, calls: 1, deltas: 5, tool: "echo", history: 10 }
   const figures: Record<string, Record<string, number>> = {}
   for (const runtime of runtimes) {
@@ -48,20 +51,14 @@ export const young = async (
     }
     figures[runtime.name] = {
       "bytes a run left after two scavenges": Math.round(retained),
-      "CPU µs a run, collections included": Harness.round(cpu / (size.batches * batchSize), 2)
+      [cpuColumn]: Harness.round(cpu / (size.batches * batchSize), 2)
     }
     Harness.progress(`${runtime.name}: ${JSON.stringify(figures[runtime.name])}`)
   }
-  const ratios: Record<string, number> = {}
-  for (const ours of runtimes.filter((runtime) => runtime.name.startsWith("ours."))) {
-    for (const peer of runtimes.filter((runtime) => !runtime.name.startsWith("ours."))) {
-      ratios[`${ours.name} / ${peer.name} (CPU with collections)`] = Harness.round(
-        figures[ours.name]!["CPU µs a run, collections included"]! /
-          figures[peer.name]!["CPU µs a run, collections included"]!,
-        3
-      )
-    }
-  }
+  // of the CPU with collections
+  const ratios = Overhead.ratios(
+    Object.fromEntries(runtimes.map((runtime) => [runtime.name, figures[runtime.name]![cpuColumn]!]))
+  )
   return {
     workload: "n",
     title: "a whole run of one turn at history length 10, with the young generation's collections",
