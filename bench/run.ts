@@ -40,6 +40,8 @@ const runtimes: ReadonlyArray<Harness.Runtime> = [
   Ours.run(),
   Pi.runLoop,
   Pi.loop,
+  Pi.runLoopSnapshots,
+  Pi.loopSnapshots,
   AiSdk.stream,
   AiSdk.generate
 ].filter((runtime) => runtimeNames === undefined || runtimeNames.includes(runtime.name))

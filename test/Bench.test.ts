@@ -19,7 +19,17 @@ const spec: Harness.Spec = { turns: 3, calls: 2, deltas: 2, tool: "echo" }
 describe("bench harness", () => {
   it.live("every runtime runs the same script: three turns of two echo calls, then an answer", () =>
     Effect.gen(function*() {
-      for (const runtime of [Ours.stream(), Ours.run(), OursAiSdk.stream, Pi.runLoop, Pi.loop]) {
+      for (
+        const runtime of [
+          Ours.stream(),
+          Ours.run(),
+          OursAiSdk.stream,
+          Pi.runLoop,
+          Pi.loop,
+          Pi.runLoopSnapshots,
+          Pi.loopSnapshots
+        ]
+      ) {
         const messages = (yield* Effect.promise(() => runtime.run(spec))) as ReadonlyArray<{ role: string }>
         assert.deepStrictEqual(
           messages.map((m) => m.role),

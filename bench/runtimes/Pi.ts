@@ -143,7 +143,18 @@ export const initialHistory = (count: number): Array<Message> =>
       }
   )
 
-const setup = (spec: Harness.Spec) => {
+// The conversion pi's `Agent` installs when it is given none (`defaultConvertToLlm` in pi-agent-core's
+// agent.js, not exported): a filter, so each request is a new array, a snapshot as effect-agent's are.
+// The bench's plain runtimes convert with the identity instead: their requests are the loop's live
+// context, which the turns after the call keep growing.
+const agentDefaultConversion = (messages: Array<AgentMessage>): Array<Message> =>
+  messages.filter((message) =>
+    message.role === "user" || message.role === "assistant" || message.role === "toolResult"
+  ) as Array<Message>
+
+const identityConversion = (messages: Array<AgentMessage>): Array<Message> => messages as Array<Message>
+
+const setup = (spec: Harness.Spec, convertToLlm: AgentLoopConfig["convertToLlm"]) => {
   const context: AgentContext = {
     systemPrompt: "",
     messages: spec.history === undefined ? [] : initialHistory(spec.history),
@@ -151,7 +162,7 @@ const setup = (spec: Harness.Spec) => {
   }
   const config: AgentLoopConfig = {
     model,
-    convertToLlm: (messages) => messages as Array<Message>,
+    convertToLlm,
     ...(spec.projection === true
       ? { transformContext: (messages: Array<AgentMessage>) => Promise.resolve(messages) }
       : {})
@@ -162,25 +173,39 @@ const setup = (spec: Harness.Spec) => {
 
 const noop = () => {}
 
-const runLoopOf = (spec: Harness.Spec) => {
-  const { config, context, prompt, stream } = setup(spec)
+const runLoopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harness.Spec) => {
+  const { config, context, prompt, stream } = setup(spec, convertToLlm)
   return () => runAgentLoop([prompt], context, config, noop, undefined, stream)
 }
 
 /**
- * `runAgentLoop` with a no-op event sink.
+ * `runAgentLoop` with a no-op event sink, its context converted with the identity (each request is the
+ * loop's live context).
  *
  * @since 0.1.0
  * @category Runtimes
  */
 export const runLoop: Harness.Runtime = {
   name: "pi.runAgentLoop",
-  run: (spec) => runLoopOf(spec)(),
-  prepare: runLoopOf
+  run: (spec) => runLoopOf(identityConversion)(spec)(),
+  prepare: runLoopOf(identityConversion)
 }
 
-const loopOf = (spec: Harness.Spec) => {
-  const { config, context, prompt, stream } = setup(spec)
+/**
+ * `runAgentLoop` as `runLoop`, its context converted as pi's `Agent` does by default (a filter: each
+ * request a new array, as effect-agent's snapshots are).
+ *
+ * @since 0.2.0
+ * @category Runtimes
+ */
+export const runLoopSnapshots: Harness.Runtime = {
+  name: "pi.runAgentLoop(snapshots)",
+  run: (spec) => runLoopOf(agentDefaultConversion)(spec)(),
+  prepare: runLoopOf(agentDefaultConversion)
+}
+
+const loopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harness.Spec) => {
+  const { config, context, prompt, stream } = setup(spec, convertToLlm)
   return async () => {
     const events = agentLoop([prompt], context, config, undefined, stream)
     for await (const _ of events) {
@@ -191,13 +216,25 @@ const loopOf = (spec: Harness.Spec) => {
 }
 
 /**
- * `agentLoop`, its event stream drained.
+ * `agentLoop`, its event stream drained, its context converted with the identity.
  *
  * @since 0.1.0
  * @category Runtimes
  */
 export const loop: Harness.Runtime = {
   name: "pi.agentLoop",
-  run: (spec) => loopOf(spec)(),
-  prepare: loopOf
+  run: (spec) => loopOf(identityConversion)(spec)(),
+  prepare: loopOf(identityConversion)
+}
+
+/**
+ * `agentLoop` as `loop`, its context converted as pi's `Agent` does by default.
+ *
+ * @since 0.2.0
+ * @category Runtimes
+ */
+export const loopSnapshots: Harness.Runtime = {
+  name: "pi.agentLoop(snapshots)",
+  run: (spec) => loopOf(agentDefaultConversion)(spec)(),
+  prepare: loopOf(agentDefaultConversion)
 }
