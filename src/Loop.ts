@@ -17,7 +17,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -25,6 +24,7 @@ import type * as Compaction from "./Compaction.js"
 import * as Errors from "./Errors.js"
 import type * as Event from "./Event.js"
 import * as EventSink from "./internal/eventSink.js"
+import * as EventStream from "./internal/eventStream.js"
 import * as GenAi from "./internal/genAi.js"
 import * as Limits from "./internal/limits.js"
 import * as Output from "./internal/output.js"
@@ -302,32 +302,22 @@ export const stream: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: StreamOptions<Tools>
 ): Stream.Stream<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  // the run is the stream's producer: it runs in the stream's scope, its events go through a queue that
-  // slows it down when the consumer is slower, and leaving the stream interrupts it
-  Stream.callback<Event.AgentEvent<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>(
-    (queue) => {
+  // the run is the stream's producer: it runs in the stream's scope, its events go through a bounded
+  // buffer that slows it down when the consumer is slower, and leaving the stream interrupts it
+  EventStream.make<RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>(
+    (sink) => {
       const onEvent = options.onEvent
-      const sink = EventSink.queue(queue)
-      return Effect.andThen(
-        // added after the producer's fiber, so it runs first: a run finalizing after the consumer left
-        // never waits on the queue
-        Effect.addFinalizer(() => Queue.shutdown(queue)),
-        Run.spanned(
-          loop(
-            options,
-            toolsOf(options.tools),
-            onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
-            options.signal
-          ),
-          "Loop.stream"
-        ).pipe(
-          Effect.onExit((exit) =>
-            Exit.isSuccess(exit) || Exit.hasInterrupts(exit) ? Queue.end(queue) : Queue.failCause(queue, exit.cause)
-          )
-        )
+      return Run.spanned(
+        loop(
+          options,
+          toolsOf(options.tools),
+          onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
+          options.signal
+        ),
+        "Loop.stream"
       )
     },
-    { bufferSize: options.eventBuffer ?? defaultEventBuffer, strategy: "suspend" }
+    options.eventBuffer ?? defaultEventBuffer
   )
 
 /**

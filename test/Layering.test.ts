@@ -53,6 +53,7 @@ const layers: ReadonlyArray<{ readonly name: string; readonly modules: ReadonlyA
       "internal/runStats",
       "internal/genAi",
       "internal/eventSink",
+      "internal/eventStream",
       "internal/provider",
       "internal/provider/*",
       "internal/parallelCalls"

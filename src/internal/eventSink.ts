@@ -1,9 +1,9 @@
 /**
  * Where a run's events go. A run always emits through a sink, so the loop has one path: `Loop.run`
- * uses `none`, which drops every event, `Loop.stream` a bounded queue, `Loop.runAgent` a callback.
+ * uses `none`, which drops every event, `Loop.stream` a bounded buffer (`eventStream.ts`),
+ * `Loop.runAgent` a callback.
  */
 import * as Effect from "effect/Effect"
-import * as Queue from "effect/Queue"
 import type * as Event from "../Event.js"
 
 /**
@@ -25,16 +25,6 @@ export const none: Sink = { active: false, emit: () => Effect.void, offer: () =>
 
 /** Emits each event with `emit`. */
 export const of = (emit: Sink["emit"]): Sink => ({ active: true, emit, offer: () => false })
-
-/**
- * Offers each event to a queue: without an effect while the buffer has room, waiting for the
- * consumer only when it is full (events are never dropped).
- */
-export const queue = <E>(queue: Queue.Queue<Event.AgentEvent<any>, E>): Sink => ({
-  active: true,
-  emit: (event) => Queue.offerUnsafe(queue, event) ? Effect.void : Effect.asVoid(Queue.offer(queue, event)),
-  offer: (event) => Queue.offerUnsafe(queue, event)
-})
 
 /** Calls a function with each event. */
 export const callback = (onEvent: (event: Event.AgentEvent<any>) => void): Sink => ({
