@@ -41,7 +41,13 @@ export default tseslint.config(
     // each call (`Effect.gen(function*() {…})` inside a function) a map of its own, which young-generation
     // collections take for a root, so what it holds (a run, its history, a request's body) outlived it
     // until a full collection; these files call generator functions of the module instead
-    files: ["src/Loop.ts", "src/internal/run.ts", "src/internal/toolBatch.ts", "src/internal/provider/request.ts"],
+    files: [
+      "src/Loop.ts",
+      "src/internal/run.ts",
+      "src/internal/toolBatch.ts",
+      "src/internal/eventStream.ts",
+      "src/internal/provider/request.ts"
+    ],
     rules: {
       "no-restricted-syntax": ["error", boundedForEach, {
         selector: "CallExpression[callee.object.name='Effect'][callee.property.name='gen'] > " +

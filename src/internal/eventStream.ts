@@ -29,8 +29,9 @@ interface Waiting {
 
 /**
  * The buffer between the run (its sink: `offer`, `emit`) and the stream's pulls (`take`). Its methods
- * live on the prototype: functions kept in the fields of an object made per run keep it alive through
- * young-generation collections (see `Run`'s `delta`).
+ * live on the prototype: a function kept in a field of an object made per run keeps it alive through
+ * young-generation collections (see `Run`'s `delta`); the only functions it keeps are the resumptions of
+ * a side that waits, dropped as soon as the other side comes.
  */
 class EventBuffer<E> implements EventSink.Sink {
   readonly active = true
@@ -91,7 +92,8 @@ class EventBuffer<E> implements EventSink.Sink {
     }
     const exit = this.exit
     if (exit !== undefined) {
-      // an interrupted run ends the stream as the consumer left it; a failed one fails it
+      // an interrupted run (the consumer left, or something else interrupted it) ends the stream; a
+      // failed one fails it
       return Exit.isSuccess(exit) || Exit.hasInterrupts(exit) ? Cause.done() : Effect.failCause(exit.cause)
     }
     return Effect.callback<Chunk, E | Cause.Done>((resume) => {
