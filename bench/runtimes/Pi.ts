@@ -173,7 +173,19 @@ const setup = (spec: Harness.Spec, convertToLlm: AgentLoopConfig["convertToLlm"]
 
 const noop = () => {}
 
-const runLoopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harness.Spec) => {
+type Conversion = AgentLoopConfig["convertToLlm"]
+
+/** A runtime of pi's loop `of`, its context converted with `convertToLlm`. */
+const runtime = (
+  name: string,
+  of: (convertToLlm: Conversion) => NonNullable<Harness.Runtime["prepare"]>,
+  convertToLlm: Conversion
+): Harness.Runtime => {
+  const prepare = of(convertToLlm)
+  return { name, run: (spec) => prepare(spec)(), prepare }
+}
+
+const runLoopOf = (convertToLlm: Conversion) => (spec: Harness.Spec) => {
   const { config, context, prompt, stream } = setup(spec, convertToLlm)
   return () => runAgentLoop([prompt], context, config, noop, undefined, stream)
 }
@@ -185,11 +197,7 @@ const runLoopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harn
  * @since 0.1.0
  * @category Runtimes
  */
-export const runLoop: Harness.Runtime = {
-  name: "pi.runAgentLoop",
-  run: (spec) => runLoopOf(identityConversion)(spec)(),
-  prepare: runLoopOf(identityConversion)
-}
+export const runLoop: Harness.Runtime = runtime("pi.runAgentLoop", runLoopOf, identityConversion)
 
 /**
  * `runAgentLoop` as `runLoop`, its context converted as pi's `Agent` does by default (a filter: each
@@ -198,13 +206,13 @@ export const runLoop: Harness.Runtime = {
  * @since 0.2.0
  * @category Runtimes
  */
-export const runLoopSnapshots: Harness.Runtime = {
-  name: "pi.runAgentLoop(snapshots)",
-  run: (spec) => runLoopOf(agentDefaultConversion)(spec)(),
-  prepare: runLoopOf(agentDefaultConversion)
-}
+export const runLoopSnapshots: Harness.Runtime = runtime(
+  "pi.runAgentLoop(snapshots)",
+  runLoopOf,
+  agentDefaultConversion
+)
 
-const loopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harness.Spec) => {
+const loopOf = (convertToLlm: Conversion) => (spec: Harness.Spec) => {
   const { config, context, prompt, stream } = setup(spec, convertToLlm)
   return async () => {
     const events = agentLoop([prompt], context, config, undefined, stream)
@@ -221,11 +229,7 @@ const loopOf = (convertToLlm: AgentLoopConfig["convertToLlm"]) => (spec: Harness
  * @since 0.1.0
  * @category Runtimes
  */
-export const loop: Harness.Runtime = {
-  name: "pi.agentLoop",
-  run: (spec) => loopOf(identityConversion)(spec)(),
-  prepare: loopOf(identityConversion)
-}
+export const loop: Harness.Runtime = runtime("pi.agentLoop", loopOf, identityConversion)
 
 /**
  * `agentLoop` as `loop`, its context converted as pi's `Agent` does by default.
@@ -233,8 +237,4 @@ export const loop: Harness.Runtime = {
  * @since 0.2.0
  * @category Runtimes
  */
-export const loopSnapshots: Harness.Runtime = {
-  name: "pi.agentLoop(snapshots)",
-  run: (spec) => loopOf(agentDefaultConversion)(spec)(),
-  prepare: loopOf(agentDefaultConversion)
-}
+export const loopSnapshots: Harness.Runtime = runtime("pi.agentLoop(snapshots)", loopOf, agentDefaultConversion)
