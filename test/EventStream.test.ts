@@ -58,7 +58,10 @@ describe("the stream of a run's events", () => {
       const taken: Array<number> = []
       const exit = yield* EventStream.make(
         (sink) =>
-          Effect.andThen(Effect.andThen(sink.emit(event(1)), sink.emit(event(2))), Effect.fail("boom" as const)),
+          Effect.andThen(
+            Effect.suspend(() => Effect.andThen(sink.emit(event(1)), sink.emit(event(2)))),
+            Effect.fail("boom" as const)
+          ),
         8
       ).pipe(
         Stream.runForEach((e) => Effect.sync(() => taken.push((e as { readonly turn: number }).turn))),
@@ -71,7 +74,7 @@ describe("the stream of a run's events", () => {
   it.effect("an interrupted run ends the stream without a failure", () =>
     Effect.gen(function*() {
       const events = yield* Stream.runCollect(
-        EventStream.make((sink) => Effect.andThen(sink.emit(event(1)), Effect.interrupt), 8)
+        EventStream.make((sink) => Effect.andThen(Effect.suspend(() => sink.emit(event(1))), Effect.interrupt), 8)
       )
       assert.deepStrictEqual(turns(events), [1])
     }))
@@ -110,7 +113,7 @@ describe("the stream of a run's events", () => {
       const consumer = yield* EventStream.make(
         (sink) =>
           Effect.andThen(
-            Effect.andThen(sink.emit(event(1)), Deferred.succeed(started, undefined)),
+            Effect.andThen(Effect.suspend(() => sink.emit(event(1))), Deferred.succeed(started, undefined)),
             Effect.onInterrupt(Effect.never, () => Deferred.succeed(stopped, undefined))
           ),
         8
