@@ -453,12 +453,10 @@ export class Run<E, R> {
     this.answerIds.length = 0
     this.answerStarted = false
     const request = { messages, tools: this.definitions, systemPrompt: this.settings.systemPrompt }
+    const respond = this.model.respond(request, (delta) => this.delta(delta))
     return this.tracing && this.tracing.content
-      ? Effect.andThen(
-        GenAi.annotateRequest(messages, request.systemPrompt),
-        this.model.respond(request, (delta) => this.delta(delta))
-      )
-      : this.model.respond(request, (delta) => this.delta(delta))
+      ? Effect.andThen(GenAi.annotateRequest(messages, request.systemPrompt), respond)
+      : respond
   }
 
   /** Summarizes what comes before the recent turns into a compaction entry of the session. */
