@@ -15,7 +15,7 @@
  * it started, at the end of the soak, and once every session went idle, then after a memory-reducing
  * collection: `bench/soak/heap.mjs`), the
  * resume costs, the takeover times (a turn whose request was cut off by a kill, asked again: from the
- * kill to the request again), the times of sessions moved between live runners (a request cut off with
+ * kill to the request's arrival again, and what this process then took to read its body), the times of sessions moved between live runners (a request cut off with
  * no kill: from the cut to the request again) and the model requests repeated; and checks that nothing
  * was lost and no message repeated (each session's log is exactly its runs' prompt, call, result and
  * answer, each once, and its stream delivered each message and end once, in order). It exits 1 if not.
@@ -406,6 +406,8 @@ const soak = (main: string, kind: string) =>
     // answer was not stored before its runner was killed (a kill between: from the kill) or lost the session
     let requests = 0
     const takeovers: Array<number> = []
+    // of each takeover, what this process took to read and parse the request's body (its history)
+    const parses: Array<number> = []
     // the takeovers over 10 s, each with its kill, for the report
     const slow: Array<{ readonly ms: number; readonly kill: (typeof kills)[number]; readonly turn: string }> = []
     const moves: Array<number> = []
@@ -420,7 +422,7 @@ const soak = (main: string, kind: string) =>
           requests += asks.length
           for (let again = 1; again < asks.length; again++) {
             const before = asks[again - 1]!
-            const at = asks[again]!.at
+            const { at, parsedAt } = asks[again]!
             const cutAt = before.cutAt
             // the kill it was taken over from: the one that cut its request off or, after a complete answer,
             // the last one before it was asked again
@@ -429,6 +431,7 @@ const soak = (main: string, kind: string) =>
               : kills.filter((kill) => kill.at > before.at && kill.at < at).pop()
             if (from !== undefined) {
               takeovers.push(at - from.at)
+              parses.push(parsedAt - at)
               if (at - from.at > 10_000) {
                 slow.push({ ms: at - from.at, kill: from, turn: `${account.id} run ${run} turn ${turn}` })
               }
@@ -553,7 +556,10 @@ const soak = (main: string, kind: string) =>
       costRow("20 KB", smallText, costs.small),
       "",
       `Takeover (a turn whose model request was cut off by a kill, or answered before it and not stored: from ` +
-      `the kill to the request again): ${takeovers.length} turns, ${seconds(takeovers)} (target p90 ≤ 5 s).`,
+      `the kill to the request's arrival again): ${takeovers.length} turns, ${
+        seconds(takeovers)
+      } (target p90 ≤ 5 s). ` +
+      `Reading and parsing those requests' bodies here (the soak's process) took ${seconds(parses)} more.`,
       "",
       `The killed server served again (restarted a second after its kill) ${
         seconds(kills.map((kill) => kill.servingAfter).filter((ms) => !Number.isNaN(ms)))

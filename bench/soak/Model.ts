@@ -5,7 +5,7 @@
  * session whose id starts with `big` answers at once). Each reply streams over about `streamMs`.
  *
  * It keeps times, not bodies (a soak sends gigabytes of history): when each `session#run#turn` was
- * asked for, once or more (again after a kill cut its runner off before the answer was stored, or after
+ * asked for (the request's arrival, and the end of parsing its body), once or more (again after a kill cut its runner off before the answer was stored, or after
  * its session moved to another runner), and when a request was cut off before its reply ended (a
  * SIGKILLed runner's connections close at once; a runner that loses a session interrupts its request).
  */
@@ -14,9 +14,14 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as Wire from "../../src/internal/testing/wire.js"
 
-/** A request of a turn: when it came, and when it was cut off before its reply ended (if it was). */
+/**
+ * A request of a turn: when it came (its headers; the session and turn are in its body, up to megabytes
+ * of history, which this process then reads and parses), when its body was parsed, and when it was cut
+ * off before its reply ended (if it was).
+ */
 export interface Ask {
   readonly at: number
+  readonly parsedAt: number
   cutAt: number | undefined
 }
 
@@ -44,6 +49,7 @@ export const make = (options: { readonly streamMs: number }) =>
       let unknown = 0
       const model: Model = { url: "", requests: new Map(), unknown: () => unknown }
       const server = Http.createServer((req, res) => {
+        const at = Date.now()
         const chunks: Array<Buffer> = []
         req.on("data", (chunk: Buffer) => chunks.push(chunk))
         req.on("end", () => {
@@ -60,7 +66,7 @@ export const make = (options: { readonly streamMs: number }) =>
           const [, session = "", run = ""] = named
           const turn = messages.slice(lastUser + 1).filter((message) => message.role === "assistant").length
           const key = `${session}#${run}#${turn}`
-          const ask: Ask = { at: Date.now(), cutAt: undefined }
+          const ask: Ask = { at, parsedAt: Date.now(), cutAt: undefined }
           model.requests.set(key, [...(model.requests.get(key) ?? []), ask])
           res.on("close", () => {
             if (!res.writableFinished) ask.cutAt = Date.now()
