@@ -7,6 +7,7 @@
  * own. `Loop.ts` says in which order they happen.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
@@ -503,12 +504,15 @@ function* makeSteps<E, R>(
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink
 ) {
-  const model = yield* Model.Model
-  const session = yield* Session.Session
-  const permissions = yield* Effect.serviceOption(Permissions.Permissions)
-  const inbox = yield* Effect.serviceOption(Inbox.Inbox)
-  const clock = yield* Clock.Clock
-  const tracing = (yield* Effect.tracer) !== builtInTracer && { content: yield* Tracing.RecordContent }
+  // the run's services read from its context at once (one fiber operation, where a read each took six)
+  const context = yield* Effect.context<Model.Model | Session.Session>()
+  const model = Context.get(context, Model.Model)
+  const session = Context.get(context, Session.Session)
+  const permissions = Context.getOption(context, Permissions.Permissions)
+  const inbox = Context.getOption(context, Inbox.Inbox)
+  const clock = Context.get(context, Clock.Clock)
+  const tracing = Context.get(context, Tracer.Tracer) !== builtInTracer &&
+    { content: Context.get(context, Tracing.RecordContent) }
   // a store that keeps its branch checked checks only what it got since; any other is checked here
   const tree = Checked.treeOf(session)
   const usedIds = new Set<string>()
