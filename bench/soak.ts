@@ -15,10 +15,11 @@
  * it started, at the end of the soak, and once every session went idle, then after a memory-reducing
  * collection: `bench/soak/heap.mjs`), the
  * resume costs, the takeover times (a turn whose request was cut off by a kill, asked again: from the
- * kill to the request's arrival again, and what this process then took to read its body), the times of sessions moved between live runners (a request cut off with
- * no kill: from the cut to the request again) and the model requests repeated; and checks that nothing
- * was lost and no message repeated (each session's log is exactly its runs' prompt, call, result and
- * answer, each once, and its stream delivered each message and end once, in order). It exits 1 if not.
+ * kill to the request's arrival again, and what this process then took to read its body), the times of
+ * sessions moved between live runners (a request cut off with no kill: from the cut to the request
+ * again) and the model requests repeated; and checks that nothing was lost and no message repeated
+ * (each session's log is exactly its runs' prompt, call, result and answer, each once, and its stream
+ * delivered each message and end once, in order). It exits 1 if not.
  *
  * `npm run bench:soak`, with SOAK_SESSIONS, SOAK_RUNS, SOAK_KILL_EVERY (seconds) and SOAK_STORES
  * (`sqlite,pg`). The command is bundled from `src/` first (`test/utils/cli.ts`); the temp directories

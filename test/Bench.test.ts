@@ -67,7 +67,7 @@ describe("bench harness", () => {
 
   it("a one-request run takes at most 50 fiber operations with Loop.run, 82 with Loop.stream drained", () => {
     // what a run costs once, its start and end: for a stream, the hand-off to the consumer (the run's
-    // fiber and its queue) and the consumer's own Stream.runDrain, which pulls in the caller's fiber
+    // fiber and its event buffer) and the consumer's own Stream.runDrain, which pulls in the caller's fiber
     const one: Harness.Spec = { turns: 0, calls: 1, deltas: 5, tool: "echo" }
     const run = Ours.opsPerRun("run", one)
     const stream = Ours.opsPerRun("stream", one)

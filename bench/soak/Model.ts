@@ -5,9 +5,10 @@
  * session whose id starts with `big` answers at once). Each reply streams over about `streamMs`.
  *
  * It keeps times, not bodies (a soak sends gigabytes of history): when each `session#run#turn` was
- * asked for (the request's arrival, and the end of parsing its body), once or more (again after a kill cut its runner off before the answer was stored, or after
- * its session moved to another runner), and when a request was cut off before its reply ended (a
- * SIGKILLed runner's connections close at once; a runner that loses a session interrupts its request).
+ * asked for (the request's arrival, and the end of parsing its body), once or more (again after a kill
+ * cut its runner off before the answer was stored, or after its session moved to another runner), and
+ * when a request was cut off before its reply ended (a SIGKILLed runner's connections close at once; a
+ * runner that loses a session interrupts its request).
  */
 import * as Effect from "effect/Effect"
 import * as Http from "node:http"

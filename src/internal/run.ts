@@ -504,7 +504,7 @@ function* makeSteps<E, R>(
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink
 ) {
-  // the run's services read from its context at once (one fiber operation, where a read each took six)
+  // the run's services read from its context at once: one fiber operation, where each read was one
   const context = yield* Effect.context<Model.Model | Session.Session>()
   const model = Context.get(context, Model.Model)
   const session = Context.get(context, Session.Session)
