@@ -16,8 +16,10 @@ import * as Cause from "effect/Cause"
 import * as ClusterWorkflowEngine from "effect/cluster/ClusterWorkflowEngine"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import type * as Sharding from "effect/cluster/Sharding"
-import type * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as SingleRunner from "effect/cluster/SingleRunner"
+import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -32,6 +34,7 @@ import * as DeadRunners from "./internal/durable/deadRunners.js"
 import * as Entity from "./internal/durable/entity.js"
 import * as DurableErrors from "./internal/durable/errors.js"
 import * as Events from "./internal/durable/events.js"
+import * as HeldSteps from "./internal/durable/heldSteps.js"
 import * as Models from "./internal/durable/models.js"
 import * as PgRelay from "./internal/durable/pgRelay.js"
 import * as Protocol from "./internal/durable/protocol.js"
@@ -390,6 +393,12 @@ export const layerSingleRunner = (options?: {
   )
 
 /**
+ * How long a step's request that a dead runner stored waits for its replayed run (`heldSteps.ts`): about
+ * as long as a replay at 4 MB of history on a loaded machine takes to reach the step.
+ */
+const heldStepsFor = 3_000
+
+/**
  * A runner of a cluster of several processes on the store's database (PostgreSQL, or one SQLite file that
  * processes on one machine share): `Sharding` and the workflow engine, with the runners registered and
  * the shards locked in the database. The other runners reach this one at `address` (it listens there,
@@ -439,15 +448,23 @@ export const layerCluster = (options: {
   const listen = options.listen ?? options.address
   const self = RunnerAddress.make(options.address.host, options.address.port)
   const shardingConfig = { ...takeover, ...options.shardingConfig }
+  const config = {
+    ...shardingConfig,
+    runnerAddress: Option.some(self),
+    runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
+  }
+  // the cluster's SQL storage as `storage: "sql"` has it, its steps' requests held for their runs on a
+  // takeover (`heldSteps.ts`)
+  const storage = Layer.merge(
+    HeldSteps.layer(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest)), {
+      entityType: `Workflow/${Protocol.RunWorkflow._tag}`,
+      hold: heldStepsFor
+    }),
+    Layer.orDie(SqlRunnerStorage.layer)
+  ).pipe(Layer.provide(ShardingConfig.layerFromEnv(config)))
   return ClusterWorkflowEngine.layer.pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({
-      storage: "sql",
-      shardingConfig: {
-        ...shardingConfig,
-        runnerAddress: Option.some(self),
-        runnerListenAddress: Option.some(RunnerAddress.make(listen.host, listen.port))
-      }
-    })),
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "byo", shardingConfig: config })),
+    Layer.provideMerge(storage),
     Layer.merge(Layer.effectDiscard(Effect.forkScoped(
       DeadRunners.watch({ self, interval: shardingConfig.refreshAssignmentsInterval })
     ))),
