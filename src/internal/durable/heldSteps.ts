@@ -14,8 +14,9 @@
  *
  * What it relies on: the engine's steps are requests tagged `activity` to the entity `Workflow/<name>`,
  * a run sends a step's request (stored again: a duplicate of the first) after registering the step, and a
- * read claims what it returns until `resetRequests` lets it go. A storage that does not match these (a
- * later engine) passes every message on, as without it.
+ * read claims what it returns until `resetRequests` lets it go. Under an engine whose steps are named
+ * otherwise every message passes as without it; under one that does not store a step's request again
+ * when its run sends it, a held request goes on `hold` late.
  */
 import type * as Message from "effect/cluster/Message"
 import * as MessageStorage from "effect/cluster/MessageStorage"
