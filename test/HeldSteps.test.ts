@@ -61,16 +61,22 @@ const storage = () => {
 
 const ids = (messages: ReadonlyArray<Message.Incoming<any>>) => messages.map((message) => message.envelope.requestId)
 
+/** A storage read through `HeldSteps.hold` (held for 3 s) with a clock the test sets. */
+const heldOver = () => {
+  const inner = storage()
+  const clock = { now: 0 }
+  const held = HeldSteps.hold(inner.service, { entityType, hold: 3_000, now: () => clock.now })
+  return { ...inner, clock, held }
+}
+
 describe("HeldSteps", () => {
   it.effect("a step's request another runner stored waits until its run sends it again", () =>
     Effect.gen(function*() {
-      const other = storage()
-      let now = 0
-      const held = HeldSteps.hold(other.service, { entityType, hold: 3_000, now: () => now })
+      const { clock, held, ...other } = heldOver()
       // the dead runner stored the step's request; this runner reads its shard
       yield* other.service.saveRequest(other.outgoing(1n, "model/1"))
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
-      now = 500
+      clock.now = 500
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
       // the replayed run registered the step and sends it: a duplicate of the stored one
       const result = yield* held.saveRequest(other.outgoing(2n, "model/1"))
@@ -81,8 +87,7 @@ describe("HeldSteps", () => {
 
   it.effect("requests this runner sends, and other requests, pass at once", () =>
     Effect.gen(function*() {
-      const other = storage()
-      const held = HeldSteps.hold(other.service, { entityType, hold: 3_000, now: () => 0 })
+      const { held, ...other } = heldOver()
       yield* held.saveRequest(other.outgoing(1n, "model/1"))
       // another runner's requests that are not steps of the run workflow
       yield* other.service.saveRequest(other.outgoing(2n, "run", "run"))
@@ -93,16 +98,14 @@ describe("HeldSteps", () => {
 
   it.effect("a held request its run never sends goes on after the hold, as without it", () =>
     Effect.gen(function*() {
-      const other = storage()
-      let now = 0
-      const held = HeldSteps.hold(other.service, { entityType, hold: 3_000, now: () => now })
+      const { clock, held, ...other } = heldOver()
       yield* other.service.saveRequest(other.outgoing(1n, "model/1"))
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
-      now = 2_999
+      clock.now = 2_999
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
       assert.deepStrictEqual(other.resets, [])
       // the read after the hold lets it go; the next one returns it, and it is no longer held
-      now = 3_000
+      clock.now = 3_000
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
       assert.deepStrictEqual(other.resets, [1n])
       assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [1n])
