@@ -411,9 +411,9 @@ const heldStepsFor = 3_000
  * The step a dead runner's run had under way is held from its new owner until the replayed run sends it
  * again (3 seconds at most), so it runs as soon as the replay reaches it rather than after a reset (the
  * workflow engine answers a step no run has registered yet with `Suspended`, which the run then resets
- * and sends again). A runner that cannot be reached otherwise (its machine down, the network cut) is found with the
- * settings of `takeover` (each of which `shardingConfig` overrides): its shard locks expire 9
- * seconds after its last refresh, and a health check pings it every second. The cost: each runner writes
+ * and sends again). A runner that cannot be reached otherwise (its machine down, the network cut) is
+ * found with the settings of `takeover` (each of which `shardingConfig` overrides): its shard locks
+ * expire 9 seconds after its last refresh, and a health check pings it every second. The cost: each runner writes
  * its locks every 3 seconds, and a runner that cannot write them within 3 seconds (its database or its
  * event loop stalled) lets go of its shards, whose runs are then replayed and redo the steps they had
  * not recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
