@@ -90,7 +90,7 @@ export const hold = (
 }
 
 /**
- * The `MessageStorage` of `layer`, its step requests of `entityType` held back (see `hold`).
+ * The `MessageStorage` that `storage` provides, its step requests of `entityType` held back (see `hold`).
  */
 export const layer = <E, R>(
   storage: Layer.Layer<MessageStorage.MessageStorage, E, R>,
