@@ -36,11 +36,11 @@ export const hold = (
   options: { readonly entityType: string; readonly hold: number; readonly now: () => number }
 ): MessageStorage.MessageStorage["Service"] => {
   // the requests this runner stored (new or again), by id, with when (in that order)
-  const own = new Map<bigint, number>()
+  const own = new Map<Snowflake.Snowflake, number>()
   // the requests held back, by id, with since when
-  const held = new Map<bigint, { readonly id: Snowflake.Snowflake; readonly since: number }>()
+  const held = new Map<Snowflake.Snowflake, number>()
   // the requests let go: the next read that returns them passes them on
-  const released = new Set<bigint>()
+  const released = new Set<Snowflake.Snowflake>()
 
   const isStep = (message: Message.Incoming<any>): boolean =>
     message._tag === "IncomingRequest" && message.envelope.tag === "activity" &&
@@ -73,16 +73,16 @@ export const hold = (
           if (!isStep(message)) return true
           const id = message.envelope.requestId
           if (released.delete(id) || own.has(id)) return true
-          if (!held.has(id)) held.set(id, { id, since: now })
+          if (!held.has(id)) held.set(id, now)
           return false
         })
         // held for `hold`: let go, answered as the engine answers it
         const expired: Array<Snowflake.Snowflake> = []
-        for (const [key, entry] of held) {
-          if (now - entry.since < options.hold) continue
-          held.delete(key)
-          released.add(key)
-          expired.push(entry.id)
+        for (const [id, since] of held) {
+          if (now - since < options.hold) continue
+          held.delete(id)
+          released.add(id)
+          expired.push(id)
         }
         return expired.length === 0 ? Effect.succeed(passed) : Effect.as(storage.resetRequests(expired), passed)
       })
