@@ -413,13 +413,13 @@ const heldStepsFor = 3_000
  * workflow engine answers a step no run has registered yet with `Suspended`, which the run then resets
  * and sends again). A runner that cannot be reached otherwise (its machine down, the network cut) is
  * found with the settings of `takeover` (each of which `shardingConfig` overrides): its shard locks
- * expire 9 seconds after its last refresh, and a health check pings it every second. The cost: each
- * runner writes its locks every 3 seconds, and a runner that cannot write them within 3 seconds (its database or its
- * event loop stalled) lets go of its shards, whose runs are then replayed and redo the steps they had
- * not recorded. `address` must be where the other runners reach this one's port, as the cluster's messages
- * need: an address that refuses them while this runner lives has it taken for dead. The runners' port
- * listens on the host of `listen` only, and takes the cluster's messages without authentication or
- * encryption (a prompt sent there runs): only the cluster's machines may reach it (loopback, a private
+ * expire 9 seconds after its last refresh, and a health check pings it every second. The cost: each runner
+ * writes its locks every 3 seconds, and a runner that cannot write them within 3 seconds (its database or its
+ * event loop stalled) lets go of its shards, whose runs are then replayed and redo the steps they had not
+ * recorded. `address` must be where the other runners reach this one's port, as the cluster's messages need:
+ * an address that refuses them while this runner lives has it taken for dead. The runners' port listens on
+ * the host of `listen` only, and takes the cluster's messages without authentication or encryption (a prompt
+ * sent there runs): only the cluster's machines may reach it (loopback, a private
  * network, or a WireGuard or TLS tunnel).
  *
  * @example
