@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -34,6 +35,7 @@ import * as RunState from "./internal/runState.js"
 import * as ToolBatch from "./internal/toolBatch.js"
 import * as Message from "./Message.js"
 import * as Model from "./Model.js"
+import * as Permissions from "./services/Permissions.js"
 import * as Session from "./services/Session.js"
 import * as Tool from "./Tool.js"
 
@@ -250,9 +252,7 @@ export const run: {
 } = <const Tools extends ReadonlyArray<Tool.Any> = readonly []>(
   options: RunOptions<Tools>
 ): Effect.Effect<RunResult<any>, RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>> =>
-  Run.spanned(loop(options, toolsOf(options.tools), sinkOf(options)), "Loop.run", {
-    attributes: GenAi.runAttributes(options.maxTurns)
-  })
+  loop(options, toolsOf(options.tools), sinkOf(options), undefined, "Loop.run")
 
 /**
  * The options of `stream`: a run's options, plus the size of the event buffer and an optional abort
@@ -307,13 +307,11 @@ export const stream: {
   EventStream.make<RunError<Tools> | Errors.OutputInvalid, RunRequirements<Tools>>(
     (sink) => {
       const onEvent = options.onEvent
-      return Run.spanned(
-        loop(
-          options,
-          toolsOf(options.tools),
-          onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
-          options.signal
-        ),
+      return loop(
+        options,
+        toolsOf(options.tools),
+        onEvent === undefined ? sink : EventSink.of((event) => Effect.andThen(onEvent(event), sink.emit(event))),
+        options.signal,
         "Loop.stream"
       )
     },
@@ -364,7 +362,8 @@ export const runAgent = (options: RunAgentOptions): Promise<Array<Message.Messag
     { input: [], systemPrompt: options.systemPrompt, maxTurns: options.maxTurns },
     toolsOf(options.tools),
     sink,
-    options.signal
+    options.signal,
+    undefined
   ).pipe(
     Effect.provideService(Model.Model, options.model),
     Effect.provideService(Session.Session, session)
@@ -482,14 +481,18 @@ interface Ending {
   readonly output: unknown
 }
 
-/** A run: its start, its turns (`body`), and whatever way it ends, its finalizer. */
+/**
+ * A run: its start, its turns (`body`), and whatever way it ends, its finalizer; in a span named `span`,
+ * if given, when the application has a tracer.
+ */
 const loop = <E, R>(
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink,
-  signal?: AbortSignal | undefined
+  signal: AbortSignal | undefined,
+  span: "Loop.run" | "Loop.stream" | undefined
 ): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
-  Effect.gen(() => loopSteps(options, tools, sink, signal))
+  Effect.gen(() => loopSteps(options, tools, sink, signal, span))
 
 /**
  * The steps of `loop`, a generator function of the module's own: a generator function made anew for
@@ -502,15 +505,40 @@ function* loopSteps<E, R>(
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink,
-  signal: AbortSignal | undefined
+  signal: AbortSignal | undefined,
+  span: "Loop.run" | "Loop.stream" | undefined
 ) {
   if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
+  // the run's services, read at once; the run's span needs its tracer, so it starts here
+  const context = yield* Effect.context<Model.Model | Session.Session>()
+  if (span === undefined || !Run.hasTracer(context)) return yield* runSteps(context, options, tools, sink, signal)
+  return yield* Effect.withSpan(
+    Effect.gen(() => runSteps(context, options, tools, sink, signal)),
+    span,
+    span === "Loop.run" ? { attributes: GenAi.runAttributes(options.maxTurns) } : undefined
+  )
+}
+
+/** The steps of a run once its services are read (see `loopSteps`). */
+function* runSteps<E, R>(
+  context: Run.Services,
+  options: RunOptions<ReadonlyArray<Tool.Any>>,
+  tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+  sink: EventSink.Sink,
+  signal: AbortSignal | undefined
+) {
   const output = options.output === undefined
     ? undefined
     : new Output.Output(options.output, options.maxOutputRepairs ?? defaultMaxOutputRepairs)
   const run = output === undefined
-    ? yield* Run.make(options, tools, sink)
-    : yield* Output.allowAnswer(Run.make<E | Errors.OutputInvalid, R>(options, [...tools, output.tool], sink))
+    ? yield* Run.start(context, options, tools, sink)
+    : yield* Run.start<E | Errors.OutputInvalid, R>(
+      context,
+      options,
+      [...tools, output.tool],
+      sink,
+      Output.allowAnswer(Context.getOption(context, Permissions.Permissions))
+    )
   const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
   if (started !== undefined) yield* started
   const { endedBy, output: answer } = yield* ParentRun.within(
@@ -644,10 +672,21 @@ function* turnSteps<E, R>(run: Run.Run<E, R>, input: ReadonlyArray<Message.Messa
 const finalize = <E, R>(
   run: Run.Run<E, R>,
   exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
-) =>
-  Effect.gen(() => finalizeSteps(run, exit)).pipe(
-    Effect.catchCause((cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause))
-  )
+): Effect.Effect<void> => {
+  if (Exit.isFailure(exit) || run.tracing) return logFailure(Effect.gen(() => finalizeSteps(run, exit)))
+  // a completed run without a tracer only reports its end: nothing to run when the sink takes it at once
+  // (a callback sink runs the application's code as it does: what it throws is logged, as in the steps)
+  let ended: Effect.Effect<void> | undefined
+  try {
+    ended = runEnd(run, exit)
+  } catch (defect) {
+    return logFailure(Effect.die(defect))
+  }
+  return ended === undefined ? Effect.void : logFailure(ended)
+}
+
+const logFailure = <E>(finalizing: Effect.Effect<void, E>): Effect.Effect<void> =>
+  Effect.catchCause(finalizing, (cause) => Effect.logWarning("effect-agent: finalizing the run failed", cause))
 
 /** The steps of `finalize`, a shared generator function (see `loopSteps`). */
 function* finalizeSteps<E, R>(
@@ -666,16 +705,24 @@ function* finalizeSteps<E, R>(
     yield* run.endTurn()
   }
   if (run.tracing) yield* Effect.annotateCurrentSpan(GenAi.usageAttributes(run.state.usage))
-  if (!run.sink.active) return
-  const ended = EventSink.deliver(run.sink, {
-    _tag: "RunEnd",
-    outcome: outcomeOf(exit, run.state),
-    turns: run.turn,
-    usage: run.state.usage,
-    stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
-  })
+  const ended = runEnd(run, exit)
   if (ended !== undefined) yield* ended
 }
+
+/** Law 7: the run's `RunEnd`, delivered at once when the sink has room, else the effect that delivers it. */
+const runEnd = <E, R>(
+  run: Run.Run<E, R>,
+  exit: Exit.Exit<Ending, LoopError<E>> | Exit.Failure<unknown, LoopError<E>>
+): Effect.Effect<void> | undefined =>
+  run.sink.active
+    ? EventSink.deliver(run.sink, {
+      _tag: "RunEnd",
+      outcome: outcomeOf(exit, run.state),
+      turns: run.turn,
+      usage: run.state.usage,
+      stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+    })
+    : undefined
 
 // -----------------------------------------------------------------------------
 // Helpers

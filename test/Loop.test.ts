@@ -581,6 +581,21 @@ describe("Loop.runAgent", () => {
       assertValid(history)
     }))
 
+  it.live("an onEvent that throws at RunEnd leaves the run completed: the history resolves", () =>
+    Effect.promise(async () => {
+      const seen: Array<string> = []
+      const history = await Loop.runAgent({
+        model: Model.scripted([Message.assistant("done")]),
+        messages: [Message.user("go")],
+        onEvent: (event) => {
+          seen.push(event._tag)
+          if (event._tag === "RunEnd") throw new Error("the application's callback failed")
+        }
+      })
+      assert.deepStrictEqual(history.map((m) => m.role), ["user", "assistant"])
+      assert.strictEqual(seen.at(-1), "RunEnd")
+    }))
+
   it.live("a terminal error rejects with that error", () =>
     Effect.promise(async () => {
       const error = await Loop.runAgent({ model: Model.scripted([]), messages: [Message.user("go")] }).then(

@@ -141,17 +141,18 @@ export const make = <E, R>(
 ): Stream.Stream<AnyEvent, E, R> =>
   Stream.fromChannel(Channel.fromTransform((_: unknown, scope: Scope.Scope) => {
     const buffer = new EventBuffer<E>(capacity)
-    return Effect.as(
-      Effect.andThen(
-        Effect.forkIn(
-          Effect.onExit(produce(buffer), (exit) => Effect.sync(() => buffer.end(exit))),
-          scope,
-          { startImmediately: true }
-        ),
+    return Effect.flatMap(
+      Effect.forkIn(produce(buffer), scope, { startImmediately: true }),
+      (producer) => {
+        // the consumer gets what is left, then the end, as the producer's fiber ends (at once if it
+        // ended already): an observer of the fiber, where an `onExit` in it took fiber operations
+        producer.addObserver((exit) => buffer.end(exit))
         // added after the producer's fiber, so it runs first: a run finalizing after the consumer left
         // never waits for room
-        Scope.addFinalizer(scope, Effect.sync(() => buffer.close()))
-      ),
-      Effect.suspend(() => buffer.take())
+        return Effect.as(
+          Scope.addFinalizer(scope, Effect.sync(() => buffer.close())),
+          Effect.suspend(() => buffer.take())
+        )
+      }
     )
   }))

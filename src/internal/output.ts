@@ -8,6 +8,7 @@
  * model is told to call the tool, which counts as a repair too.
  */
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
@@ -131,17 +132,15 @@ export class Output<A> {
 
 /**
  * Giving the answer has no effect to permit: the final-answer tool is allowed whatever the run's
- * `Permissions` say (a rule set that allows only some tools would otherwise deny it).
+ * `Permissions` say (a rule set that allows only some tools would otherwise deny it). Returns the
+ * permissions a run with `output` checks its calls with.
  */
-export const allowAnswer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(
-    Effect.serviceOption(Permissions.Permissions),
-    (permissions) =>
-      permissions._tag === "None" ? effect : Effect.provideService(effect, Permissions.Permissions, {
-        check: (request) =>
-          request.toolName === toolName ? Effect.succeed(Permissions.allow) : permissions.value.check(request)
-      })
-  )
+export const allowAnswer = (
+  permissions: Option.Option<Permissions.Service>
+): Option.Option<Permissions.Service> =>
+  Option.map(permissions, (permissions) => ({
+    check: (request) => request.toolName === toolName ? Effect.succeed(Permissions.allow) : permissions.check(request)
+  }))
 
 // the JSON in a text answer, also inside a Markdown code fence
 const parseJson = (text: string): { readonly value: unknown } | undefined => {

@@ -208,12 +208,10 @@ export class Run<E, R> {
   append(message: Message.Message): Effect.Effect<void, Errors.SessionStoreFailed> {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.record(message)
-      return this.sink.active
-        ? Effect.andThen(
-          this.sink.emit({ _tag: "MessageStart", turn: this.turn, role: message.role }),
-          this.stored([message])
-        )
-        : this.stored([message])
+      const started = this.sink.active
+        ? EventSink.deliver(this.sink, { _tag: "MessageStart", turn: this.turn, role: message.role })
+        : undefined
+      return started === undefined ? this.stored([message]) : Effect.andThen(started, this.stored([message]))
     }))
   }
 
@@ -505,14 +503,38 @@ function* makeSteps<E, R>(
   sink: EventSink.Sink
 ) {
   // the run's services read from its context at once: one fiber operation, where each read was one
-  const context = yield* Effect.context<Model.Model | Session.Session>()
+  return yield* start(yield* Effect.context<Model.Model | Session.Session>(), settings, tools, sink)
+}
+
+/**
+ * The services a run reads from its context: those of `Model` and `Session`, and the optional ones it
+ * reads if present (`Permissions`, `Inbox`, the clock and the tracer).
+ */
+export type Services = Context.Context<Model.Model | Session.Session>
+
+/**
+ * Whether the run's context has an application tracer: its spans are made only then (with effect's own
+ * tracer nobody reads them).
+ */
+export const hasTracer = (context: Services): boolean => Context.get(context, Tracer.Tracer) !== builtInTracer
+
+/**
+ * `make`'s steps over the run's services read already (`context`), for a generator to delegate to: a
+ * loop that reads its context for itself starts a run with no fiber operation of the start's own.
+ * `permissions`, when given, replaces the context's.
+ */
+export function* start<E, R>(
+  context: Services,
+  settings: Settings,
+  tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
+  sink: EventSink.Sink,
+  permissions: Option.Option<Permissions.Service> = Context.getOption(context, Permissions.Permissions)
+) {
   const model = Context.get(context, Model.Model)
   const session = Context.get(context, Session.Session)
-  const permissions = Context.getOption(context, Permissions.Permissions)
   const inbox = Context.getOption(context, Inbox.Inbox)
   const clock = Context.get(context, Clock.Clock)
-  const tracing = Context.get(context, Tracer.Tracer) !== builtInTracer &&
-    { content: Context.get(context, Tracing.RecordContent) }
+  const tracing = hasTracer(context) && { content: Context.get(context, Tracing.RecordContent) }
   // a store that keeps its branch checked checks only what it got since; any other is checked here
   const tree = Checked.treeOf(session)
   const usedIds = new Set<string>()
@@ -525,7 +547,8 @@ function* makeSteps<E, R>(
     checkedIds = yield* Effect.fromResult(tree.check())
     history = tree.messages.slice()
   }
-  const compaction = yield* session.latestCompaction
+  // such a store's latest compaction is its tree's (its `latestCompaction` reads it)
+  const compaction = tree === undefined ? yield* session.latestCompaction : tree.compaction
   const span: ToolBatch.Config<E, R>["span"] = tracing
     ? (effect, name, attributes) => traced(effect, name, attributes)
     : undefined
