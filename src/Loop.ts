@@ -555,7 +555,7 @@ function* runSteps<E, R>(
     usage: run.state.usage,
     endedBy,
     stopReason: lastStopReason(run.state),
-    stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+    stats: run.endStats()
   } satisfies RunResult<unknown>
 }
 
@@ -720,7 +720,7 @@ const runEnd = <E, R>(
       outcome: outcomeOf(exit, run.state),
       turns: run.turn,
       usage: run.state.usage,
-      stats: run.stats.snapshot(run.turn, run.state.usage, run.now())
+      stats: run.endStats()
     })
     : undefined
 

@@ -71,6 +71,8 @@ export class Run<E, R> {
   private answerStarted = false
   /** When the request being answered began. */
   private began = 0
+  /** The statistics at the run's end, once taken. */
+  private ended: Event.RunStats | undefined = undefined
 
   constructor(
     readonly model: Model.Service,
@@ -164,6 +166,11 @@ export class Run<E, R> {
 
   get turn(): number {
     return this.state.turn
+  }
+
+  /** The run's statistics at its end: taken once, for its `RunEnd` and its result alike. */
+  endStats(): Event.RunStats {
+    return this.ended ??= this.stats.snapshot(this.turn, this.state.usage, this.now())
   }
 
   /**
