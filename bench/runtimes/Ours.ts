@@ -58,33 +58,29 @@ export const turnEvents = (spec: Harness.Spec, turn: number): Array<Model.Event>
  */
 export const fakeModel = (spec: Harness.Spec): Model.Service => {
   let turn = 0
-  const gate = spec.gate
   // pushes each turn's events as a streaming provider does (Model.respond); stream and complete derive
-  return Model.make({
-    respond: (_request, onEvent) =>
-      Effect.suspend(() => {
-        const t = turn++
-        const push = () => {
-          const events = turnEvents(spec, t)
-          return Effect.as(
-            Effect.forEach(events, (event) => event._tag === "Finish" ? Effect.void : onEvent(event), {
-              discard: true
-            }),
-            (events[events.length - 1] as Extract<Model.Event, { _tag: "Finish" }>).message
-          )
-        }
-        if (gate === undefined || gate.turn !== t) return push()
-        // the turn's events are made once the gate opens, as pi's stream function does: a run held at
-        // the gate does not keep them
-        return Effect.andThen(
-          Effect.promise(() => {
-            gate.waiting++
-            return gate.promise
-          }),
-          Effect.suspend(push)
-        )
-      })
-  })
+  return Model.make({ respond: (_request, onEvent) => Effect.gen(() => respondSteps(spec, turn++, onEvent)) })
+}
+
+/**
+ * One response of `fakeModel`: its events pushed in a plain loop, as pi's bench model pushes its own, so
+ * an event the loop takes at once costs no fiber operation (an `Effect.forEach` over them took one an
+ * event). A shared generator function (see `Loop.ts`'s `loopSteps`).
+ */
+function* respondSteps(spec: Harness.Spec, t: number, onEvent: (event: Model.Delta) => Effect.Effect<void>) {
+  const gate = spec.gate
+  if (gate !== undefined && gate.turn === t) {
+    // the turn's events are made once the gate opens, as pi's stream function does: a run held at the
+    // gate does not keep them
+    yield* Effect.promise(() => {
+      gate.waiting++
+      return gate.promise
+    })
+  }
+  const events = turnEvents(spec, t)
+  const last = events.length - 1
+  for (let index = 0; index < last; index++) yield* onEvent(events[index] as Model.Delta)
+  return (events[last] as Extract<Model.Event, { _tag: "Finish" }>).message
 }
 
 const makeTool = (sleepMs: number | undefined) =>
