@@ -492,7 +492,10 @@ const loop = <E, R>(
   signal: AbortSignal | undefined,
   span: "Loop.run" | "Loop.stream" | undefined
 ): Effect.Effect<RunResult<unknown>, LoopError<E>, Model.Model | Session.Session | R> =>
-  Effect.gen(() => loopSteps(options, tools, sink, signal, span))
+  // the run's services, read at once with the start of its steps; the run's span needs its tracer
+  Effect.contextWith((context: Run.Services) =>
+    Effect.gen(() => loopSteps(context, options, tools, sink, signal, span))
+  )
 
 /**
  * The steps of `loop`, a generator function of the module's own: a generator function made anew for
@@ -502,6 +505,7 @@ const loop = <E, R>(
  * that calls a shared generator function (as here) holds nothing past its run.
  */
 function* loopSteps<E, R>(
+  context: Run.Services,
   options: RunOptions<ReadonlyArray<Tool.Any>>,
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink,
@@ -509,8 +513,6 @@ function* loopSteps<E, R>(
   span: "Loop.run" | "Loop.stream" | undefined
 ) {
   if (options.toolTimeout !== undefined) Tool.checkTimeout(options.toolTimeout, "the run's toolTimeout")
-  // the run's services, read at once; the run's span needs its tracer, so it starts here
-  const context = yield* Effect.context<Model.Model | Session.Session>()
   if (span === undefined || !Run.hasTracer(context)) return yield* runSteps(context, options, tools, sink, signal)
   return yield* Effect.withSpan(
     Effect.gen(() => runSteps(context, options, tools, sink, signal)),

@@ -211,24 +211,27 @@ export class Run<E, R> {
     })
   }
 
-  /** Law 3: a message enters history (and the session) as it happens; uninterruptible, so they agree. */
+  /**
+   * Law 3: a message enters history (and the session) as it happens; uninterruptible, so they agree.
+   * (`uninterruptibleMask` with no `restore`: an uninterruptible suspend in one fiber operation.)
+   */
   append(message: Message.Message): Effect.Effect<void, Errors.SessionStoreFailed> {
-    return Effect.uninterruptible(Effect.suspend(() => {
+    return Effect.uninterruptibleMask(() => {
       this.record(message)
       const started = this.sink.active
         ? EventSink.deliver(this.sink, { _tag: "MessageStart", turn: this.turn, role: message.role })
         : undefined
       return started === undefined ? this.stored([message]) : Effect.andThen(started, this.stored([message]))
-    }))
+    })
   }
 
   /** An answer enters history; its `MessageStart` went out with its first delta. */
   appendAnswer(message: Message.AssistantMessage): Effect.Effect<void, Errors.SessionStoreFailed> {
-    return Effect.uninterruptible(Effect.suspend(() => {
+    return Effect.uninterruptibleMask(() => {
       this.streaming = undefined
       this.record(message)
       return this.stored([message])
-    }))
+    })
   }
 
   /**
@@ -236,7 +239,7 @@ export class Run<E, R> {
    * one `RunState.closing` decides from `ending`. A running call's end is reported too.
    */
   closeCalls(ending: RunState.Ending): Effect.Effect<void, Errors.SessionStoreFailed> {
-    return Effect.uninterruptible(Effect.suspend(() => {
+    return Effect.uninterruptibleMask(() => {
       const state = this.state
       if (state.calls.length === 0) return Effect.void
       const at = this.now()
@@ -261,7 +264,7 @@ export class Run<E, R> {
         ended === undefined ? appended : Effect.andThen(ended, appended),
         () => EventSink.deliverAll(this.sink, this.messageEvents(results))
       )
-    }))
+    })
   }
 
   /**
@@ -497,21 +500,8 @@ export const make = <E, R>(
   tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
   sink: EventSink.Sink
 ): Effect.Effect<Run<E, R>, Errors.SessionStoreFailed | Errors.HistoryInvalid, Model.Model | Session.Session> =>
-  Effect.gen(() => makeSteps(settings, tools, sink))
-
-/**
- * The steps of `make`, a generator function of the module's own: one made anew for each run would get
- * a map of its own from V8, which young-generation collections take for a root, so what it holds would
- * outlive the run until a full collection (see `Loop.ts`'s `loopSteps`).
- */
-function* makeSteps<E, R>(
-  settings: Settings,
-  tools: ReadonlyArray<Tool.Tool<any, E | Errors.Recoverable, R>>,
-  sink: EventSink.Sink
-) {
-  // the run's services read from its context at once: one fiber operation, where each read was one
-  return yield* start(yield* Effect.context<Model.Model | Session.Session>(), settings, tools, sink)
-}
+  // the run's services read from its context at once, with the start of its steps
+  Effect.contextWith((context: Services) => Effect.gen(() => start(context, settings, tools, sink)))
 
 /**
  * The services a run reads from its context: those of `Model` and `Session`, and the optional ones it
@@ -526,9 +516,11 @@ export type Services = Context.Context<Model.Model | Session.Session>
 export const hasTracer = (context: Services): boolean => Context.get(context, Tracer.Tracer) !== builtInTracer
 
 /**
- * `make`'s steps over the run's services read already (`context`), for a generator to delegate to: a
- * loop that reads its context for itself starts a run with no fiber operation of the start's own.
- * `permissions`, when given, replaces the context's.
+ * The steps of `make` over the run's services (`context`), for a generator to delegate to: a loop that
+ * reads its context for itself starts a run with no fiber operation of the start's own. `permissions`,
+ * when given, replaces the context's. A generator function of the module's own: one made anew for each
+ * run would get a map of its own from V8, which young-generation collections take for a root, so what
+ * it holds would outlive the run until a full collection (see `Loop.ts`'s `loopSteps`).
  */
 export function* start<E, R>(
   context: Services,
