@@ -6,7 +6,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Loop from "../src/Loop.js"
+import type * as Model from "../src/Model.js"
 import * as OpenAiCompat from "../src/providers/OpenAiCompat.js"
 import * as Session from "../src/services/Session.js"
 import * as Tool from "../src/Tool.js"
@@ -29,8 +31,18 @@ const slow = (name: string, key: string) =>
 
 const tools = [slow("get_weather", "city"), slow("get_time", "zone")]
 
+const ask = { input: "weather and time?", tools, systemPrompt: "Be brief." } as const
+
+interface TraceOptions {
+  readonly content?: boolean
+  readonly replies?: ReadonlyArray<ProviderServer.Reply>
+}
+
 /** A run of two turns (two parallel tool calls, then an answer) traced into an in-memory exporter. */
-const tracedRun = (options?: { readonly content?: boolean; readonly replies?: ReadonlyArray<ProviderServer.Reply> }) =>
+const tracedRun = (options?: TraceOptions) => traced(Loop.run(ask), options)
+
+/** `program` (a run of `ask`) traced into an in-memory exporter, over a provider server on 127.0.0.1. */
+const traced = <A, E>(program: Effect.Effect<A, E, Model.Model | Session.Session>, options?: TraceOptions) =>
   Effect.gen(function*() {
     const server = yield* ProviderServer.make(
       options?.replies ?? [fixture("moonshotai-stream-tool-calls.jsonl"), fixture("issue-15789-step-2.jsonl")]
@@ -56,9 +68,7 @@ const tracedRun = (options?: { readonly content?: boolean; readonly replies?: Re
       NodeSdk.layer(() => ({ resource: { serviceName: "test" }, spanProcessor: new SimpleSpanProcessor(exporter) })),
       options?.content === true ? Tracing.layerRecordContent : Layer.empty
     )
-    const result = yield* Effect.result(
-      Loop.run({ input: "weather and time?", tools, systemPrompt: "Be brief." }).pipe(Effect.provide(layer))
-    )
+    const result = yield* Effect.result(program.pipe(Effect.provide(layer)))
     return { result, spans: finished }
   }).pipe(Effect.scoped)
 
@@ -112,6 +122,23 @@ describe("Tracing", () => {
       // no content without the opt-in
       assert.isUndefined(firstModel.attributes["gen_ai.input.messages"])
       assert.isUndefined(firstModel.attributes["gen_ai.output.messages"])
+    }))
+
+  it.live("a streamed run is a Loop.stream span, its turns under it, its usage on it", () =>
+    Effect.gen(function*() {
+      const { result, spans } = yield* traced(Stream.runDrain(Loop.stream(ask)))
+      assert.strictEqual(result._tag, "Success")
+      assert.deepStrictEqual(named(spans, "Loop.run"), [])
+      const [run] = named(spans, "Loop.stream")
+      assert.isDefined(run)
+      assert.isUndefined(parentOf(run!))
+      const turns = named(spans, "Loop.turn")
+      assert.strictEqual(turns.length, 2)
+      for (const turn of turns) assert.strictEqual(parentOf(turn), run!.spanContext().spanId)
+      assert.strictEqual(named(spans, "Loop.model").length, 2)
+      const models = named(spans, "Loop.model")
+      const output = models.reduce((total, span) => total + Number(span.attributes["gen_ai.usage.output_tokens"]), 0)
+      assert.strictEqual(run!.attributes["gen_ai.usage.output_tokens"], output)
     }))
 
   it.live("RunStats and the spans agree on token counts", () =>
