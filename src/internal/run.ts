@@ -510,10 +510,11 @@ export const make = <E, R>(
 export type Services = Context.Context<Model.Model | Session.Session>
 
 /**
- * Whether the run's context has an application tracer: its spans are made only then (with effect's own
+ * Whether a context has an application tracer: a run's spans are made only then (with effect's own
  * tracer nobody reads them).
  */
-export const hasTracer = (context: Services): boolean => Context.get(context, Tracer.Tracer) !== builtInTracer
+export const hasTracer = <R>(context: Context.Context<R>): boolean =>
+  Context.get(context, Tracer.Tracer) !== builtInTracer
 
 /**
  * The steps of `make` over the run's services (`context`), for a generator to delegate to: a loop that
@@ -610,9 +611,7 @@ export const spanned = <A, E, R>(
   name: string,
   options?: Tracer.SpanOptions | undefined
 ): Effect.Effect<A, E, R> =>
-  Effect.withFiber((fiber) =>
-    fiber.getRef(Tracer.Tracer) === builtInTracer ? effect : Effect.withSpan(effect, name, options)
-  )
+  Effect.contextWith((context) => hasTracer(context) ? Effect.withSpan(effect, name, options) : effect)
 
 /** Effect's own tracer, in place when the application provides none. */
 const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
