@@ -112,4 +112,25 @@ describe("HeldSteps", () => {
       yield* held.saveRequest(other.outgoing(2n, "model/1"))
       assert.deepStrictEqual(other.resets, [1n])
     }))
+
+  it.effect("a request let go is forgotten after a minute unread (its shard moved away), not kept forever", () =>
+    Effect.gen(function*() {
+      const { clock, held, ...other } = heldOver()
+      yield* other.service.saveRequest(other.outgoing(1n, "model/1"))
+      assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
+      clock.now = 3_000
+      assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
+      assert.deepStrictEqual(other.resets, [1n])
+      // its shard moves to another runner, which reads it (claims it)
+      assert.deepStrictEqual(ids(yield* other.service.unprocessedMessages([])), [1n])
+      // a minute on, another step's request is held and let go when its run sends it
+      clock.now = 63_000
+      yield* other.service.saveRequest(other.outgoing(2n, "model/2"))
+      assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [])
+      yield* held.saveRequest(other.outgoing(3n, "model/2"))
+      assert.deepStrictEqual(other.resets, [1n, 2n])
+      // the first one's shard comes back: it is held again as one never seen; the second passes
+      yield* other.service.resetRequests([1n as Snowflake.Snowflake])
+      assert.deepStrictEqual(ids(yield* held.unprocessedMessages([])), [2n])
+    }))
 })

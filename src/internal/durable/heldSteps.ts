@@ -24,8 +24,11 @@ import type * as Snowflake from "effect/cluster/Snowflake"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
-/** How long a request this runner sent counts as its own (a step's request is read within it). */
-const ownFor = 60_000
+/**
+ * How long a request this runner sent counts as its own, and one let go waits for the read that passes
+ * it on (a step's request is read within it; one whose shard moved away is never read here again).
+ */
+const keptFor = 60_000
 
 /**
  * `storage` with the step requests of `entityType` that another runner stored held back (see above);
@@ -39,19 +42,20 @@ export const hold = (
   const own = new Map<Snowflake.Snowflake, number>()
   // the requests held back, by id, with since when
   const held = new Map<Snowflake.Snowflake, number>()
-  // the requests let go: the next read that returns them passes them on
-  const released = new Set<Snowflake.Snowflake>()
+  // the requests let go, by id, with when (in that order): the next read that returns them passes them on
+  const released = new Map<Snowflake.Snowflake, number>()
 
   const isStep = (message: Message.Incoming<any>): boolean =>
     message._tag === "IncomingRequest" && message.envelope.tag === "activity" &&
     message.envelope.address.entityType === options.entityType
 
-  const remember = (id: Snowflake.Snowflake, now: number) => {
-    own.delete(id)
-    own.set(id, now)
-    for (const [key, at] of own) {
-      if (now - at < ownFor) break
-      own.delete(key)
+  // `id` entered into `entries` at `now`, and the entries older than `keptFor` dropped
+  const remember = (entries: Map<Snowflake.Snowflake, number>, id: Snowflake.Snowflake, now: number) => {
+    entries.delete(id)
+    entries.set(id, now)
+    for (const [key, at] of entries) {
+      if (now - at < keptFor) break
+      entries.delete(key)
     }
   }
 
@@ -60,10 +64,11 @@ export const hold = (
     saveRequest: (message) =>
       Effect.tap(storage.saveRequest(message), (result) => {
         const id = result._tag === "Duplicate" ? result.originalId : message.envelope.requestId
-        remember(id, options.now())
+        const now = options.now()
+        remember(own, id, now)
         // the run sent a held request again: it is registered, and the next read passes the request on
         if (!held.delete(id)) return Effect.void
-        released.add(id)
+        remember(released, id, now)
         return storage.resetRequests([id])
       }),
     unprocessedMessages: (shardIds, readOptions) =>
@@ -81,7 +86,7 @@ export const hold = (
         for (const [id, since] of held) {
           if (now - since < options.hold) continue
           held.delete(id)
-          released.add(id)
+          remember(released, id, now)
           expired.push(id)
         }
         return expired.length === 0 ? Effect.succeed(passed) : Effect.as(storage.resetRequests(expired), passed)
