@@ -417,7 +417,8 @@ export const TaskParameters = Schema.Struct({
  * result is the child's answer: its `output` value as JSON text, the value in `details`; or its last
  * answer's text. The child's terminal errors and requirements are the tool's, so they flow into the
  * parent run's types. Its events reach the parent's stream as `Subagent` events; its statistics are
- * added to the parent's `RunStats` (`byAgent`); its messages go to the session named by the call id in
+ * added to the parent's `RunStats` (`byAgent`): the parent is the run named by the call's `Tool.Context`,
+ * so a tool that wraps this one passes its context on. Its messages go to the session named by the call id in
  * `ChildSessions` (in memory, for the run only, without that service). The child reads the parent's
  * `Permissions`; a denial inside it ends the child, and the parent fails or reads an error result as
  * `onDenied` says (default `"fail"`).
@@ -460,7 +461,7 @@ export const asTool: {
         // of children that never waits on anything (an agent calling itself) would otherwise starve the
         // timers, so no timeout or abort could fire
         yield* Effect.yieldNow
-        const parent = yield* ParentRun.current
+        const parent = ParentRun.of(context)
         const sessions = yield* Effect.serviceOption(ChildSessions)
         const session = Option.isSome(sessions)
           ? yield* sessions.value.open(context.toolCallId)

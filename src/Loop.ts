@@ -29,7 +29,6 @@ import * as EventStream from "./internal/eventStream.js"
 import * as GenAi from "./internal/genAi.js"
 import * as Limits from "./internal/limits.js"
 import * as Output from "./internal/output.js"
-import * as ParentRun from "./internal/parentRun.js"
 import * as Run from "./internal/run.js"
 import * as RunState from "./internal/runState.js"
 import * as ToolBatch from "./internal/toolBatch.js"
@@ -452,8 +451,6 @@ function* oneTurnSteps<const Tools extends ReadonlyArray<Tool.Any>>(options: Tur
     Effect.flatMap(
       takeTurn(run, inputMessages(options.input)),
       ({ answer, terminal }) => Option.isSome(terminal) ? Effect.fail(terminal.value) : Effect.succeed(answer)
-    ).pipe(
-      Effect.provideService(ParentRun.current, { sink: run.sink, stats: run.stats })
     ),
     (exit) => Exit.isSuccess(exit) ? Effect.void : finalize(run, exit)
   )
@@ -543,11 +540,10 @@ function* runSteps<E, R>(
     )
   const started = sink.active ? EventSink.deliver(sink, { _tag: "RunStart" }) : undefined
   if (started !== undefined) yield* started
-  const { endedBy, output: answer } = yield* ParentRun.within(
-    // the run's sub-agents report to it (their events, their statistics); an abort, even one before
-    // the start, ends the turns here, so RunStart still gets its RunEnd and nothing is appended
+  const { endedBy, output: answer } = yield* Effect.onExit(
+    // an abort, even one before the start, ends the turns here, so RunStart still gets its RunEnd and
+    // nothing is appended
     abortOn(signal, body(run, options, output)),
-    { sink, stats: run.stats },
     (exit) => finalize(run, exit)
   )
   return {

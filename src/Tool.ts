@@ -35,7 +35,9 @@ export type Output =
   }
 
 /**
- * What a running tool knows about its call.
+ * What a running tool knows about its call. A tool that runs another tool's `execute` passes it on, as it
+ * is or spread into a new object: it also carries the run the call belongs to, which an agent tool's
+ * sub-agent reports its events and statistics to (`Agent.asTool`).
  *
  * @since 0.1.0
  * @category Models

@@ -177,6 +177,32 @@ describe("Agent.asTool", () => {
       assert.deepStrictEqual(history.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"])
     }))
 
+  it.effect("an agent tool inside an application's tool that passes its context on still reports to the run", () =>
+    Effect.gen(function*() {
+      const inner = Agent.asTool(researcher())
+      const updates: Array<unknown> = []
+      // a wrapper as an application writes one: its own progress, the call's context spread into a new one
+      const wrapped = Tool.make({
+        name: "researcher",
+        description: "Asks the researcher, noting its progress",
+        parameters: Schema.Struct({ task: Schema.String }),
+        execute: (input, context) =>
+          inner.execute(input, {
+            ...context,
+            update: (progress) => Effect.andThen(Effect.sync(() => updates.push(progress)), context.update(progress))
+          })
+      })
+      const { layer } = scriptedRun([delegate("p1", "How do runs work?"), Message.assistant("done")])
+      const events = Array.from(
+        yield* Loop.stream({ input: "Explain runs", tools: [wrapped] }).pipe(Stream.runCollect, Effect.provide(layer))
+      )
+      const nested = events.flatMap((e) => e._tag === "Subagent" ? [e] : [])
+      assert.isAbove(nested.length, 5)
+      for (const e of nested) assert.deepStrictEqual(e.path, [{ agent: "researcher", toolCallId: "p1" }])
+      const end = events.at(-1)
+      assert.isTrue(end?._tag === "RunEnd" && end.stats.byAgent["researcher"]?.runs === 1)
+    }))
+
   it.effect("usage, cost and statistics roll up into the parent's RunStats, by agent name", () =>
     Effect.gen(function*() {
       const { layer } = scriptedRun([

@@ -65,14 +65,14 @@ describe("bench harness", () => {
     assert.strictEqual(b.fibers, 1)
   })
 
-  it("a one-request run takes at most 27 fiber operations with Loop.run, 53 with Loop.stream drained", () => {
+  it("a one-request run takes at most 25 fiber operations with Loop.run, 51 with Loop.stream drained", () => {
     // what a run costs once, its start and end: for a stream, the hand-off to the consumer (the run's
     // fiber and its event buffer) and the consumer's own Stream.runDrain, which pulls in the caller's fiber
     const one: Harness.Spec = { turns: 0, calls: 1, deltas: 5, tool: "echo" }
     const run = Ours.opsPerRun("run", one)
     const stream = Ours.opsPerRun("stream", one)
-    assert.isAtMost(run.ops, 27, `Loop.run: ${run.ops} operations`)
-    assert.isAtMost(stream.ops, 53, `Loop.stream: ${stream.ops} operations`)
+    assert.isAtMost(run.ops, 25, `Loop.run: ${run.ops} operations`)
+    assert.isAtMost(stream.ops, 51, `Loop.stream: ${stream.ops} operations`)
     // the run's own fiber; Stream.runDrain starts none
     assert.deepStrictEqual([run.fibers, stream.fibers], [0, 1])
   })

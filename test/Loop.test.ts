@@ -10,9 +10,8 @@ import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
-import * as EventSink from "../src/internal/eventSink.js"
+import type * as Event from "../src/Event.js"
 import * as ParentRun from "../src/internal/parentRun.js"
-import { RunStats } from "../src/internal/runStats.js"
 import * as Loop from "../src/Loop.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
@@ -352,38 +351,42 @@ describe("Loop.run", () => {
       for (const request of kept) assert.isTrue(Object.isFrozen(request.messages))
     }))
 
-  it.effect("a run sets the parent run its tools' sub-agents report to, and leaves the fiber's as it found it", () =>
+  it.effect("each call's context names the run it belongs to, for its sub-agents; a call outside a run's has none", () =>
     Effect.gen(function*() {
-      const outer: ParentRun.ParentRun = { sink: EventSink.none, stats: new RunStats(0) }
       const seen: Array<ParentRun.ParentRun | undefined> = []
       const look = Tool.make({
         name: "look",
-        description: "Notes the parent run its fiber sees",
+        description: "Notes the run its context names",
         parameters: Schema.Struct({}),
-        execute: () => Effect.as(Effect.map(Effect.service(ParentRun.current), (parent) => seen.push(parent)), "ok")
+        execute: (_input, context) => Effect.sync(() => seen.push(ParentRun.of(context))).pipe(Effect.as("ok"))
       })
-      const answered = scriptedRun([Message.assistant([call("l1", "look", {})]), Message.assistant("done")])
-      const failed = scriptedRun([Message.assistant([call("l1", "look", {})])])
-      const within = <A, E>(run: Effect.Effect<A, E>) =>
-        Effect.provideService(
-          Effect.andThen(Effect.exit(run), Effect.service(ParentRun.current)),
-          ParentRun.current,
-          outer
-        )
-      assert.strictEqual(
-        yield* within(Loop.run({ input: "hi", tools: [look] }).pipe(Effect.provide(answered.layer))),
-        outer
-      )
-      // the second request is past the script: the run fails, and still puts the parent back
-      assert.strictEqual(
-        yield* within(Loop.run({ input: "hi", tools: [look] }).pipe(Effect.provide(failed.layer))),
-        outer
-      )
-      assert.strictEqual(seen.length, 2)
-      for (const parent of seen) {
-        assert.isDefined(parent)
-        assert.notStrictEqual(parent, outer)
-      }
+      const twoCalls = Message.assistant([call("l1", "look", {}), call("l2", "look", {})])
+      const first = scriptedRun([twoCalls, Message.assistant("done")])
+      const second = scriptedRun([twoCalls, Message.assistant("done")])
+      const events: Array<Event.AgentEvent<unknown>> = []
+      yield* Loop.run({
+        input: "hi",
+        tools: [look],
+        onEvent: (event) => Effect.sync(() => events.push(event))
+      }).pipe(Effect.provide(first.layer))
+      yield* Loop.run({ input: "hi", tools: [look] }).pipe(Effect.provide(second.layer))
+      assert.strictEqual(seen.length, 4)
+      const [a, b, c, d] = seen
+      assert.isDefined(a)
+      // the two parallel calls of a run name it, the other run's calls their own
+      assert.strictEqual(a, b)
+      assert.strictEqual(c, d)
+      assert.notStrictEqual(a, c)
+      // its sink is the run's: what a sub-agent emits there reaches the run's events
+      yield* a!.sink.emit({
+        _tag: "Subagent",
+        path: [{ agent: "probe", toolCallId: "l1" }],
+        event: { _tag: "RunStart" }
+      })
+      assert.isTrue(events.some((event) => event._tag === "Subagent" && event.path[0]!.agent === "probe"))
+      // a tool run outside a run has no run to report to
+      yield* look.execute({}, { toolCallId: "x", toolName: "look", update: () => Effect.void })
+      assert.isUndefined(seen[4])
     }))
 
   it.effect("a scripted model past its script fails typed", () =>

@@ -1,11 +1,11 @@
 /**
  * The run a tool call belongs to, as a sub-agent started by the call sees it: where the sub-agent's
- * events go (wrapped, into the run's own sink) and where its statistics are added. The loop sets it
- * once per run, as a context reference, so the forked fibers of parallel tool calls inherit it.
+ * events go (wrapped, into the run's own sink) and where its statistics are added. The tool batch puts
+ * it in each call's `Tool.Context`, under a symbol: a tool that passes its context on (as it is, or
+ * spread into a new one) passes its run on, and a run sets nothing on the fiber for it (a service
+ * provided for the whole run cost a copy of the fiber's context and two rebuilds of its cache a run).
  */
-import * as Context from "effect/Context"
-import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
+import type * as Tool from "../Tool.js"
 import type * as EventSink from "./eventSink.js"
 import type { RunStats } from "./runStats.js"
 
@@ -17,20 +17,13 @@ export interface ParentRun {
   readonly stats: RunStats
 }
 
-/**
- * The run the current fiber's tool calls belong to, if any.
- */
-export const current: Context.Reference<ParentRun | undefined> = Context.Reference<ParentRun | undefined>(
-  "effect-agent/ParentRun",
-  { defaultValue: () => undefined }
-)
+/** The key of a call's run in its `Tool.Context`. */
+export const key: unique symbol = Symbol.for("effect-agent/ParentRun")
 
-/**
- * `self` with `current` set to `parent` for as long as it runs, then `cleanup` with its exit (the run's
- * own finalization, so the two share one `onExit`); `cleanup` sees the outer value again.
- */
-export const within = <A, E, R, R2>(
-  self: Effect.Effect<A, E, R>,
-  parent: ParentRun,
-  cleanup: (exit: Exit.Exit<A, E>) => Effect.Effect<void, never, R2>
-): Effect.Effect<A, E, R | R2> => Effect.onExit(Effect.provideService(self, current, parent), cleanup)
+/** A tool call's context as the batch makes it: with the run it belongs to, when it belongs to one. */
+export interface WithParent extends Tool.Context {
+  readonly [key]?: ParentRun | undefined
+}
+
+/** The run a call belongs to, from its context; none for a context the loop did not make. */
+export const of = (context: Tool.Context): ParentRun | undefined => (context as WithParent)[key]

@@ -99,6 +99,7 @@ export class Run<E, R> {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
     this.hooks = {
+      parent: { sink, stats: this.stats },
       now,
       // called as the call starts and ends (`ToolBatch.Hooks`): no suspend needed
       started: (index) => {

@@ -14,6 +14,7 @@ import type * as Message from "../Message.js"
 import type * as Permissions from "../services/Permissions.js"
 import * as Tool from "../Tool.js"
 import * as GenAi from "./genAi.js"
+import * as ParentRun from "./parentRun.js"
 import * as RunState from "./runState.js"
 
 /**
@@ -44,6 +45,8 @@ export interface Config<E, R> {
  * the tool may run any number of times.
  */
 export interface Hooks {
+  /** The run the calls belong to, for the sub-agents they start (`ParentRun`); none outside a run. */
+  readonly parent?: ParentRun.ParentRun | undefined
   readonly now: () => number
   readonly started: (index: number) => Effect.Effect<void>
   readonly update: (index: number, progress: unknown) => Effect.Effect<void>
@@ -154,10 +157,11 @@ class Batch<E, R> {
 const attempt = <E, R>(batch: Batch<E, R>, admitted: Admitted<E, R>): Effect.Effect<Tool.Output | Failed, never, R> => {
   const { call, tool } = admitted
   const hooks = batch.hooks
-  const context: Tool.Context = {
+  const context: ParentRun.WithParent = {
     toolCallId: call.id,
     toolName: call.name,
-    update: (progress) => hooks.update(admitted.index, progress)
+    update: (progress) => hooks.update(admitted.index, progress),
+    [ParentRun.key]: hooks.parent
   }
   const timeout = tool.timeout ?? batch.config.timeout
   let execute: Effect.Effect<Tool.Output, E | Errors.Recoverable, R>
