@@ -106,8 +106,16 @@ describe("bench harness", () => {
         History.wholeRun([Ours.stream(), Pi.loop], { length: 10, runs: 3, deltas: 2, warmup: 0, repeat: 1 })
       )
       assert.strictEqual(result.workload, "m")
-      assert.deepStrictEqual(Object.keys(result.runtimes), ["ours.stream", "pi.agentLoop"])
-      assert.deepStrictEqual(Object.keys(result.ratios), ["ours.stream / pi.agentLoop"])
+      // effect's own references, timed beside the runtimes, each set against pi's whole run
+      const references = ["effect.runPromise", "effect.streamOfOne", "effect.callbackOfOne"]
+      assert.deepStrictEqual(Object.keys(result.runtimes), ["ours.stream", "pi.agentLoop", ...references])
+      assert.deepStrictEqual(Object.keys(result.ratios), [
+        "ours.stream / pi.agentLoop",
+        ...references.map((name) => `${name} / pi.agentLoop`)
+      ])
+      for (const name of references) {
+        assert.isAbove((result.runtimes[name] as { readonly median: number }).median, 0)
+      }
       assert.isBoolean(result.met)
     }))
 

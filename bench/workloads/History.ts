@@ -7,6 +7,8 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -89,10 +91,30 @@ export const turnCost = async (
 }
 
 /**
+ * What any effect program pays before it does anything, timed beside m)'s runs: being run
+ * (`Effect.runPromise`), and returning a stream its caller drains (`Stream.runDrain`), one of one element
+ * and one fed by a producer through effect's own `Stream.callback`. A `Loop.stream` run is both.
+ */
+const references: ReadonlyArray<{ readonly name: string; readonly run: () => Promise<unknown> }> = [
+  { name: "effect.runPromise", run: () => Effect.runPromise(Effect.void) },
+  { name: "effect.streamOfOne", run: () => Effect.runPromise(Stream.runDrain(Stream.make(1))) },
+  {
+    name: "effect.callbackOfOne",
+    run: () =>
+      Effect.runPromise(Stream.runDrain(Stream.callback<number>((queue) =>
+        Effect.sync(() => {
+          Queue.offerUnsafe(queue, 1)
+          Queue.endUnsafe(queue)
+        })
+      )))
+  }
+]
+
+/**
  * Workload m): a whole run of one turn (a prompt, one answer, no tool call) on a history of `length`
  * messages: what a server that starts many short runs pays for each, setup included. A sample is `runs`
  * runs one after the other (one run is too short to time alone); the figure is µs a run, the floor's
- * subtracted.
+ * subtracted. Effect's own `references` are timed in the same rounds.
  *
  * @since 0.2.0
  * @category Workloads
@@ -113,6 +135,7 @@ export const wholeRun = async (
   }
   const samples = await Harness.timeEach([
     { name: "floor", run: batch(() => floor.run(spec)) },
+    ...references.map(({ name, run }) => ({ name, run: batch(run) })),
     ...runtimes.map((runtime) => {
       const timed = Harness.timed(runtime, spec)
       const prepare = timed.prepare
@@ -140,13 +163,21 @@ export const wholeRun = async (
       ratios[`${ours.name} / ${peer.name}`] = Harness.round(figures[ours.name]!.median / figures[peer.name]!.median, 3)
     }
   }
+  // the references cost what they cost (nothing of the fake model's to subtract), beside pi's whole run
+  const peer = runtimes.find((runtime) => runtime.name === "pi.agentLoop")
+  for (const { name } of references) {
+    figures[name] = Harness.mapStats(Harness.stats(samples[name]!), (ms) => (ms * 1000) / size.runs)
+    if (peer !== undefined) {
+      ratios[`${name} / ${peer.name}`] = Harness.round(figures[name]!.median / figures[peer.name]!.median, 3)
+    }
+  }
   const streamRatio = ratios["ours.stream / pi.agentLoop"]
   return {
     workload: "m",
     title: `a whole run of one turn at history length ${size.length}`,
-    unit: "µs/run (floor subtracted)",
+    unit: "µs/run (floor subtracted; the effect references as they are)",
     runtimes: Object.fromEntries(
-      runtimes.map((runtime) => [runtime.name, Harness.roundStats(figures[runtime.name]!, 3)])
+      [...runtimes, ...references].map(({ name }) => [name, Harness.roundStats(figures[name]!, 3)])
     ),
     ratios,
     target: "ours.stream / pi.agentLoop ≤ 1.0",
