@@ -180,17 +180,12 @@ describe("Agent.asTool", () => {
   it.effect("an agent tool inside an application's tool that passes its context on still reports to the run", () =>
     Effect.gen(function*() {
       const inner = Agent.asTool(researcher())
-      const updates: Array<unknown> = []
-      // a wrapper as an application writes one: its own progress, the call's context spread into a new one
+      // a wrapper as an application writes one: the call's context spread into a new one, with a key of its own
       const wrapped = Tool.make({
         name: "researcher",
-        description: "Asks the researcher, noting its progress",
+        description: "Asks the researcher, keyed by the call",
         parameters: Schema.Struct({ task: Schema.String }),
-        execute: (input, context) =>
-          inner.execute(input, {
-            ...context,
-            update: (progress) => Effect.andThen(Effect.sync(() => updates.push(progress)), context.update(progress))
-          })
+        execute: (input, context) => inner.execute(input, { ...context, idempotencyKey: context.toolCallId })
       })
       const { layer } = scriptedRun([delegate("p1", "How do runs work?"), Message.assistant("done")])
       const events = Array.from(
