@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Counters from "../bench/Counters.js"
 import * as Harness from "../bench/Harness.js"
 import * as AiSdk from "../bench/runtimes/AiSdk.js"
 import { floor } from "../bench/runtimes/Floor.js"
@@ -117,6 +118,16 @@ describe("bench harness", () => {
         assert.isAbove((result.runtimes[name] as { readonly median: number }).median, 0)
       }
       assert.isBoolean(result.met)
+      // what no load changes: our fiber operations a run, and every runtime's KB a run where the process
+      // can force a collection
+      const counts = result.counts!
+      assert.deepStrictEqual(Object.keys(counts), ["ours.stream", "pi.agentLoop", ...references])
+      assert.isAbove(counts["ours.stream"]!.fiberOpsPerRun!, 0)
+      assert.isUndefined(counts["pi.agentLoop"]!.fiberOpsPerRun)
+      for (const figures of Object.values(counts)) {
+        if (Counters.canCollect()) assert.isAbove(figures.allocatedKbPerRun!, 0)
+        else assert.isUndefined(figures.allocatedKbPerRun)
+      }
     }))
 
   it.live("the young-generation workload reports what a run leaves after scavenges and its CPU with them", () =>

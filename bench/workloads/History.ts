@@ -13,6 +13,7 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Session from "../../src/services/Session.js"
+import * as Counters from "../Counters.js"
 import * as Harness from "../Harness.js"
 import { floor } from "../runtimes/Floor.js"
 import * as Ours from "../runtimes/Ours.js"
@@ -133,24 +134,26 @@ export const wholeRun = async (
   const batch = (run: () => Promise<unknown>) => async () => {
     for (let i = 0; i < size.runs; i++) await run()
   }
-  const samples = await Harness.timeEach([
-    { name: "floor", run: batch(() => floor.run(spec)) },
-    ...references.map(({ name, run }) => ({ name, run: batch(run) })),
-    ...runtimes.map((runtime) => {
-      const timed = Harness.timed(runtime, spec)
-      const prepare = timed.prepare
-      return {
-        ...timed,
-        run: batch(timed.run),
-        // each run of the batch prepared (untimed) before the batch is timed
-        prepare: prepare === undefined ? undefined : () => {
-          const prepared = Array.from({ length: size.runs }, () => prepare())
-          return async () => {
-            for (const run of prepared) await run()
-          }
+  const timedRuntimes = runtimes.map((runtime): Harness.Timed => {
+    const timed = Harness.timed(runtime, spec)
+    const prepare = timed.prepare
+    return {
+      ...timed,
+      run: batch(timed.run),
+      // each run of the batch prepared (untimed) before the batch is timed
+      prepare: prepare === undefined ? undefined : () => {
+        const prepared = Array.from({ length: size.runs }, () => prepare())
+        return async () => {
+          for (const run of prepared) await run()
         }
       }
-    })
+    }
+  })
+  const timedReferences = references.map(({ name, run }): Harness.Timed => ({ name, run: batch(run) }))
+  const samples = await Harness.timeEach([
+    { name: "floor", run: batch(() => floor.run(spec)) },
+    ...timedReferences,
+    ...timedRuntimes
   ], size)
   const floorMedian = Harness.stats(samples["floor"]!).median
   const figures = Object.fromEntries(runtimes.map((runtime) => [
@@ -171,6 +174,20 @@ export const wholeRun = async (
       ratios[`${name} / ${peer.name}`] = Harness.round(figures[name]!.median / figures[peer.name]!.median, 3)
     }
   }
+  // what does not depend on the machine's load: KB allocated a run (what preparing it allocates left
+  // out, as from its time) and, for ours, fiber operations a run
+  const counts: Record<string, Record<string, number>> = {}
+  for (const timed of [...timedRuntimes, ...timedReferences]) {
+    if (timed.slow === true) continue
+    const figures: Record<string, number> = {}
+    if (Counters.canCollect()) {
+      const bytes = await Counters.allocatedPrepared(timed.prepare ?? (() => timed.run), 3)
+      figures.allocatedKbPerRun = Harness.round(bytes / 1024 / size.runs, 2)
+    }
+    const kind = timed.name === "ours.run" ? "run" : timed.name === "ours.stream" ? "stream" : undefined
+    if (kind !== undefined) figures.fiberOpsPerRun = Ours.opsPerRun(kind, spec).ops
+    counts[timed.name] = figures
+  }
   const streamRatio = ratios["ours.stream / pi.agentLoop"]
   return {
     workload: "m",
@@ -181,7 +198,8 @@ export const wholeRun = async (
     ),
     ratios,
     target: "ours.stream / pi.agentLoop ≤ 1.0",
-    met: streamRatio === undefined ? null : streamRatio <= 1
+    met: streamRatio === undefined ? null : streamRatio <= 1,
+    counts
   }
 }
 
