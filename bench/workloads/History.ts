@@ -179,14 +179,14 @@ export const wholeRun = async (
   const counts: Record<string, Record<string, number>> = {}
   for (const timed of [...timedRuntimes, ...timedReferences]) {
     if (timed.slow === true) continue
-    const figures: Record<string, number> = {}
+    const counted: Record<string, number> = {}
     if (Counters.canCollect()) {
       const bytes = await Counters.allocatedPrepared(timed.prepare ?? (() => timed.run), 3)
-      figures.allocatedKbPerRun = Harness.round(bytes / 1024 / size.runs, 2)
+      counted.allocatedKbPerRun = Harness.round(bytes / 1024 / size.runs, 2)
     }
     const kind = timed.name === "ours.run" ? "run" : timed.name === "ours.stream" ? "stream" : undefined
-    if (kind !== undefined) figures.fiberOpsPerRun = Ours.opsPerRun(kind, spec).ops
-    counts[timed.name] = figures
+    if (kind !== undefined) counted.fiberOpsPerRun = Ours.opsPerRun(kind, spec).ops
+    counts[timed.name] = counted
   }
   const streamRatio = ratios["ours.stream / pi.agentLoop"]
   return {
