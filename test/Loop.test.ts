@@ -8,6 +8,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/testing/TestClock"
+import * as Util from "node:util"
 import * as Agent from "../src/Agent.js"
 import * as Errors from "../src/Errors.js"
 import type * as Event from "../src/Event.js"
@@ -354,11 +355,16 @@ describe("Loop.run", () => {
   it.effect("each call's context names the run it belongs to, for its sub-agents; a call outside a run's has none", () =>
     Effect.gen(function*() {
       const seen: Array<ParentRun.ParentRun | undefined> = []
+      const shown: Array<string> = []
       const look = Tool.make({
         name: "look",
         description: "Notes the run its context names",
         parameters: Schema.Struct({}),
-        execute: (_input, context) => Effect.sync(() => seen.push(ParentRun.of(context))).pipe(Effect.as("ok"))
+        execute: (_input, context) =>
+          Effect.sync(() => {
+            seen.push(ParentRun.of(context))
+            shown.push(Util.inspect(context))
+          }).pipe(Effect.as("ok"))
       })
       const twoCalls = Message.assistant([call("l1", "look", {}), call("l2", "look", {})])
       const first = scriptedRun([twoCalls, Message.assistant("done")])
@@ -384,6 +390,9 @@ describe("Loop.run", () => {
         event: { _tag: "RunStart" }
       })
       assert.isTrue(events.some((event) => event._tag === "Subagent" && event.path[0]!.agent === "probe"))
+      // a tool that logs its context shows its run by name, not the run's buffer and statistics
+      assert.include(shown[0], "Symbol(effect-agent/ParentRun): ParentRun")
+      assert.notInclude(shown[0], "stats")
       // a tool run outside a run has no run to report to
       yield* look.execute({}, { toolCallId: "x", toolName: "look", update: () => Effect.void })
       assert.isUndefined(seen[4])

@@ -17,6 +17,18 @@ export interface ParentRun {
   readonly stats: RunStats
 }
 
+/**
+ * A run as its calls' contexts carry it. Inspected (a tool that logs its context), it shows as its name
+ * alone: what it holds (the run's event buffer, its statistics) is the run's own.
+ */
+export class Parent implements ParentRun {
+  constructor(readonly sink: EventSink.Sink, readonly stats: RunStats) {}
+
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return "ParentRun"
+  }
+}
+
 /** The key of a call's run in its `Tool.Context`. */
 export const key: unique symbol = Symbol.for("effect-agent/ParentRun")
 

@@ -25,6 +25,7 @@ import * as Tracing from "../Tracing.js"
 import { Budget } from "./contextBudget.js"
 import * as EventSink from "./eventSink.js"
 import * as GenAi from "./genAi.js"
+import * as ParentRun from "./parentRun.js"
 import * as RunState from "./runState.js"
 import { RunStats } from "./runStats.js"
 import * as ToolBatch from "./toolBatch.js"
@@ -99,7 +100,7 @@ export class Run<E, R> {
     this.stats = new RunStats(now())
     this.budget = new Budget(settings.compaction, history, compaction)
     this.hooks = {
-      parent: { sink, stats: this.stats },
+      parent: new ParentRun.Parent(sink, this.stats),
       now,
       // called as the call starts and ends (`ToolBatch.Hooks`): no suspend needed
       started: (index) => {
