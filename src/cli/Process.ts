@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import type * as Report from "./Report.js"
 import * as Sanitize from "./Sanitize.js"
 
@@ -43,3 +44,17 @@ export const report: {
  * @category Models
  */
 export const abort: AbortController = new AbortController()
+
+/**
+ * Lets a signal that arrived while the command was busy reach its handler before the run starts. A
+ * large session is read back in one synchronous step, during which Node cannot run a signal's handler:
+ * it runs in the event loop's poll phase, and two turns of the check phase (`setImmediate`) have one
+ * between them. Without it, a Ctrl-C while the session opened was handled only after the run had
+ * recorded the prompt.
+ *
+ * @since 0.2.0
+ * @category Constructors
+ */
+export const signalsSeen: Effect.Effect<void> = Effect.promise(() =>
+  new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)))
+)

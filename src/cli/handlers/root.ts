@@ -144,7 +144,8 @@ const runPrompt = (setup: Setup) =>
     }).pipe(Stream.runForEach(Printer.make()))
     const confirm = Ask.approval
     yield* Effect.sync(() => (Process.report.runStarted = true))
-    yield* run.pipe(
+    // the session opens first (the layers): an abort while it opened stops the run before it starts
+    yield* Effect.andThen(Process.signalsSeen, run).pipe(
       Effect.provide(Layer.mergeAll(
         setup.models(setup.modelName),
         Session.layerJsonl(setup.sessionPath),
